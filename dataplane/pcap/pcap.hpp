@@ -1,0 +1,64 @@
+// pcap files with nanosecond timestamps, read and written through libpcap.
+// Output is deterministic: the same frames and times give the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/units.hpp"
+
+struct pcap;
+struct pcap_dumper;
+
+namespace rocemu::pcap {
+
+struct Frame {
+    Nanos ts;                   // since the Unix epoch, or since 0 in virtual time
+    uint32_t orig_len = 0;      // length on the wire
+    std::vector<uint8_t> data;  // captured bytes (may be shorter than orig_len)
+};
+
+class Reader {
+public:
+    // Opens `path`; any timestamp precision in the file is read as nanoseconds.
+    // On failure, ok() is false and error() says why.
+    explicit Reader(const std::string& path);
+    ~Reader();
+    Reader(const Reader&) = delete;
+    Reader& operator=(const Reader&) = delete;
+
+    bool ok() const { return handle_ != nullptr; }
+    const std::string& error() const { return error_; }
+    // False at the end of the file or on a read error (then error() is set).
+    bool next(Frame& out);
+    // DLT of the file (1 = Ethernet).
+    int link_type() const;
+
+private:
+    ::pcap* handle_ = nullptr;
+    std::string error_;
+};
+
+class Writer {
+public:
+    // Creates `path` as an Ethernet pcap with nanosecond resolution.
+    explicit Writer(const std::string& path, uint32_t snaplen = 65535);
+    ~Writer();
+    Writer(const Writer&) = delete;
+    Writer& operator=(const Writer&) = delete;
+
+    bool ok() const { return dumper_ != nullptr; }
+    const std::string& error() const { return error_; }
+    void write(Nanos ts, std::span<const uint8_t> frame);
+    void flush();
+
+private:
+    ::pcap* dead_ = nullptr;
+    pcap_dumper* dumper_ = nullptr;
+    uint32_t snaplen_;
+    std::string error_;
+};
+
+}  // namespace rocemu::pcap

@@ -1,0 +1,22 @@
+// The RoCEv2 invariant CRC, computed exactly as Linux rxe does (rxe_icrc.c):
+// CRC-32 (reflected Ethernet polynomial) seeded with 0xDEBB20E3, the state
+// after eight 0xFF bytes that stand for the masked LRH, over the IP header,
+// UDP header and BTH with their variant fields set to all ones, then the rest
+// of the transport headers, the payload and the pad; the result is inverted
+// and carried little-endian.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rocemu::wire {
+
+// `l3` points at the IP header; `len` counts from there to the end of the
+// pad (the ICRC itself excluded). `len` must cover at least IP+UDP+BTH.
+uint32_t compute_icrc(const uint8_t* l3, size_t len, bool v6);
+
+// Plain CRC-32 (zlib/gzip convention) of a buffer, chainable: pass the
+// previous return value as `crc` to continue. Starts at 0.
+uint32_t crc32(uint32_t crc, const uint8_t* data, size_t len);
+
+}  // namespace rocemu::wire

@@ -1,0 +1,201 @@
+// Parsed RoCEv2 frames and the encoder that turns them back into bytes.
+//
+// parse_roce() reads Ethernet [802.1Q] IPv4|IPv6 UDP/4791 BTH [ext headers]
+// payload pad ICRC, caching every field once. encode_roce() writes the same
+// fields back; for any frame rxe sends, encode(parse(frame)) == frame.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "common/units.hpp"
+#include "dataplane/wire/opcode.hpp"
+
+namespace rocemu::wire {
+
+struct MacAddr {
+    std::array<uint8_t, 6> b{};
+    constexpr bool operator==(const MacAddr&) const = default;
+    bool is_multicast() const { return b[0] & 1; }
+    static constexpr MacAddr broadcast() { return MacAddr{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}; }
+};
+
+// An IP address held as 16 bytes; IPv4 addresses are IPv4-mapped IPv6
+// (::ffff:a.b.c.d), which is also exactly the RoCEv2 GID of that address.
+struct IpAddr {
+    std::array<uint8_t, 16> b{};
+
+    constexpr bool operator==(const IpAddr&) const = default;
+    bool is_v4() const {
+        for (int i = 0; i < 10; ++i)
+            if (b[i] != 0) return false;
+        return b[10] == 0xff && b[11] == 0xff;
+    }
+    uint32_t v4() const { return uint32_t{b[12]} << 24 | uint32_t{b[13]} << 16 | uint32_t{b[14]} << 8 | b[15]; }
+    static IpAddr from_v4(uint32_t a) {
+        IpAddr r;
+        r.b[10] = r.b[11] = 0xff;
+        r.b[12] = static_cast<uint8_t>(a >> 24);
+        r.b[13] = static_cast<uint8_t>(a >> 16);
+        r.b[14] = static_cast<uint8_t>(a >> 8);
+        r.b[15] = static_cast<uint8_t>(a);
+        return r;
+    }
+};
+
+namespace ethertype {
+inline constexpr uint16_t kIpv4 = 0x0800, kArp = 0x0806, kVlan = 0x8100, kIpv6 = 0x86DD, kMacControl = 0x8808;
+}
+inline constexpr uint8_t kIpProtoUdp = 17;
+
+// IP ECN codepoints (low two bits of TOS / traffic class).
+namespace ecn {
+inline constexpr uint8_t kNotEct = 0, kEct1 = 1, kEct0 = 2, kCe = 3;
+}
+
+struct L2 {
+    MacAddr dst, src;
+    bool vlan = false;
+    uint8_t pcp = 0;
+    bool dei = false;
+    uint16_t vid = 0;
+    uint16_t ethertype = 0;  // the inner one when tagged
+};
+
+struct L3 {
+    bool v6 = false;
+    IpAddr src, dst;
+    uint8_t dscp = 0;
+    uint8_t ecn = 0;
+    uint8_t ttl = 64;  // hop limit for IPv6
+    uint16_t ip_id = 0;
+    uint16_t frag = 0x4000;  // IPv4 flags and fragment offset: DF, as rxe sends
+    uint32_t flow_label = 0;
+};
+
+struct Bth {
+    uint8_t opcode = 0;
+    bool se = false;
+    bool mig = false;
+    uint8_t pad = 0;  // PadCnt
+    uint8_t tver = 0;
+    uint16_t pkey = kDefaultPkey;
+    bool fecn = false;
+    bool becn = false;
+    Qpn dqpn;
+    bool ackreq = false;
+    Psn psn;
+};
+
+struct Reth {
+    uint64_t va = 0;
+    uint32_t rkey = 0;
+    uint32_t dma_len = 0;
+};
+
+struct Aeth {
+    uint8_t syndrome = 0;
+    uint32_t msn = 0;
+};
+
+struct AtomicEth {
+    uint64_t va = 0;
+    uint32_t rkey = 0;
+    uint64_t swap_add = 0;
+    uint64_t compare = 0;
+};
+
+struct Deth {
+    uint32_t qkey = 0;
+    Qpn src_qp;
+};
+
+// A RoCEv2 packet: every header field, plus where the payload lies in the
+// frame it was parsed from (or comes from, when encoding).
+struct RocePacket {
+    L2 l2;
+    L3 l3;
+    uint16_t udp_sport = 0xC000;
+    uint16_t udp_dport = kRoceUdpPort;
+    uint16_t udp_csum = 0;
+    Bth bth;
+    Reth reth;
+    Aeth aeth;
+    AtomicEth atomic;
+    uint64_t atomic_ack = 0;  // AtomicAckETH: original remote data
+    Deth deth;
+    uint32_t imm = 0;        // ImmDt, as the host value of its big-endian bytes
+    uint32_t ieth_rkey = 0;  // IETH
+    uint32_t feth = 0;       // FETH (FLUSH)
+
+    const uint8_t* payload = nullptr;
+    uint32_t payload_len = 0;  // without pad
+
+    // Filled by the parser.
+    uint32_t icrc = 0;       // as carried on the wire
+    uint16_t frame_len = 0;  // up to the end of the ICRC (Ethernet padding excluded)
+    uint16_t l3_off = 0;
+    uint16_t bth_off = 0;
+
+    const OpcodeInfo& info() const { return opcode_info(bth.opcode); }
+};
+
+// Typed parse errors. Each maps to a drop reason with a counter in the runtime.
+enum class ParseError : uint8_t {
+    Ok = 0,
+    Truncated,        // frame shorter than the headers it announces
+    NotIp,            // EtherType is neither IPv4 nor IPv6
+    BadIpHeader,      // version, IHL, fragment, or checksum wrong
+    NotUdp,           // IP protocol is not UDP
+    NotRoce,          // UDP destination port is not 4791
+    BadLength,        // IP and UDP lengths disagree, or payload length wrong for the opcode
+    ReservedOpcode,   // opcode not defined (or RD, which nobody speaks)
+    WrongQpClass,     // opcode not valid for the QP's transport class
+    BadPadCnt,        // pad on a non-final packet, or payload+pad not 4-byte aligned
+    BadTver,          // BTH transport version is not 0
+    BadIcrc,          // invariant CRC mismatch
+    kCount,
+};
+
+const char* to_string(ParseError e);
+
+struct ParseOptions {
+    bool verify_icrc = true;
+};
+
+// Parses one Ethernet frame carrying RoCEv2. On error, fields parsed so far
+// stay in `out`; nothing beyond `frame` is ever read.
+ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOptions opts = {});
+
+// Checks that an opcode is one a QP of class `cls` may receive.
+ParseError check_opcode_class(uint8_t opcode, QpClass cls);
+
+// Frame length encode_roce() will produce for this packet.
+size_t roce_frame_len(const RocePacket& p);
+
+// Writes the frame (headers, payload copied from p.payload, pad, ICRC) into
+// `out`. Computes IP/UDP lengths, the IPv4 checksum and the ICRC; PadCnt is
+// derived from payload_len. Returns the frame length, or 0 if `out` is too
+// small or the opcode is not valid.
+size_t encode_roce(const RocePacket& p, std::span<uint8_t> out);
+
+// Where encode_roce_headers() put things, for finish_roce().
+struct EncodeLayout {
+    uint16_t l3_off = 0;
+    uint16_t payload_off = 0;
+    uint32_t payload_len = 0;
+    uint8_t pad = 0;
+    bool v6 = false;
+    size_t frame_len = 0;
+};
+
+// Writes the headers only and returns the layout; the caller then places
+// payload_len bytes at payload_off itself (the fast path's one copy) and
+// calls finish_roce(), which writes the pad and the ICRC. Returns false if
+// `out` is too small or the opcode is not valid.
+bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayout& lay);
+void finish_roce(std::span<uint8_t> frame, const EncodeLayout& lay);
+
+}  // namespace rocemu::wire

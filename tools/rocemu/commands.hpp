@@ -1,0 +1,12 @@
+// Each subcommand of `rocemu` registers itself on the CLI11 app and returns
+// the exit status through `status` when run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace rocemu::cli {
+
+void add_pcap_command(CLI::App& app, int& status);
+void add_demo_command(CLI::App& app, int& status);
+
+}  // namespace rocemu::cli

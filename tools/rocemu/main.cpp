@@ -1,0 +1,21 @@
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/rocemu/commands.hpp"
+
+int main(int argc, char** argv) {
+    CLI::App app{"rocemu: a software RoCEv2 NIC and lossless-fabric emulator"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "rocemu 0.1.0");
+    std::string log_level = "info";
+    app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+
+    int status = 0;
+    rocemu::cli::add_pcap_command(app, status);
+    rocemu::cli::add_demo_command(app, status);
+
+    app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+    CLI11_PARSE(app, argc, argv);
+    return status;
+}
