@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Boots the rxe guest on a tap inside a fresh network namespace and talks to it
+# through a 9p share. Source it for the functions, or run it as a command:
+#
+#   guest.sh oneshot [--mtu N] [--ip A.B.C.D/NN] 'shell commands'
+#       boot, run the commands in the guest, print their output, power off,
+#       exit with their exit code.
+#   guest.sh shell [--mtu N] [--ip A.B.C.D/NN]
+#       boot and read commands from stdin, one guest_run per line.
+#
+# Library (after `source guest.sh`):
+#   guest_boot [--mtu N] [--ip A.B.C.D/NN] [--boot-script FILE]
+#       Creates netns $GUEST_NS holding tap $GUEST_TAP (MTU N, no IP address,
+#       no IPv6), boots the guest on it and waits for its ready marker.
+#       Returns non-zero, with the reason on stderr, if setup fails or the
+#       guest is not ready within $GUEST_BOOT_TIMEOUT s (default 180).
+#   guest_run [-t SECONDS] 'commands'   run in the guest, print stdout+stderr,
+#       return their exit code (124 on timeout, default 300 s)
+#   guest_spawn NAME 'commands'         start commands in the guest's background
+#   guest_wait NAME [SECONDS]           wait for a spawned job; print its output
+#       and return its exit code (124 on timeout)
+#   guest_fact KEY                      a value from the ready marker:
+#       kernel ip mtu mac gid_index_ipv4 gid_ipv4 port_state uptime
+#   guest_shutdown                      power off (bounded), remove the netns
+#   guest_ns_exec CMD...                run a host command inside $GUEST_NS
+#
+# Address plan: guest 10.77.0.2/24 on eth0, MAC 52:54:00:77:00:02. The peer
+# (rocemu) owns 10.77.0.1 on the host side of the tap, in user space only.
+#
+# Environment: ROCEMU_GUEST_ACCEL (tcg, default; kvm where /dev/kvm works),
+# GUEST_MEM_MB (1024), GUEST_SMP (1), GUEST_BOOT_TIMEOUT (180).
+
+GUEST_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+GUEST_CACHE="${ROCEMU_INTEROP_CACHE:-$GUEST_HERE/.cache}"
+GUEST_DEFAULT_IP=10.77.0.2/24
+GUEST_PEER_IP=10.77.0.1
+GUEST_MAC=52:54:00:77:00:02
+
+guest__err() { echo "guest: $*" >&2; }
+
+# Polls until the command succeeds or SECONDS pass; fails fast if QEMU died.
+guest__poll() {
+  local secs="$1"; shift
+  local deadline=$((SECONDS + secs))
+  while ! "$@"; do
+    if [ -n "${GUEST_QEMU_PID:-}" ] && ! kill -0 "$GUEST_QEMU_PID" 2>/dev/null; then
+      "$@" && return 0
+      return 2
+    fi
+    [ $SECONDS -ge $deadline ] && return 1
+    sleep 0.1
+  done
+}
+
+guest_ns_exec() { ip netns exec "$GUEST_NS" "$@"; }
+
+guest_boot() {
+  local mtu=1500 ip="$GUEST_DEFAULT_IP" boot_script=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --mtu) mtu="$2"; shift 2 ;;
+      --ip) ip="$2"; shift 2 ;;
+      --boot-script) boot_script="$2"; shift 2 ;;
+      *) guest__err "guest_boot: unknown option '$1'"; return 2 ;;
+    esac
+  done
+  case "$mtu" in
+    ''|*[!0-9]*) guest__err "guest_boot: --mtu '$mtu' is not a number in 1280..9000"; return 2 ;;
+  esac
+  if [ "$mtu" -lt 1280 ] || [ "$mtu" -gt 9000 ]; then
+    guest__err "guest_boot: --mtu $mtu is outside 1280..9000"; return 2
+  fi
+
+  "$GUEST_HERE/build-guest.sh" || return 1
+  local img="$GUEST_CACHE/guest"
+  GUEST_NS="rocemu-rxe-$$-$RANDOM"
+  GUEST_TAP=rxetap0
+  GUEST_MTU="$mtu"
+  GUEST_DIR="$GUEST_CACHE/runs/$GUEST_NS"
+  GUEST_SHARE="$GUEST_DIR/share"
+  GUEST_CONSOLE="$GUEST_DIR/console.log"
+  GUEST_JOB=0
+  mkdir -p "$GUEST_SHARE"
+  [ -n "$boot_script" ] && cp "$boot_script" "$GUEST_SHARE/boot.sh"
+
+  ip netns add "$GUEST_NS" || { guest__err "cannot create netns $GUEST_NS"; return 1; }
+  guest_ns_exec ip link set lo up
+  guest_ns_exec ip tuntap add dev "$GUEST_TAP" mode tap || { guest_shutdown; return 1; }
+  # No IPv4 and no IPv6 on the tap: the host kernel must neither answer ARP
+  # nor reject UDP 4791 in the place of the user-space peer.
+  guest_ns_exec sysctl -qw "net.ipv6.conf.$GUEST_TAP.disable_ipv6=1"
+  guest_ns_exec ip link set "$GUEST_TAP" mtu "$mtu" up || { guest_shutdown; return 1; }
+
+  local accel="${ROCEMU_GUEST_ACCEL:-tcg}"
+  guest_ns_exec qemu-system-x86_64 -accel "$accel" -nodefaults -no-user-config \
+    -m "${GUEST_MEM_MB:-1024}" -smp "${GUEST_SMP:-1}" -display none -no-reboot \
+    -serial "file:$GUEST_CONSOLE" \
+    -kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
+    -append "console=ttyS0 panic=-1 quiet rocemu.ip=$ip rocemu.mtu=$mtu" \
+    -netdev "tap,id=n0,ifname=$GUEST_TAP,script=no,downscript=no" \
+    -device "virtio-net-pci,netdev=n0,mac=$GUEST_MAC,host_mtu=$mtu" \
+    -virtfs "local,path=$GUEST_SHARE,mount_tag=share,security_model=none,multidevs=remap" \
+    > "$GUEST_DIR/qemu.log" 2>&1 &
+  GUEST_QEMU_PID=$!
+  GUEST_BOOT_START=$SECONDS
+
+  guest__poll "${GUEST_BOOT_TIMEOUT:-180}" \
+      eval '[ -e "$GUEST_SHARE/ready" ] || [ -e "$GUEST_SHARE/setup-failed" ]'
+  local rc=$?
+  if [ -e "$GUEST_SHARE/setup-failed" ] || [ $rc -ne 0 ]; then
+    if [ -e "$GUEST_SHARE/setup-failed" ]; then
+      guest__err "guest setup failed: $(head -1 "$GUEST_SHARE/setup-failed")"
+    elif [ $rc -eq 2 ]; then
+      guest__err "QEMU exited during boot: $(tail -3 "$GUEST_DIR/qemu.log" "$GUEST_CONSOLE" 2>/dev/null)"
+    else
+      guest__err "guest not ready after ${GUEST_BOOT_TIMEOUT:-180} s; console: $GUEST_CONSOLE"
+    fi
+    [ -z "$boot_script" ] && guest_shutdown
+    return 1
+  fi
+  GUEST_READY_SECONDS=$((SECONDS - GUEST_BOOT_START))
+  return 0
+}
+
+guest_fact() {
+  sed -n "s/^$1=//p" "$GUEST_SHARE/ready"
+}
+
+guest__submit() {
+  local name="$1" body="$2"
+  printf '%s\n' "$body" > "$GUEST_SHARE/cmd/$name.tmp"
+  mv "$GUEST_SHARE/cmd/$name.tmp" "$GUEST_SHARE/cmd/$name.sh"
+}
+
+guest_run() {
+  local timeout=300
+  if [ "${1:-}" = -t ]; then timeout="$2"; shift 2; fi
+  GUEST_JOB=$((GUEST_JOB + 1))
+  local name="run$GUEST_JOB"
+  guest__submit "$name" "$1"
+  if ! guest__poll "$timeout" test -e "$GUEST_SHARE/cmd/$name.rc"; then
+    cat "$GUEST_SHARE/cmd/$name.out" 2>/dev/null
+    guest__err "command $name did not finish within $timeout s"
+    return 124
+  fi
+  cat "$GUEST_SHARE/cmd/$name.out"
+  return "$(cat "$GUEST_SHARE/cmd/$name.rc")"
+}
+
+guest_spawn() {
+  local name="$1" body="$2"
+  printf '%s\n' "$body" > "$GUEST_SHARE/cmd/bg-$name.body"
+  guest__submit "spawn-$name" \
+    "( sh \"\$SHARE/cmd/bg-$name.body\" > \"\$SHARE/cmd/bg-$name.out\" 2>&1; echo \$? > \"\$SHARE/cmd/bg-$name.rc.tmp\"; mv \"\$SHARE/cmd/bg-$name.rc.tmp\" \"\$SHARE/cmd/bg-$name.rc\" ) < /dev/null > /dev/null 2>&1 &"
+  guest__poll 60 test -e "$GUEST_SHARE/cmd/spawn-$name.rc" || { guest__err "spawn $name not accepted"; return 1; }
+}
+
+guest_wait() {
+  local name="$1" timeout="${2:-300}"
+  if ! guest__poll "$timeout" test -e "$GUEST_SHARE/cmd/bg-$name.rc"; then
+    cat "$GUEST_SHARE/cmd/bg-$name.out" 2>/dev/null
+    guest__err "background job $name did not finish within $timeout s"
+    return 124
+  fi
+  cat "$GUEST_SHARE/cmd/bg-$name.out"
+  return "$(cat "$GUEST_SHARE/cmd/bg-$name.rc")"
+}
+
+# Waits for the guest to power itself off; a one-shot boot script ends so.
+guest_wait_exit() {
+  local timeout="${1:-300}"
+  guest__poll "$timeout" eval '! kill -0 "$GUEST_QEMU_PID" 2>/dev/null'
+  [ $? -eq 1 ] && return 1
+  wait "$GUEST_QEMU_PID" 2>/dev/null
+  GUEST_QEMU_PID=""
+  return 0
+}
+
+guest_shutdown() {
+  if [ -n "${GUEST_QEMU_PID:-}" ] && kill -0 "$GUEST_QEMU_PID" 2>/dev/null; then
+    : > "$GUEST_SHARE/poweroff"
+    if ! guest_wait_exit 30; then
+      guest__err "guest did not power off within 30 s; killing QEMU $GUEST_QEMU_PID"
+      kill "$GUEST_QEMU_PID" 2>/dev/null
+      wait "$GUEST_QEMU_PID" 2>/dev/null
+    fi
+  fi
+  GUEST_QEMU_PID=""
+  [ -n "${GUEST_NS:-}" ] && ip netns del "$GUEST_NS" 2>/dev/null
+  GUEST_NS=""
+  return 0
+}
+
+guest__main() {
+  local mode="${1:-}"; shift || true
+  local args=()
+  while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do args+=("$1" "$2"); shift 2; done
+  trap guest_shutdown EXIT
+  case "$mode" in
+    oneshot)
+      local script="$GUEST_CACHE/oneshot.$$.sh"
+      mkdir -p "$GUEST_CACHE"
+      printf '%s\n' "$1" > "$script"
+      guest_boot "${args[@]}" --boot-script "$script" || { rm -f "$script"; return 1; }
+      rm -f "$script"
+      guest_wait_exit "${GUEST_RUN_TIMEOUT:-600}" || { guest__err "guest still running"; return 124; }
+      cat "$GUEST_SHARE/boot.out"
+      return "$(cat "$GUEST_SHARE/boot.rc")"
+      ;;
+    shell)
+      guest_boot "${args[@]}" || return 1
+      echo "guest ready in ${GUEST_READY_SECONDS} s: $(tr '\n' ' ' < "$GUEST_SHARE/ready")" >&2
+      local line
+      while IFS= read -r line; do
+        guest_run "$line"
+        echo "[rc=$?]"
+      done
+      ;;
+    *)
+      echo "usage: guest.sh oneshot|shell [--mtu N] [--ip A.B.C.D/NN] ['commands']" >&2
+      return 2
+      ;;
+  esac
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  guest__main "$@"
+  exit $?
+fi
