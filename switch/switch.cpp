@@ -1,0 +1,436 @@
+#include "switch/switch.hpp"
+
+#include <algorithm>
+
+#include "switch/red.hpp"
+
+namespace rocemu::sw {
+
+namespace {
+// DWRR credit per unit of SCHEDULER weight: small enough that queues
+// interleave within a few frames, large enough that SONiC's weights (14/15)
+// cover a jumbo frame in one round.
+constexpr int64_t kDwrrUnit = 1024;
+// Room on_timer and the watchdog drain keep free so that later calls in the
+// same batch never lose a PFC effect.
+constexpr std::size_t kEffectReserve = 24;
+// A pause quantum is 512 bit times.
+constexpr Bytes pause_bytes(uint32_t quanta) { return Bytes{static_cast<uint64_t>(quanta) * 64}; }
+
+std::size_t room(const Effects& fx) { return fx.capacity() - fx.size(); }
+}  // namespace
+
+Switch::Switch(const SwitchConfig& cfg)
+    : cfg_(cfg),
+      mmu_(cfg_),
+      ports_(cfg_.ports.size()),
+      slots_(cfg_.ports.size() * kNumTc * cfg_.queue_slots),
+      slot_mask_(cfg_.queue_slots - 1),
+      pfc_refresh_interval_(cfg_.ports.size()),
+      flowlets_(cfg_.routing.flowlet_table_size) {
+    for (int q = 0; q < kNumTc; ++q) {
+        queue_lossless_[q] = cfg_.queue_lossless_at(q);
+        dwrr_quantum_[q] = static_cast<int64_t>(cfg_.scheduler[q].weight) * kDwrrUnit;
+    }
+    for (std::size_t p = 0; p < ports_.size(); ++p) {
+        const Nanos pause = cfg_.ports[p].speed.serialise(pause_bytes(cfg_.pause_quanta));
+        pfc_refresh_interval_[p] = Nanos{std::max<int64_t>(1, pause.v * cfg_.refresh_percent / 100)};
+        ports_[p].refresh_at.fill(Nanos::max());
+    }
+}
+
+void Switch::emit(Effects& fx, const Effect& e) {
+    if (!fx.push_back(e)) ++effects_overflow_;
+}
+
+void Switch::drop(PortId counted_at, uint32_t handle, DropReason r, Effects& fx) {
+    ++ports_[counted_at].c.drops[static_cast<std::size_t>(r)];
+    Effect e;
+    e.kind = EffectKind::Drop;
+    e.reason = r;
+    e.port = counted_at;
+    e.handle = handle;
+    emit(fx, e);
+}
+
+bool Switch::eligible(const QueueState& qs, Nanos now) const {
+    if (qs.empty()) return false;
+    if (!paused_at(qs, now)) return true;
+    return qs.storm && cfg_.pfc_wd.action != WdAction::Alert;
+}
+
+bool Switch::has_eligible(const PortState& ps, Nanos now) const {
+    for (const QueueState& qs : ps.q)
+        if (eligible(qs, now)) return true;
+    return false;
+}
+
+void Switch::arm_tx(PortId port, Nanos at, Effects& fx) {
+    PortState& ps = ports_[port];
+    if (ps.tx_armed) return;
+    ps.tx_armed = true;
+    Effect e;
+    e.kind = EffectKind::TxReady;
+    e.port = port;
+    e.at = std::max(at, ps.busy_until);
+    emit(fx, e);
+}
+
+uint32_t Switch::least_loaded(const std::vector<uint32_t>& members, uint64_t hash) const {
+    // Start the scan at the hashed member so ties spread like ECMP does.
+    const std::size_t n = members.size();
+    const std::size_t start = static_cast<std::size_t>(((hash >> 32) * n) >> 32);
+    std::size_t best = start;
+    Bytes best_load = mmu_.port_bytes(routes_.neighbor(members[start]).port);
+    for (std::size_t i = 1; i < n; ++i) {
+        const std::size_t k = (start + i) % n;
+        const Bytes load = mmu_.port_bytes(routes_.neighbor(members[k]).port);
+        if (load < best_load) {
+            best_load = load;
+            best = k;
+        }
+    }
+    return static_cast<uint32_t>(best);
+}
+
+uint32_t Switch::select_member(const std::vector<uint32_t>& members, uint32_t group, int tc, const PacketDesc& d,
+                               Nanos now) {
+    const std::size_t n = members.size();
+    if (n == 1) return 0;
+    const uint64_t h = flow_hash(d, cfg_.routing.hash_fields, cfg_.routing.hash_seed);
+    switch (cfg_.routing.adaptive[tc]) {
+        case ArMode::Off: return static_cast<uint32_t>(((h >> 32) * n) >> 32);
+        case ArMode::PerPacket: return least_loaded(members, h);
+        case ArMode::Flowlet: {
+            Flowlet& f = flowlets_[h & (flowlets_.size() - 1)];
+            if (f.group != group || now - f.last > cfg_.routing.flowlet_gap || f.member >= n) {
+                f.group = group;
+                f.member = least_loaded(members, h);
+            }
+            f.last = now;
+            return f.member;
+        }
+    }
+    return 0;
+}
+
+void Switch::send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx) {
+    Effect e;
+    e.kind = EffectKind::SendPfc;
+    e.port = port;
+    e.pfc.class_enable = bits;
+    PortCounters& c = ports_[port].c;
+    for (int p = 0; p < kNumTc; ++p) {
+        if (!((bits >> p) & 1)) continue;
+        e.pfc.quanta[p] = quanta;
+        ++(quanta ? c.pfc_tx_xoff[p] : c.pfc_tx_xon[p]);
+    }
+    emit(fx, e);
+}
+
+void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
+    mmu_.set_xoff(in, pg, true);
+    ports_[in].refresh_at[pg] = now + pfc_refresh_interval_[in];
+    send_pfc(in, static_cast<uint8_t>(1u << pg), cfg_.pause_quanta, fx);
+}
+
+void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
+    if (d.in_port >= ports_.size()) {
+        ++bad_port_drops_;
+        Effect e;
+        e.kind = EffectKind::Drop;
+        e.reason = DropReason::BadPort;
+        e.handle = d.handle;
+        emit(fx, e);
+        return;
+    }
+    PortState& in = ports_[d.in_port];
+    ++in.c.rx_pkts;
+    in.c.rx_bytes += d.frame_len.v;
+
+    const int tc = cfg_.dscp_to_tc[d.dscp & 63];
+    const int pg = cfg_.tc_to_pg[tc];
+    const int q = cfg_.tc_to_queue[tc];
+
+    const auto group = routes_.lookup(d);
+    if (!group) return drop(d.in_port, d.handle, DropReason::NoRoute, fx);
+    if (*group == RouteTable::kUnresolved) return drop(d.in_port, d.handle, DropReason::NeighborMiss, fx);
+    const auto& members = routes_.group(*group);
+    const uint32_t nb = members[select_member(members, *group, tc, d, now)];
+    const PortId out = routes_.neighbor(nb).port;
+    PortState& op = ports_[out];
+    QueueState& qs = op.q[q];
+
+    auto egress_drop = [&](DropReason r) {
+        ++qs.c.drops;
+        drop(out, d.handle, r, fx);
+    };
+    if (qs.storm && cfg_.pfc_wd.action == WdAction::Drop) {
+        ++qs.c.wd_drops;
+        return egress_drop(DropReason::PfcWatchdog);
+    }
+    const Mmu::Verdict v = mmu_.query_ingress(d.in_port, pg, d.frame_len);
+    if (v.region == Mmu::Region::Rejected) return drop(d.in_port, d.handle, v.reason, fx);
+    if (!mmu_.query_egress(out, q, d.frame_len)) return egress_drop(DropReason::EgressQueueLimit);
+    if (qs.tail - qs.head == cfg_.queue_slots) return egress_drop(DropReason::QueueRingFull);
+    bool mark = false;
+    if (cfg_.wred_stage == WredStage::Enqueue) {
+        const RedVerdict rv = red_decide(cfg_.wred[q], mmu_.queue_bytes(out, q), d.ecn, rng);
+        if (rv == RedVerdict::Drop) return egress_drop(DropReason::WredDrop);
+        mark = rv == RedVerdict::Mark && d.ecn != kEcnCe;
+    }
+
+    mmu_.commit(d.in_port, pg, out, q, d.frame_len, v.region);
+    slot(out, q, qs.tail++) = Slot{d.handle, static_cast<uint32_t>(d.frame_len.v), d.in_port, static_cast<uint8_t>(pg), d.ecn};
+    ++qs.c.enq_pkts;
+    qs.c.enq_bytes += d.frame_len.v;
+    qs.c.watermark = std::max(qs.c.watermark, mmu_.queue_bytes(out, q));
+
+    Effect e;
+    e.kind = EffectKind::Enqueued;
+    e.port = out;
+    e.queue = static_cast<uint8_t>(q);
+    e.handle = d.handle;
+    e.neighbor = nb;
+    emit(fx, e);
+    if (mark) {
+        ++qs.c.ecn_marks;
+        Effect m;
+        m.kind = EffectKind::MarkCe;
+        m.port = out;
+        m.queue = static_cast<uint8_t>(q);
+        m.handle = d.handle;
+        emit(fx, m);
+    }
+    if (mmu_.should_xoff(d.in_port, pg)) xoff(d.in_port, pg, now, fx);
+
+    // A queue may have been paused past detection_time while empty; the
+    // watchdog only calls that a storm once something is stuck behind it.
+    if (cfg_.pfc_wd.enabled && queue_lossless_[q] && !qs.storm && paused_at(qs, now) &&
+        now - qs.pause_start >= cfg_.pfc_wd.detection_time)
+        watchdog_detect(out, q, now, fx);
+    if (eligible(qs, now)) arm_tx(out, now, fx);
+}
+
+void Switch::release(PortId out, int q, const Slot& s, Effects& fx) {
+    mmu_.release(s.in_port, s.pg, out, q, Bytes{s.len});
+    if (mmu_.should_xon(s.in_port, s.pg)) {
+        mmu_.set_xoff(s.in_port, s.pg, false);
+        ports_[s.in_port].refresh_at[s.pg] = Nanos::max();
+        send_pfc(s.in_port, static_cast<uint8_t>(1u << s.pg), 0, fx);
+    }
+}
+
+int Switch::pick_queue(PortState& ps, PortId port, Nanos now) {
+    bool any_dwrr = false;
+    for (int q = kNumTc - 1; q >= 0; --q) {
+        if (!eligible(ps.q[q], now)) continue;
+        if (cfg_.scheduler[q].strict) return q;
+        any_dwrr = true;
+    }
+    if (!any_dwrr) return -1;
+    // Terminates: an eligible DWRR queue gains a quantum on every visit.
+    for (;;) {
+        const int q = ps.dwrr_cur;
+        QueueState& qs = ps.q[q];
+        if (cfg_.scheduler[q].strict || !eligible(qs, now)) {
+            qs.deficit = 0;
+            qs.credited = false;
+            ps.dwrr_cur = static_cast<uint8_t>((q + 1) % kNumTc);
+            continue;
+        }
+        if (!qs.credited) {
+            qs.deficit += dwrr_quantum_[q];
+            qs.credited = true;
+        }
+        const int64_t head_len = slot(port, q, qs.head).len;
+        if (head_len <= qs.deficit) {
+            qs.deficit -= head_len;
+            return q;
+        }
+        qs.credited = false;
+        ps.dwrr_cur = static_cast<uint8_t>((q + 1) % kNumTc);
+    }
+}
+
+std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects& fx) {
+    if (port >= ports_.size()) return std::nullopt;
+    PortState& ps = ports_[port];
+    ps.tx_armed = false;
+    for (QueueState& qs : ps.q) expire_pause(qs, now);
+
+    if (cfg_.pfc_wd.action == WdAction::Drop) {
+        for (int q = 0; q < kNumTc; ++q) {
+            QueueState& qs = ps.q[q];
+            while (qs.storm && !qs.empty() && room(fx) > kEffectReserve) {
+                const Slot s = slot(port, q, qs.head++);
+                release(port, q, s, fx);
+                ++qs.c.drops;
+                ++qs.c.wd_drops;
+                drop(port, s.handle, DropReason::PfcWatchdog, fx);
+            }
+        }
+    }
+
+    if (now < ps.busy_until) {
+        if (has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
+        return std::nullopt;
+    }
+    const int q = pick_queue(ps, port, now);
+    if (q < 0) return std::nullopt;
+    QueueState& qs = ps.q[q];
+    const Slot s = slot(port, q, qs.head++);
+    if (qs.empty() && !cfg_.scheduler[q].strict) {
+        qs.deficit = 0;
+        qs.credited = false;
+        ps.dwrr_cur = static_cast<uint8_t>((q + 1) % kNumTc);
+    }
+    release(port, q, s, fx);
+    if (cfg_.wred_stage == WredStage::Dequeue) {
+        const RedVerdict rv = red_decide(cfg_.wred[q], mmu_.queue_bytes(port, q), s.ecn, rng);
+        if (rv == RedVerdict::Drop) {
+            ++qs.c.drops;
+            drop(port, s.handle, DropReason::WredDrop, fx);
+            if (has_eligible(ps, now)) arm_tx(port, now, fx);
+            return std::nullopt;
+        }
+        if (rv == RedVerdict::Mark && s.ecn != kEcnCe) {
+            ++qs.c.ecn_marks;
+            Effect m;
+            m.kind = EffectKind::MarkCe;
+            m.port = port;
+            m.queue = static_cast<uint8_t>(q);
+            m.handle = s.handle;
+            emit(fx, m);
+        }
+    }
+    const Bytes len{s.len};
+    ++qs.c.tx_pkts;
+    qs.c.tx_bytes += len.v;
+    ++ps.c.tx_pkts;
+    ps.c.tx_bytes += len.v;
+    TxDesc tx;
+    tx.handle = s.handle;
+    tx.queue = static_cast<uint8_t>(q);
+    tx.frame_len = len;
+    tx.start = now;
+    tx.end = now + cfg_.ports[port].speed.serialise(len + kWireOverhead);
+    ps.busy_until = tx.end;
+    if (has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
+    return tx;
+}
+
+void Switch::end_pause(QueueState& qs, Nanos at) {
+    qs.c.paused_time += at - qs.pause_start;
+    qs.paused = false;
+}
+
+void Switch::expire_pause(QueueState& qs, Nanos now) {
+    if (qs.paused && qs.paused_until <= now) end_pause(qs, qs.paused_until);
+}
+
+void Switch::on_pfc(PortId port, const PfcFrameDesc& f, Nanos now, Effects& fx) {
+    if (port >= ports_.size()) return;
+    PortState& ps = ports_[port];
+    for (int p = 0; p < kNumTc; ++p) {
+        if (!((f.class_enable >> p) & 1)) continue;
+        ++ps.c.pfc_rx[p];
+        QueueState& qs = ps.q[cfg_.tc_to_queue[p]];
+        expire_pause(qs, now);
+        if (f.quanta[p] == 0) {
+            if (qs.paused) end_pause(qs, now);
+            continue;
+        }
+        qs.last_pfc_rx = now;
+        if (qs.storm && cfg_.pfc_wd.action != WdAction::Alert) continue;
+        if (!qs.paused) {
+            qs.paused = true;
+            qs.pause_start = now;
+        }
+        // A new frame replaces whatever pause time was left (802.1Qbb).
+        qs.paused_until = now + cfg_.ports[port].speed.serialise(pause_bytes(f.quanta[p]));
+    }
+    if (has_eligible(ps, now)) arm_tx(port, now, fx);
+}
+
+void Switch::watchdog_detect(PortId port, int q, Nanos now, Effects& fx) {
+    QueueState& qs = ports_[port].q[q];
+    qs.storm = true;
+    ++qs.c.wd_storms;
+    if (cfg_.pfc_wd.action != WdAction::Alert && qs.paused) end_pause(qs, now);
+    Effect e;
+    e.kind = EffectKind::WatchdogStorm;
+    e.port = port;
+    e.queue = static_cast<uint8_t>(q);
+    emit(fx, e);
+}
+
+void Switch::watchdog_restore(PortId port, int q, Effects& fx) {
+    QueueState& qs = ports_[port].q[q];
+    qs.storm = false;
+    ++qs.c.wd_restores;
+    Effect e;
+    e.kind = EffectKind::WatchdogRestore;
+    e.port = port;
+    e.queue = static_cast<uint8_t>(q);
+    emit(fx, e);
+}
+
+void Switch::on_timer(Nanos now, Effects& fx) {
+    const PfcWdConfig& wd = cfg_.pfc_wd;
+    for (std::size_t pi = 0; pi < ports_.size(); ++pi) {
+        if (room(fx) < kEffectReserve) return;
+        const PortId port = static_cast<PortId>(pi);
+        PortState& ps = ports_[pi];
+        uint8_t refresh = 0;
+        for (int pg = 0; pg < kNumTc; ++pg) {
+            if (ps.refresh_at[pg] > now) continue;
+            refresh |= static_cast<uint8_t>(1u << pg);
+            ps.refresh_at[pg] = now + pfc_refresh_interval_[pi];
+        }
+        if (refresh) send_pfc(port, refresh, cfg_.pause_quanta, fx);
+        for (int q = 0; q < kNumTc; ++q) {
+            QueueState& qs = ps.q[q];
+            expire_pause(qs, now);
+            if (!wd.enabled || !queue_lossless_[q]) continue;
+            if (!qs.storm && paused_at(qs, now) && !qs.empty() && now - qs.pause_start >= wd.detection_time)
+                watchdog_detect(port, q, now, fx);
+            else if (qs.storm && now - qs.last_pfc_rx >= wd.restoration_time)
+                watchdog_restore(port, q, fx);
+        }
+        if (has_eligible(ps, now)) arm_tx(port, now, fx);
+    }
+}
+
+Nanos Switch::next_timer() const {
+    const PfcWdConfig& wd = cfg_.pfc_wd;
+    Nanos t = Nanos::max();
+    for (const PortState& ps : ports_) {
+        for (const Nanos r : ps.refresh_at) t = std::min(t, r);
+        for (int q = 0; q < kNumTc; ++q) {
+            const QueueState& qs = ps.q[q];
+            if (qs.paused) t = std::min(t, qs.paused_until);
+            if (!wd.enabled || !queue_lossless_[q]) continue;
+            if (qs.storm)
+                t = std::min(t, qs.last_pfc_rx + wd.restoration_time);
+            else if (qs.paused && !qs.empty())
+                t = std::min(t, qs.pause_start + wd.detection_time);
+        }
+    }
+    return t;
+}
+
+Nanos Switch::paused_time(PortId p, int q, Nanos now) const {
+    const QueueState& qs = ports_[p].q[q];
+    Nanos t = qs.c.paused_time;
+    if (qs.paused) t += std::min(now, qs.paused_until) - qs.pause_start;
+    return t;
+}
+
+Nanos Switch::port_paused_time(PortId p, Nanos now) const {
+    Nanos t{};
+    for (int q = 0; q < kNumTc; ++q) t += paused_time(p, q, now);
+    return t;
+}
+
+}  // namespace rocemu::sw

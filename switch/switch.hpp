@@ -1,0 +1,169 @@
+// The soft-switch pure core: L3 forwarding (LPM, ECMP, adaptive routing),
+// MMU admission, PFC generation and honouring, the PFC watchdog, WRED/ECN,
+// strict-priority + DWRR scheduling and per-port serialisation.
+//
+// It does no I/O and reads no clock: every call carries `now`, randomness
+// comes in as an Rng&, and results are effects appended to a caller-owned
+// buffer. The DPDK app and the virtual-time fabric both drive it.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "common/rng.hpp"
+#include "switch/config.hpp"
+#include "switch/mmu.hpp"
+#include "switch/route.hpp"
+#include "switch/types.hpp"
+
+namespace rocemu::sw {
+
+struct QueueCounters {
+    uint64_t enq_pkts = 0;
+    uint64_t enq_bytes = 0;
+    uint64_t tx_pkts = 0;
+    uint64_t tx_bytes = 0;
+    uint64_t drops = 0;
+    uint64_t ecn_marks = 0;
+    Bytes watermark{};
+    Nanos paused_time{};  // closed pause intervals; paused_time() adds the open one
+    uint64_t wd_storms = 0;
+    uint64_t wd_restores = 0;
+    uint64_t wd_drops = 0;
+};
+
+struct PortCounters {
+    uint64_t rx_pkts = 0;
+    uint64_t rx_bytes = 0;
+    uint64_t tx_pkts = 0;
+    uint64_t tx_bytes = 0;
+    // Routing and ingress drops count at the ingress port, queue drops at the
+    // egress port.
+    std::array<uint64_t, static_cast<std::size_t>(DropReason::kCount)> drops{};
+    std::array<uint64_t, kNumTc> pfc_rx{};      // frames received naming priority i
+    std::array<uint64_t, kNumTc> pfc_tx_xoff{};  // pauses (incl. refreshes) sent for priority i
+    std::array<uint64_t, kNumTc> pfc_tx_xon{};   // resumes sent for priority i
+};
+
+class Switch {
+public:
+    explicit Switch(const SwitchConfig& cfg);
+    Switch(const Switch&) = delete;
+    Switch& operator=(const Switch&) = delete;
+
+    RouteTable& routes() { return routes_; }
+    const RouteTable& routes() const { return routes_; }
+    const SwitchConfig& config() const { return cfg_; }
+    std::size_t num_ports() const { return ports_.size(); }
+
+    // A received data frame. Appends Enqueued or Drop, possibly MarkCe,
+    // SendPfc (XOFF out of the ingress port) and TxReady. At most 5 effects.
+    void on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx);
+
+    // Start transmitting the next frame of `port`, if one is eligible and the
+    // wire is free at `now`. Honours received pauses, strict priority, then
+    // DWRR. May append Drop (watchdog drain), MarkCe (dequeue marking),
+    // SendPfc (XON out of the frame's ingress port) and TxReady.
+    std::optional<TxDesc> dequeue(PortId port, Nanos now, Rng& rng, Effects& fx);
+
+    // A PFC frame received on `port`: priority i pauses queue tc_to_queue[i]
+    // for quanta[i] x 512 bit times at the port's speed (0 resumes).
+    void on_pfc(PortId port, const PfcFrameDesc& f, Nanos now, Effects& fx);
+
+    // Pause expiries, XOFF refreshes and watchdog detection and restoration.
+    // Stops early when `fx` runs short; call again while next_timer() <= now.
+    void on_timer(Nanos now, Effects& fx);
+    // Earliest time on_timer has work, or Nanos::max(). Costs O(ports x 8).
+    Nanos next_timer() const;
+
+    // When the wire of `port` is free for the next frame.
+    Nanos tx_free_at(PortId port) const { return ports_[port].busy_until; }
+
+    const PortCounters& port_counters(PortId p) const { return ports_[p].c; }
+    const QueueCounters& queue_counters(PortId p, int q) const { return ports_[p].q[q].c; }
+    Bytes queue_depth(PortId p, int q) const { return mmu_.queue_bytes(p, q); }
+    std::size_t queue_packets(PortId p, int q) const { return ports_[p].q[q].tail - ports_[p].q[q].head; }
+    bool queue_paused(PortId p, int q, Nanos now) const { return paused_at(ports_[p].q[q], now); }
+    // Total time queue q of port p has been paused by received PFC, up to now.
+    Nanos paused_time(PortId p, int q, Nanos now) const;
+    // Sum over the port's queues: the port's PFC pause duration.
+    Nanos port_paused_time(PortId p, Nanos now) const;
+    bool pg_xoff(PortId p, int pg) const { return mmu_.xoff(p, pg); }
+    bool watchdog_storm(PortId p, int q) const { return ports_[p].q[q].storm; }
+    const Mmu& mmu() const { return mmu_; }
+    uint64_t effects_overflow() const { return effects_overflow_; }
+    uint64_t bad_port_drops() const { return bad_port_drops_; }
+
+private:
+    struct Slot {
+        uint32_t handle;
+        uint32_t len;
+        PortId in_port;
+        uint8_t pg;
+        uint8_t ecn;
+    };
+    struct QueueState {
+        uint32_t head = 0;  // free-running ring indices
+        uint32_t tail = 0;
+        bool paused = false;
+        Nanos paused_until{};
+        Nanos pause_start{};  // start of the current continuous pause
+        int64_t deficit = 0;
+        bool credited = false;
+        bool storm = false;
+        Nanos last_pfc_rx{};
+        QueueCounters c{};
+        bool empty() const { return head == tail; }
+    };
+    struct PortState {
+        std::array<QueueState, kNumTc> q{};
+        std::array<Nanos, kNumTc> refresh_at{};
+        Nanos busy_until{};
+        bool tx_armed = false;
+        uint8_t dwrr_cur = 0;
+        PortCounters c{};
+    };
+
+    static bool paused_at(const QueueState& qs, Nanos now) { return qs.paused && qs.paused_until > now; }
+    bool eligible(const QueueState& qs, Nanos now) const;
+    bool has_eligible(const PortState& ps, Nanos now) const;
+    int pick_queue(PortState& ps, PortId port, Nanos now);
+    uint32_t select_member(const std::vector<uint32_t>& members, uint32_t group, int tc, const PacketDesc& d,
+                           Nanos now);
+    uint32_t least_loaded(const std::vector<uint32_t>& members, uint64_t hash) const;
+    void end_pause(QueueState& qs, Nanos at);
+    void expire_pause(QueueState& qs, Nanos now);
+    void send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx);
+    void xoff(PortId in, int pg, Nanos now, Effects& fx);
+    void release(PortId out, int q, const Slot& s, Effects& fx);
+    void arm_tx(PortId port, Nanos at, Effects& fx);
+    void drop(PortId counted_at, uint32_t handle, DropReason r, Effects& fx);
+    void emit(Effects& fx, const Effect& e);
+    void watchdog_detect(PortId port, int q, Nanos now, Effects& fx);
+    void watchdog_restore(PortId port, int q, Effects& fx);
+    Slot& slot(PortId port, int q, uint32_t idx) {
+        return slots_[(static_cast<std::size_t>(port) * kNumTc + q) * cfg_.queue_slots + (idx & slot_mask_)];
+    }
+
+    const SwitchConfig cfg_;
+    Mmu mmu_;
+    RouteTable routes_;
+    std::vector<PortState> ports_;
+    std::vector<Slot> slots_;
+    uint32_t slot_mask_;
+    std::array<bool, kNumTc> queue_lossless_{};
+    std::array<int64_t, kNumTc> dwrr_quantum_{};
+    std::vector<Nanos> pfc_refresh_interval_;  // per port, from its speed
+
+    struct Flowlet {
+        uint32_t group = RouteTable::kUnresolved;
+        uint32_t member = 0;
+        Nanos last{};
+    };
+    std::vector<Flowlet> flowlets_;
+
+    uint64_t effects_overflow_ = 0;
+    uint64_t bad_port_drops_ = 0;
+};
+
+}  // namespace rocemu::sw
