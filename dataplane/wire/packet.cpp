@@ -247,4 +247,13 @@ size_t encode_roce(const RocePacket& p, std::span<uint8_t> out) {
     return lay.frame_len;
 }
 
+bool refresh_icrc(std::span<uint8_t> frame) {
+    RocePacket p;
+    const ParseError e = parse_roce(frame, p, {.verify_icrc = false});
+    if (e != ParseError::Ok) return false;
+    const size_t icrc_off = p.frame_len - kIcrcLen;
+    store_le32(frame.data() + icrc_off, compute_icrc(frame.data() + p.l3_off, icrc_off - p.l3_off, p.l3.v6));
+    return true;
+}
+
 }  // namespace rocemu::wire

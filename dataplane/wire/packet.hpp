@@ -198,4 +198,9 @@ struct EncodeLayout {
 bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayout& lay);
 void finish_roce(std::span<uint8_t> frame, const EncodeLayout& lay);
 
+// Recomputes and stores the ICRC of a frame whose headers parse (whatever its
+// current ICRC). For tools and fuzzers that edit frames. False if it does not
+// parse as RoCEv2.
+bool refresh_icrc(std::span<uint8_t> frame);
+
 }  // namespace rocemu::wire
