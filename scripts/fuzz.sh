@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target with clang (ASan+UBSan) and runs each for a
+# bounded time, seeded with the real rxe captures. Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+build=build-fuzz
+CC=clang CXX=clang++ cmake -S . -B $build -G Ninja -DROCEMU_FUZZ=ON -DROCEMU_DPDK=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+targets=$(cd tests/fuzz && find . -name 'fuzz_*.cpp' -exec basename {} .cpp \; | sort)
+ninja -C $build $targets >/dev/null
+corpus_seed=$build/corpus-seed
+rm -rf "$corpus_seed"
+python3 scripts/pcap-to-corpus.py "$corpus_seed" ../shared/captures/*.pcap >/dev/null
+status=0
+for t in $targets; do
+  bin=$(find $build -type f -name "$t" -perm -u+x | head -n 1)
+  mkdir -p $build/corpus/$t
+  echo "fuzz: $t for ${secs}s"
+  if ! "$bin" -max_total_time="$secs" -max_len=9216 -print_final_stats=1 \
+        $build/corpus/$t "$corpus_seed" >$build/$t.log 2>&1; then
+    echo "fuzz: $t FAILED; see $build/$t.log"
+    tail -n 40 $build/$t.log
+    status=1
+  else
+    grep -E "stat::number_of_executed_units|stat::peak_rss" $build/$t.log | tr '\n' ' '; echo
+  fi
+done
+exit $status

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Every test in one command: installs what is missing, builds, runs the unit,
+# scenario and interop tests, the unit tests again under ASan+UBSan, and each
+# fuzz target for a bounded time. Ends with 'N passed, M failed'.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+
+bash scripts/install-deps.sh || { echo "install failed"; echo "0 passed, 1 failed"; exit 1; }
+for f in tests/*/install-deps.sh; do [ -f "$f" ] && bash "$f"; done
+
+passed=0
+failed=0
+count_ctest() {  # reads a ctest log, adds its totals
+  local line
+  line=$(grep -E "tests passed, [0-9]+ tests failed out of" "$1" | tail -n 1)
+  if [ -z "$line" ]; then failed=$((failed + 1)); return; fi
+  local f t
+  f=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+  t=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/')
+  passed=$((passed + t - f))
+  failed=$((failed + f))
+}
+step() { echo; echo "=== $* ==="; }
+
+step "build (release)"
+if bash scripts/build.sh release; then
+  step "tests (release)"
+  ctest --test-dir build --output-on-failure -j2 --timeout 900 2>&1 | tee build/ctest.log | grep -E "tests passed|Failed|\*\*\*|Total Test"
+  count_ctest build/ctest.log
+else
+  echo "release build FAILED"; failed=$((failed + 1))
+fi
+
+step "build (ASan+UBSan)"
+if bash scripts/build.sh asan; then
+  step "tests (ASan+UBSan)"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j2 --timeout 1800 -LE 'slow|netns|dpdk' 2>&1 | tee build-asan/ctest.log | grep -E "tests passed|Failed|\*\*\*|Total Test"
+  count_ctest build-asan/ctest.log
+else
+  echo "asan build FAILED"; failed=$((failed + 1))
+fi
+
+step "fuzz (${FUZZ_SECONDS}s per target)"
+if bash scripts/fuzz.sh "$FUZZ_SECONDS"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+
+echo
+echo "${passed} passed, ${failed} failed"
+[ "$failed" -eq 0 ]
