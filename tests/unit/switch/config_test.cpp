@@ -1,0 +1,123 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "switch/config.hpp"
+
+namespace rocemu::sw {
+namespace {
+
+TEST(SwitchConfig, SonicDefaults) {
+    const SwitchConfig c = sonic_default_config(4, BitsPerSec::gbps(100));
+    EXPECT_EQ(validate(c), "");
+    EXPECT_EQ(c.dscp_to_tc[3], 3);
+    EXPECT_EQ(c.dscp_to_tc[4], 4);
+    EXPECT_EQ(c.dscp_to_tc[46], 5);
+    EXPECT_EQ(c.dscp_to_tc[48], 6);
+    EXPECT_EQ(c.dscp_to_tc[8], 0);
+    EXPECT_EQ(c.dscp_to_tc[0], 1);
+    EXPECT_EQ(c.dscp_to_tc[26], 1);
+    EXPECT_EQ(c.pfc_enable, (1 << 3) | (1 << 4));
+    EXPECT_TRUE(c.queue_lossless_at(3));
+    EXPECT_FALSE(c.queue_lossless_at(1));
+    EXPECT_EQ(c.wred[3].green_min_threshold, Bytes{1048576});
+    EXPECT_EQ(c.wred[3].green_max_threshold, Bytes{2097152});
+    EXPECT_EQ(c.wred[3].green_drop_probability, 5u);
+    EXPECT_EQ(c.wred[3].ecn, EcnMode::All);
+    EXPECT_FALSE(c.wred[1].active());
+    EXPECT_EQ(c.pg_lossless.xoff, Bytes{160272});
+    EXPECT_EQ(c.pfc_wd.detection_time, Nanos::from_ms(200));
+    EXPECT_EQ(c.pfc_wd.restoration_time, Nanos::from_ms(200));
+    EXPECT_EQ(c.pfc_wd.action, WdAction::Drop);
+}
+
+TEST(SwitchConfig, ExampleFilesParseToWhatTheySay) {
+    const ConfigResult d = load_switch_config(std::string(ROCEMU_SOURCE_DIR) + "/configs/switch/sonic-default.yaml");
+    ASSERT_TRUE(d.config) << d.error;
+    const SwitchConfig def = sonic_default_config(4, BitsPerSec::gbps(100));
+    EXPECT_EQ(d.config->ports.size(), 4u);
+    EXPECT_EQ(d.config->ports[3].name, "Ethernet12");
+    EXPECT_EQ(d.config->ports[0].propagation_delay, Nanos{25});
+    EXPECT_EQ(d.config->dscp_to_tc, def.dscp_to_tc);
+    EXPECT_EQ(d.config->tc_to_pg, def.tc_to_pg);
+    EXPECT_EQ(d.config->pfc_enable, def.pfc_enable);
+    for (int q = 0; q < kNumTc; ++q) EXPECT_EQ(d.config->scheduler[q].weight, def.scheduler[q].weight);
+
+    const ConfigResult l = load_switch_config(std::string(ROCEMU_SOURCE_DIR) + "/configs/switch/lossless-100g.yaml");
+    ASSERT_TRUE(l.config) << l.error;
+    const SwitchConfig& c = *l.config;
+    EXPECT_EQ(c.ports.size(), 8u);
+    EXPECT_EQ(c.ports[0].speed, BitsPerSec::gbps(100));
+    EXPECT_EQ(c.pfc_enable, 1 << 3);
+    EXPECT_TRUE(c.scheduler[6].strict);
+    EXPECT_EQ(c.wred[3].green_min_threshold, Bytes{5120});
+    EXPECT_FALSE(c.wred[3].wred_green_enable);
+    EXPECT_TRUE(c.wred[4].active()) << "queues the file does not name keep SONiC's default";
+    EXPECT_EQ(c.pg_lossless.th.dynamic_th, -2);
+    EXPECT_EQ(c.wred_stage, WredStage::Dequeue);
+    EXPECT_EQ(c.pfc_wd.detection_time, Nanos::from_ms(100));
+    EXPECT_EQ(c.pfc_wd.restoration_time, Nanos::from_ms(400));
+    EXPECT_EQ(c.routing.adaptive[3], ArMode::PerPacket);
+    EXPECT_EQ(c.routing.adaptive[1], ArMode::Off);
+}
+
+// Each bad input must fail with a message naming the key and the bad value.
+struct BadCase {
+    const char* yaml;
+    std::vector<std::string> must_mention;
+};
+
+class SwitchConfigErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(SwitchConfigErrors, NameKeyValueAndRange) {
+    const BadCase& c = GetParam();
+    const ConfigResult r = parse_switch_config(c.yaml);
+    ASSERT_FALSE(r.config);
+    for (const std::string& m : c.must_mention) EXPECT_NE(r.error.find(m), std::string::npos) << r.error;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, SwitchConfigErrors,
+    ::testing::Values(
+        BadCase{"PORT: {Ethernet0: {speed: 900000}}", {"PORT.Ethernet0.speed", "900000", "[1, 800000]"}},
+        BadCase{"PORT: {Ethernet0: {mtu: abc}}", {"PORT.Ethernet0.mtu", "abc"}},
+        BadCase{"PORT: {Ethernet0: {sped: 1}}", {"PORT.Ethernet0.sped", "unknown key"}},
+        BadCase{"PORT_QOS_MAP: {pfc_enable: \"3\"}", {"PORT", "missing"}},
+        BadCase{"PORT: {E0: {}}\nPORT_QOS_MAP: {pfc_enable: \"3,9\"}", {"PORT_QOS_MAP.pfc_enable", "9", "[0, 7]"}},
+        BadCase{"PORT: {E0: {}}\nDSCP_TO_TC_MAP: {\"64\": \"1\"}", {"DSCP_TO_TC_MAP.64", "[0, 63]"}},
+        BadCase{"PORT: {E0: {}}\nDSCP_TO_TC_MAP: {\"5\": \"8\"}", {"DSCP_TO_TC_MAP.5", "8", "[0, 7]"}},
+        BadCase{"PORT: {E0: {}}\nWRED_PROFILE: {P: {green_min_threshold: 10, green_max_threshold: 5}}",
+                {"WRED_PROFILE.P.green_min_threshold", "10", "5"}},
+        BadCase{"PORT: {E0: {}}\nWRED_PROFILE: {P: {green_drop_probability: 101}}",
+                {"WRED_PROFILE.P.green_drop_probability", "101", "[0, 100]"}},
+        BadCase{"PORT: {E0: {}}\nWRED_PROFILE: {P: {ecn: ecn_maybe}}", {"WRED_PROFILE.P.ecn", "ecn_maybe"}},
+        BadCase{"PORT: {E0: {}}\nQUEUE: {\"3\": {wred_profile: NOPE}}", {"QUEUE.3.wred_profile", "NOPE"}},
+        BadCase{"PORT: {E0: {}}\nBUFFER_PROFILE: {pg_lossless_profile: {dynamic_th: 9}}",
+                {"BUFFER_PROFILE.pg_lossless_profile.dynamic_th", "9", "[-7, 7]"}},
+        BadCase{"PORT: {E0: {}}\nBUFFER_PROFILE: {pg_lossless_profile: {xoff: 100}}",
+                {"BUFFER_PROFILE.pg_lossless_profile.xoff", "100"}},
+        BadCase{"PORT: {E0: {}}\nSCHEDULER: {\"1\": {type: WFQ}}", {"SCHEDULER.1.type", "WFQ"}},
+        BadCase{"PORT: {E0: {}}\nSCHEDULER: {\"1\": {weight: 0}}", {"SCHEDULER.1.weight", "0", "[1, 100]"}},
+        BadCase{"PORT: {E0: {}}\nSWITCH: {queue_slots: 1000}", {"SWITCH.queue_slots", "1000"}},
+        BadCase{"PORT: {E0: {}}\nSWITCH: {ecn_marking: later}", {"SWITCH.ecn_marking", "later"}},
+        BadCase{"PORT: {E0: {}}\nPFC_WD: {detection_time: 50}", {"PFC_WD.detection_time", "50", "[100, 5000]"}},
+        BadCase{"PORT: {E0: {}}\nPFC_WD: {action: ignore}", {"PFC_WD.action", "ignore", "drop, forward, alert"}},
+        BadCase{"PORT: {E0: {}}\nROUTING: {ecmp_hash: [SRC_MAC]}", {"ROUTING.ecmp_hash", "SRC_MAC"}},
+        BadCase{"PORT: {E0: {}}\nROUTING: {adaptive_routing: {\"3\": sometimes}}",
+                {"ROUTING.adaptive_routing.3", "sometimes"}},
+        BadCase{"PORT: {E0: {}}\nPFC: {}", {"PFC", "unknown key"}},
+        BadCase{"PORT: [", {"YAML syntax"}}));
+
+TEST(SwitchConfig, ValidateCatchesProgrammaticMistakes) {
+    SwitchConfig c = sonic_default_config(2, BitsPerSec::gbps(100));
+    c.tc_to_queue[2] = 8;
+    EXPECT_NE(validate(c).find("TC_TO_QUEUE_MAP.2"), std::string::npos);
+    c = sonic_default_config(0, BitsPerSec::gbps(100));
+    EXPECT_NE(validate(c).find("PORT"), std::string::npos);
+    c = sonic_default_config(1, BitsPerSec::gbps(100));
+    c.queue_slots = 100;
+    EXPECT_NE(validate(c).find("SWITCH.queue_slots: 100"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rocemu::sw

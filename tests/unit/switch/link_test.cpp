@@ -1,0 +1,106 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "switch/link.hpp"
+
+namespace rocemu::sw {
+namespace {
+
+using namespace rocemu::literals;
+
+TEST(SwitchLink, SerialisesAtSpeedThenPropagates) {
+    LinkConfig cfg;
+    cfg.speed = BitsPerSec::gbps(10);
+    cfg.propagation_delay = 500_ns;
+    Link link(cfg);
+    Rng rng(1);
+    // (1000 + 20) bytes x 8 / 10 Gb/s = 816 ns.
+    const LinkDelivery a = link.transmit(Bytes{1000}, 100_ns, rng);
+    EXPECT_EQ(a.fate, LinkFate::Delivered);
+    EXPECT_EQ(a.tx_end, 916_ns);
+    EXPECT_EQ(a.arrival, 1416_ns);
+    // Offered while the wire is busy: starts when the first frame ends.
+    const LinkDelivery b = link.transmit(Bytes{1000}, 200_ns, rng);
+    EXPECT_EQ(b.tx_end, 916_ns + 816_ns);
+    EXPECT_EQ(b.arrival, 916_ns + 816_ns + 500_ns);
+    EXPECT_EQ(link.counters().frames, 2u);
+}
+
+void expect_rate(uint64_t k, uint64_t n, double p) {
+    const double sd = std::sqrt(static_cast<double>(n) * p * (1 - p));
+    EXPECT_NEAR(static_cast<double>(k), static_cast<double>(n) * p, 5 * sd);
+}
+
+TEST(SwitchLink, LossCorruptionAndReorderHappenAtTheirRates) {
+    LinkConfig cfg;
+    cfg.loss_rate = 0.01;
+    cfg.corrupt_rate = 0.02;
+    cfg.corrupt_as = Corruption::BadIcrc;
+    cfg.reorder_rate = 0.05;
+    cfg.reorder_delay = 3_us;
+    cfg.propagation_delay = 1_us;
+    Link link(cfg);
+    Rng rng(99);
+    constexpr uint64_t n = 100000;
+    uint64_t lost = 0, bad = 0, late = 0;
+    Nanos now{};
+    for (uint64_t i = 0; i < n; ++i) {
+        const LinkDelivery d = link.transmit(Bytes{64}, now, rng);
+        now = d.tx_end;
+        if (d.fate == LinkFate::LostRandom) {
+            ++lost;
+            continue;
+        }
+        bad += d.corruption == Corruption::BadIcrc;
+        late += d.arrival - d.tx_end == 4_us;
+        EXPECT_TRUE(d.arrival - d.tx_end == 1_us || d.arrival - d.tx_end == 4_us);
+    }
+    expect_rate(lost, n, 0.01);
+    expect_rate(bad, n - lost, 0.02);
+    expect_rate(late, n - lost, 0.05);
+    EXPECT_EQ(link.counters().lost_random, lost);
+    EXPECT_EQ(link.counters().corrupted, bad);
+    EXPECT_EQ(link.counters().reordered, late);
+}
+
+TEST(SwitchLink, DownAndUpAtScheduledTimes) {
+    LinkConfig cfg;
+    cfg.up_down = {{20_us, true}, {10_us, false}};  // given out of order on purpose
+    Link link(cfg);
+    Rng rng(1);
+    EXPECT_TRUE(link.up(9999_ns));
+    EXPECT_FALSE(link.up(10_us));
+    EXPECT_EQ(link.transmit(Bytes{100}, 15_us, rng).fate, LinkFate::LostLinkDown);
+    EXPECT_EQ(link.next_event(15_us), 20_us);
+    EXPECT_TRUE(link.up(20_us));
+    EXPECT_EQ(link.transmit(Bytes{100}, 20_us, rng).fate, LinkFate::Delivered);
+    EXPECT_EQ(link.counters().lost_down, 1u);
+}
+
+TEST(SwitchLink, PfcStormSendsPausesEveryPeriodBetweenStartAndStop) {
+    LinkConfig cfg;
+    PfcStorm s;
+    s.start = 1_us;
+    s.stop = 1_us + 50_us;
+    s.period = 10_us;
+    s.frame.class_enable = 1 << 3;
+    s.frame.quanta[3] = 0xFFFF;
+    cfg.storm = s;
+    Link link(cfg);
+    EXPECT_FALSE(link.poll_storm(0_ns));
+    std::vector<Nanos> sent;
+    for (Nanos t = link.next_event(0_ns); t != Nanos::max(); t = link.next_event(t)) {
+        const auto f = link.poll_storm(t);
+        ASSERT_TRUE(f);
+        EXPECT_EQ(f->class_enable, 1 << 3);
+        EXPECT_EQ(f->quanta[3], 0xFFFF);
+        EXPECT_FALSE(link.poll_storm(t));
+        sent.push_back(t);
+    }
+    EXPECT_EQ(sent, (std::vector<Nanos>{1_us, 11_us, 21_us, 31_us, 41_us}));
+    EXPECT_EQ(link.counters().storm_frames, 5u);
+}
+
+}  // namespace
+}  // namespace rocemu::sw
