@@ -32,7 +32,9 @@ TEST(Arp, RequestAndReplyRoundTrip) {
         EXPECT_EQ(got.spa, 0x0A000001u);
         EXPECT_EQ(got.tpa, 0x0A000002u);
         EXPECT_EQ(l2b.vlan, vlan);
-        if (vlan) EXPECT_EQ(l2b.pcp, 3);
+        if (vlan) {
+            EXPECT_EQ(l2b.pcp, 3);
+        }
     }
 }
 
