@@ -1,0 +1,352 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "dataplane/dpdk/host/host_stack.hpp"
+#include "dataplane/wire/l2.hpp"
+
+namespace rocemu::host {
+namespace {
+
+using namespace rocemu::literals;
+
+const wire::MacAddr kMacA{{0x02, 0, 0, 0, 0, 0x0a}};
+const wire::MacAddr kMacB{{0x02, 0, 0, 0, 0, 0x0b}};
+constexpr uint32_t kIpA = 0x0A000001, kIpB = 0x0A000002;
+
+HostConfig config(const wire::MacAddr& mac, uint32_t ip) {
+    HostConfig c;
+    c.mac = mac;
+    c.ipv4 = ip;
+    c.prefix_len = 24;
+    return c;
+}
+
+std::vector<uint8_t> arp_request(const wire::MacAddr& from, uint32_t spa, uint32_t tpa,
+                                 std::optional<uint16_t> vlan = std::nullopt) {
+    std::vector<uint8_t> f(64);
+    wire::L2 l2;
+    l2.dst = wire::MacAddr::broadcast();
+    l2.src = from;
+    if (vlan) {
+        l2.vlan = true;
+        l2.vid = *vlan;
+    }
+    wire::Arp a;
+    a.oper = wire::kArpRequest;
+    a.sha = from;
+    a.spa = spa;
+    a.tpa = tpa;
+    f.resize(wire::encode_arp(l2, a, f));
+    return f;
+}
+
+std::vector<uint8_t> echo_request(const wire::MacAddr& to, uint32_t dst, uint16_t seq,
+                                  std::optional<uint16_t> vlan = std::nullopt) {
+    std::vector<uint8_t> f(200);
+    wire::L2 l2;
+    l2.dst = to;
+    l2.src = kMacB;
+    if (vlan) {
+        l2.vlan = true;
+        l2.vid = *vlan;
+    }
+    const uint8_t payload[24] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    f.resize(encode_icmp_echo(l2, kIpB, dst, 64, IcmpEcho{kIcmpEchoRequest, 0x1234, seq}, payload, f));
+    return f;
+}
+
+std::vector<uint8_t> roce_to(uint32_t dst) {
+    wire::RocePacket p;
+    p.l2.src = kMacB;
+    p.l2.dst = kMacA;
+    p.l3.src = wire::IpAddr::from_v4(kIpB);
+    p.l3.dst = wire::IpAddr::from_v4(dst);
+    p.bth.opcode = wire::op::SEND_ONLY;
+    p.bth.dqpn = Qpn{0x11};
+    std::vector<uint8_t> f(wire::roce_frame_len(p));
+    EXPECT_EQ(wire::encode_roce(p, f), f.size());
+    return f;
+}
+
+std::span<uint8_t> span_of(std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
+
+TEST(DpdkHostStack, AnswersArpForItsAddressInPlace) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    auto f = arp_request(kMacB, kIpB, kIpA);
+    const RxResult r = a.on_frame(span_of(f), 0_ns, fx);
+    ASSERT_EQ(r.verdict, RxVerdict::Reply);
+    wire::L2 l2;
+    wire::Arp reply;
+    ASSERT_TRUE(wire::parse_arp(std::span(f.data(), r.reply_len), l2, reply));
+    EXPECT_EQ(l2.dst, kMacB);
+    EXPECT_EQ(l2.src, kMacA);
+    EXPECT_EQ(reply.oper, wire::kArpReply);
+    EXPECT_EQ(reply.sha, kMacA);
+    EXPECT_EQ(reply.spa, kIpA);
+    EXPECT_EQ(reply.tha, kMacB);
+    EXPECT_EQ(reply.tpa, kIpB);
+    EXPECT_EQ(a.counters().event(HostEvent::TxArpReply), 1u);
+    // The asker is learned, as RFC 826 prescribes for a request addressed to us.
+    EXPECT_EQ(a.arp().lookup(kIpB, 1_ns), kMacB);
+    EXPECT_TRUE(fx.empty());
+}
+
+TEST(DpdkHostStack, IgnoresArpForOtherAddresses) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    auto f = arp_request(kMacB, kIpB, 0x0A000009);
+    const RxResult r = a.on_frame(span_of(f), 0_ns, fx);
+    EXPECT_EQ(r.verdict, RxVerdict::Drop);
+    EXPECT_EQ(r.drop, HostDrop::ArpNotForUs);
+    EXPECT_EQ(a.counters().drop(HostDrop::ArpNotForUs), 1u);
+    EXPECT_FALSE(a.arp().lookup(kIpB, 1_ns));
+}
+
+TEST(DpdkHostStack, TurnsEchoRequestIntoAValidReply) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    auto f = echo_request(kMacA, kIpA, 5);
+    const auto original = f;
+    const RxResult r = a.on_frame(span_of(f), 0_ns, fx);
+    ASSERT_EQ(r.verdict, RxVerdict::Reply);
+    ASSERT_EQ(r.reply_len, original.size());
+    wire::EthView eth;
+    ASSERT_TRUE(wire::parse_eth(f, eth));
+    EXPECT_EQ(eth.l2.dst, kMacB);
+    EXPECT_EQ(eth.l2.src, kMacA);
+    Ipv4Header ip;
+    ASSERT_EQ(parse_ipv4(f, eth.l3_off, ip), Ipv4Error::Ok);  // checks the header checksum
+    EXPECT_EQ(ip.src, kIpA);
+    EXPECT_EQ(ip.dst, kIpB);
+    const uint8_t* icmp = f.data() + eth.l3_off + 20;
+    EXPECT_EQ(icmp[0], kIcmpEchoReply);
+    EXPECT_EQ(wire::ip_checksum(icmp, f.size() - eth.l3_off - 20), 0);
+    // Identifier, sequence and payload come back unchanged.
+    EXPECT_TRUE(std::equal(f.begin() + eth.l3_off + 24, f.end(), original.begin() + eth.l3_off + 24));
+    EXPECT_EQ(a.counters().event(HostEvent::TxEchoReply), 1u);
+}
+
+TEST(DpdkHostStack, DropsEchoWithBadChecksumOrForAnotherHost) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    auto bad = echo_request(kMacA, kIpA, 1);
+    bad.back() ^= 0xFF;
+    EXPECT_EQ(a.on_frame(span_of(bad), 0_ns, fx).drop, HostDrop::IcmpBadChecksum);
+    auto other_ip = echo_request(kMacA, 0x0A000003, 1);
+    EXPECT_EQ(a.on_frame(span_of(other_ip), 0_ns, fx).drop, HostDrop::IpNotForUs);
+    auto other_mac = echo_request(kMacB, kIpA, 1);
+    EXPECT_EQ(a.on_frame(span_of(other_mac), 0_ns, fx).drop, HostDrop::WrongDstMac);
+    auto truncated = echo_request(kMacA, kIpA, 1);
+    truncated.resize(30);
+    EXPECT_EQ(a.on_frame(span_of(truncated), 0_ns, fx).drop, HostDrop::Truncated);
+    EXPECT_EQ(a.counters().event(HostEvent::TxEchoReply), 0u);
+}
+
+TEST(DpdkHostStack, VlanHostAnswersOnlyOnItsVlanAndSetsItsPcp) {
+    HostConfig c = config(kMacA, kIpA);
+    c.vlan = 100;
+    c.pcp = 3;
+    HostStack a(c);
+    HostEffects fx;
+    auto untagged = echo_request(kMacA, kIpA, 1);
+    EXPECT_EQ(a.on_frame(span_of(untagged), 0_ns, fx).drop, HostDrop::WrongVlan);
+    auto other_vlan = echo_request(kMacA, kIpA, 1, 200);
+    EXPECT_EQ(a.on_frame(span_of(other_vlan), 0_ns, fx).drop, HostDrop::WrongVlan);
+    auto tagged = echo_request(kMacA, kIpA, 1, 100);
+    ASSERT_EQ(a.on_frame(span_of(tagged), 0_ns, fx).verdict, RxVerdict::Reply);
+    wire::EthView eth;
+    ASSERT_TRUE(wire::parse_eth(tagged, eth));
+    EXPECT_TRUE(eth.l2.vlan);
+    EXPECT_EQ(eth.l2.vid, 100);
+    EXPECT_EQ(eth.l2.pcp, 3);
+    auto arp = arp_request(kMacB, kIpB, kIpA, 100);
+    EXPECT_EQ(a.on_frame(span_of(arp), 0_ns, fx).verdict, RxVerdict::Reply);
+}
+
+TEST(DpdkHostStack, PassesRoceForItsGidsAndPfcOn) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    auto ours = roce_to(kIpA);
+    EXPECT_EQ(a.on_frame(span_of(ours), 0_ns, fx).verdict, RxVerdict::Transport);
+    auto theirs = roce_to(0x0A000007);
+    EXPECT_EQ(a.on_frame(span_of(theirs), 0_ns, fx).drop, HostDrop::RoceNotForUs);
+    std::vector<uint8_t> pfc(wire::kPfcFrameLen);
+    wire::Pfc p;
+    p.src = kMacB;
+    p.class_enable = 0x08;
+    ASSERT_EQ(wire::encode_pfc(p, pfc), pfc.size());
+    EXPECT_EQ(a.on_frame(span_of(pfc), 0_ns, fx).verdict, RxVerdict::Pfc);
+    EXPECT_EQ(a.counters().event(HostEvent::RxRoce), 1u);
+    EXPECT_EQ(a.counters().event(HostEvent::RxPfc), 1u);
+}
+
+// Delivers every SendFrame effect in `fx` to `to`, sending its in-place
+// replies back to `from`; returns the effects `from` produced.
+HostEffects exchange(HostStack& from, HostEffects& fx, HostStack& to, Nanos now) {
+    HostEffects back, to_fx;
+    for (HostEffect& e : fx) {
+        if (e.kind != HostEffect::Kind::SendFrame) continue;
+        std::vector<uint8_t> f(e.frame.begin(), e.frame.begin() + e.len);
+        const RxResult r = to.on_frame(span_of(f), now, to_fx);
+        if (r.verdict == RxVerdict::Reply) {
+            f.resize(r.reply_len);
+            from.on_frame(span_of(f), now, back);
+        }
+    }
+    return back;
+}
+
+TEST(DpdkHostStack, ResolvesAQpPathThroughArpAndFillsItsHeaders) {
+    HostStack a(config(kMacA, kIpA));
+    HostStack b(config(kMacB, kIpB));
+    AddressVector av;
+    av.dgid = wire::IpAddr::from_v4(kIpB);
+    av.sgid_index = 3;
+    av.traffic_class = 26 << 2;  // DSCP 26, ECN bits left 0
+    av.hop_limit = 7;
+    HostEffects fx;
+    PathResult p = a.resolve_path(av, 0_ns, 42, fx);
+    ASSERT_EQ(p.status, PathResult::Status::Pending) << p.error;
+    ASSERT_EQ(fx.size(), 1u);
+    EXPECT_EQ(a.counters().event(HostEvent::TxArpRequest), 1u);
+    HostEffects back = exchange(a, fx, b, 1_us);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(back[0].kind, HostEffect::Kind::Resolved);
+    EXPECT_EQ(back[0].cookie, 42u);
+    EXPECT_EQ(back[0].mac, kMacB);
+
+    fx.clear();
+    p = a.resolve_path(av, 2_us, 42, fx);
+    ASSERT_EQ(p.status, PathResult::Status::Ready);
+    EXPECT_TRUE(fx.empty());
+    EXPECT_EQ(p.l2.dst, kMacB);
+    EXPECT_EQ(p.l2.src, kMacA);
+    EXPECT_EQ(p.l2.ethertype, wire::ethertype::kIpv4);
+    EXPECT_FALSE(p.l2.vlan);
+    EXPECT_EQ(p.l3.src, wire::IpAddr::from_v4(kIpA));
+    EXPECT_EQ(p.l3.dst, wire::IpAddr::from_v4(kIpB));
+    EXPECT_EQ(p.l3.dscp, 26);
+    EXPECT_EQ(p.l3.ecn, wire::ecn::kEct0);
+    EXPECT_EQ(p.l3.ttl, 7);
+
+    av.traffic_class = (26 << 2) | wire::ecn::kEct1;
+    EXPECT_EQ(a.resolve_path(av, 3_us, 42, fx).l3.ecn, wire::ecn::kEct1);
+}
+
+TEST(DpdkHostStack, PathErrorsSayWhatIsWrong) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    AddressVector av;
+    av.dgid = wire::IpAddr::from_v4(kIpB);
+    av.sgid_index = 2;
+    PathResult p = a.resolve_path(av, 0_ns, 1, fx);
+    EXPECT_EQ(p.status, PathResult::Status::Error);
+    EXPECT_EQ(p.error,
+              "GID index 2 is a RoCEv1 GID (::ffff:10.0.0.1) and rocemu speaks RoCEv2 only; "
+              "use GID index 3 (RoCEv2 ::ffff:10.0.0.1)");
+    av.sgid_index = 9;
+    EXPECT_EQ(a.resolve_path(av, 0_ns, 1, fx).error,
+              "GID index 9 does not exist: this port's GID table (connectx layout) has indexes 0-3; "
+              "use GID index 3 (RoCEv2 ::ffff:10.0.0.1)");
+    av.sgid_index = 1;
+    EXPECT_EQ(a.resolve_path(av, 0_ns, 1, fx).error,
+              "GID index 1 (fe80:0:0:0:0:ff:fe00:a) and the destination GID ::ffff:10.0.0.2 are of different IP "
+              "versions; use an IPv4-mapped RoCEv2 GID index");
+    av.sgid_index = 3;
+    av.dgid = wire::IpAddr::from_v4(0x0B000001);
+    EXPECT_EQ(a.resolve_path(av, 0_ns, 1, fx).error,
+              "no route to 11.0.0.1: it is outside 10.0.0.1/24 and no gateway is configured");
+    EXPECT_TRUE(fx.empty());
+}
+
+TEST(DpdkHostStack, OffLinkDestinationsResolveTheGateway) {
+    HostConfig c = config(kMacA, kIpA);
+    c.gateway = 0x0A0000FE;
+    HostStack a(c);
+    HostEffects fx;
+    AddressVector av;
+    av.dgid = wire::IpAddr::from_v4(0x0B000001);
+    av.sgid_index = 3;
+    ASSERT_EQ(a.resolve_path(av, 0_ns, 1, fx).status, PathResult::Status::Pending);
+    ASSERT_EQ(fx.size(), 1u);
+    wire::L2 l2;
+    wire::Arp req;
+    ASSERT_TRUE(wire::parse_arp(std::span(fx[0].frame.data(), fx[0].len), l2, req));
+    EXPECT_EQ(req.tpa, 0x0A0000FEu);
+    EXPECT_EQ(l2.dst, wire::MacAddr::broadcast());
+}
+
+TEST(DpdkHostStack, LinkLocalGidsResolveWithoutArp) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    AddressVector av;
+    av.dgid = link_local_gid(kMacB);
+    av.sgid_index = 1;
+    const PathResult p = a.resolve_path(av, 0_ns, 1, fx);
+    ASSERT_EQ(p.status, PathResult::Status::Ready) << p.error;
+    EXPECT_EQ(p.l2.dst, kMacB);
+    EXPECT_EQ(p.l2.ethertype, wire::ethertype::kIpv6);
+    EXPECT_TRUE(p.l3.v6);
+    EXPECT_EQ(p.l3.src, link_local_gid(kMacA));
+    EXPECT_TRUE(fx.empty());
+}
+
+TEST(DpdkHostStack, TwoStacksPingEachOther) {
+    HostStack a(config(kMacA, kIpA));
+    HostStack b(config(kMacB, kIpB));
+    HostEffects fx;
+    EXPECT_EQ(a.ping(kIpB, 9, 1, 56, 0_ns, 5, fx), PingStatus::Resolving);
+    HostEffects back = exchange(a, fx, b, 1_us);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(back[0].kind, HostEffect::Kind::Resolved);
+    fx.clear();
+    EXPECT_EQ(a.ping(kIpB, 9, 1, 56, 2_us, 5, fx), PingStatus::Sent);
+    back = exchange(a, fx, b, 3_us);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(back[0].kind, HostEffect::Kind::EchoReply);
+    EXPECT_EQ(back[0].ip, kIpB);
+    EXPECT_EQ(back[0].echo_id, 9);
+    EXPECT_EQ(back[0].echo_seq, 1);
+    EXPECT_EQ(b.counters().event(HostEvent::RxEchoRequest), 1u);
+    EXPECT_EQ(a.counters().event(HostEvent::RxEchoReply), 1u);
+}
+
+TEST(DpdkHostStack, UnansweredArpFailsTheWaiterAfterItsProbes) {
+    HostConfig c = config(kMacA, kIpA);
+    c.arp.retransmit_time = 1_s;
+    c.arp.max_probes = 2;
+    HostStack a(c);
+    HostEffects fx;
+    ASSERT_EQ(a.ping(kIpB, 1, 1, 8, 0_ns, 77, fx), PingStatus::Resolving);
+    fx.clear();
+    a.on_timer(a.next_timer(), fx);
+    ASSERT_EQ(fx.size(), 1u);
+    EXPECT_EQ(fx[0].kind, HostEffect::Kind::SendFrame);
+    fx.clear();
+    a.on_timer(a.next_timer(), fx);
+    ASSERT_EQ(fx.size(), 1u);
+    EXPECT_EQ(fx[0].kind, HostEffect::Kind::ResolveFailed);
+    EXPECT_EQ(fx[0].cookie, 77u);
+    EXPECT_EQ(fx[0].ip, kIpB);
+    EXPECT_EQ(a.counters().event(HostEvent::TxArpRequest), 2u);
+    EXPECT_EQ(a.counters().event(HostEvent::ArpFailed), 1u);
+}
+
+TEST(DpdkHostStack, AnnounceSendsAGratuitousArp) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    a.announce(fx);
+    ASSERT_EQ(fx.size(), 1u);
+    EXPECT_EQ(fx[0].len, kEthMinFrame);
+    wire::L2 l2;
+    wire::Arp g;
+    ASSERT_TRUE(wire::parse_arp(std::span(fx[0].frame.data(), fx[0].len), l2, g));
+    EXPECT_EQ(g.spa, kIpA);
+    EXPECT_EQ(g.tpa, kIpA);
+    EXPECT_EQ(l2.dst, wire::MacAddr::broadcast());
+}
+
+}  // namespace
+}  // namespace rocemu::host
