@@ -1,0 +1,106 @@
+// Throughput of the virtual-time runtime: frames stream through a chain of
+// forwarding nodes at line rate. Prints events/s, simulated frames/s (one
+// frame crossing one link) and wall time per simulated frame for 16 and 256
+// nodes, so the cost per packet can be compared across sizes.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "sim/sim.hpp"
+
+using namespace rocemu;
+using namespace rocemu::sim;
+
+namespace {
+
+constexpr uint32_t kFrameLen = 1024;
+
+// Port 0 faces the previous node, port 1 the next.
+class ChainNode : public Node {
+public:
+    ChainNode(Simulator& sim, bool source, bool sink, uint64_t to_send)
+        : sim_(sim), id_(sim.add_node(*this)), source_(source), sink_(sink), to_send_(to_send) {}
+
+    NodeId id() const { return id_; }
+    uint64_t received() const { return received_; }
+
+    void kick() {
+        if (source_) on_tx_ready(1, sim_.now());
+    }
+
+    void on_frame(PortId, FrameHandle h, Nanos) override {
+        if (sink_) {
+            ++received_;
+            sim_.pool().free(h);
+            return;
+        }
+        sim_.transmit(id_, 1, h);
+    }
+
+    void on_tx_ready(PortId port, Nanos) override {
+        if (!source_ || to_send_ == 0) return;
+        const FrameHandle h = sim_.pool().alloc();
+        if (!h.valid()) return;
+        sim_.pool().set_len(h, kFrameLen);
+        --to_send_;
+        sim_.transmit(id_, port, h);
+    }
+
+private:
+    Simulator& sim_;
+    NodeId id_;
+    bool source_, sink_;
+    uint64_t to_send_;
+    uint64_t received_ = 0;
+};
+
+struct Result {
+    uint32_t nodes;
+    uint64_t frame_hops;
+    uint64_t events;
+    double wall_s;
+    Nanos sim_time;
+};
+
+Result run_chain(uint32_t nodes, uint64_t frame_hop_budget) {
+    const uint64_t frames = frame_hop_budget / (nodes - 1);
+    Simulator sim(SimConfig{.seed = 42, .max_frames = 1u << 20});
+    std::vector<std::unique_ptr<ChainNode>> chain;
+    for (uint32_t i = 0; i < nodes; ++i)
+        chain.push_back(std::make_unique<ChainNode>(sim, i == 0, i + 1 == nodes, i == 0 ? frames : 0));
+    LinkConfig cfg;
+    cfg.rate = BitsPerSec::gbps(100);
+    cfg.propagation = Nanos{1000};
+    for (uint32_t i = 0; i + 1 < nodes; ++i) sim.add_link(chain[i]->id(), 1, chain[i + 1]->id(), 0, cfg);
+
+    const auto t0 = std::chrono::steady_clock::now();
+    chain.front()->kick();
+    sim.run_until_idle();
+    const auto t1 = std::chrono::steady_clock::now();
+
+    uint64_t hops = 0;
+    for (std::size_t i = 0; i < sim.link_count(); ++i) hops += sim.link(static_cast<LinkId>(i)).counters().delivered_frames;
+    if (chain.back()->received() != frames) std::fprintf(stderr, "chain of %u lost frames\n", nodes);
+    return {nodes, hops, sim.counters().events, std::chrono::duration<double>(t1 - t0).count(), sim.now()};
+}
+
+}  // namespace
+
+int main() {
+    constexpr uint64_t kBudget = 20000000;
+    std::printf("%6s %12s %12s %9s %10s %10s %12s %10s\n", "nodes", "frame-hops", "events", "wall s", "Mevents/s",
+                "Mframes/s", "ns/frame", "sim ms");
+    double first = 0;
+    for (uint32_t nodes : {16u, 256u}) {
+        const Result r = run_chain(nodes, kBudget);
+        const double ns_per_frame = r.wall_s * 1e9 / static_cast<double>(r.frame_hops);
+        if (first == 0) first = ns_per_frame;
+        std::printf("%6u %12llu %12llu %9.3f %10.2f %10.2f %12.1f %10.3f\n", r.nodes,
+                    static_cast<unsigned long long>(r.frame_hops), static_cast<unsigned long long>(r.events), r.wall_s,
+                    static_cast<double>(r.events) / r.wall_s / 1e6, static_cast<double>(r.frame_hops) / r.wall_s / 1e6,
+                    ns_per_frame, r.sim_time.ms());
+        if (nodes == 256) std::printf("cost per simulated frame, 256 vs 16 nodes: %.2fx\n", ns_per_frame / first);
+    }
+    return 0;
+}

@@ -1,0 +1,150 @@
+#include "sim/sim.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace rocemu::sim {
+
+namespace {
+
+// Each link gets its own stream, independent of how many draws other links
+// make, so adding a link never changes the faults seen on the others.
+uint64_t link_seed(uint64_t run_seed, LinkId id) {
+    uint64_t z = run_seed ^ (0x9E3779B97F4A7C15ull * (uint64_t{id} + 1));
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Simulator::Simulator(const SimConfig& cfg) : seed_(cfg.seed), pool_(cfg.max_frames) {}
+
+NodeId Simulator::add_node(Node& node) {
+    nodes_.push_back(&node);
+    timers_.emplace_back();
+    out_links_.emplace_back();
+    return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+LinkId Simulator::add_link(NodeId src, PortId src_port, NodeId dst, PortId dst_port, const LinkConfig& cfg) {
+    if (const std::string err = validate(cfg); !err.empty()) throw std::invalid_argument(err);
+    if (src >= nodes_.size() || dst >= nodes_.size())
+        throw std::invalid_argument(
+            fmt::format("link {}:{} -> {}:{}: node id out of range [0, {})", src, src_port, dst, dst_port, nodes_.size()));
+    if (out_link(src, src_port) != kNoLink)
+        throw std::invalid_argument(fmt::format("link from node {} port {}: port already has a link", src, src_port));
+    const auto id = static_cast<LinkId>(links_.size());
+    links_.emplace_back(id, LinkEnd{src, src_port}, LinkEnd{dst, dst_port}, cfg, link_seed(seed_, id));
+    auto& ports = out_links_[src];
+    if (ports.size() <= src_port) ports.resize(std::size_t{src_port} + 1, kNoLink);
+    ports[src_port] = id;
+    return id;
+}
+
+std::pair<LinkId, LinkId> Simulator::connect(NodeId a, PortId a_port, NodeId b, PortId b_port, const LinkConfig& cfg) {
+    const LinkId ab = add_link(a, a_port, b, b_port, cfg);
+    const LinkId ba = add_link(b, b_port, a, a_port, cfg);
+    return {ab, ba};
+}
+
+LinkId Simulator::out_link(NodeId node, PortId port) const {
+    const auto& ports = out_links_[node];
+    return port < ports.size() ? ports[port] : kNoLink;
+}
+
+Link::Send Simulator::transmit(NodeId node, PortId port, FrameHandle h) {
+    const LinkId id = out_link(node, port);
+    if (id == kNoLink) {
+        ++counters_.dropped_no_link;
+        pool_.free(h);
+        return Link::Send::Dropped;
+    }
+    return links_[id].send(h, now_, queue_, pool_);
+}
+
+bool Simulator::tx_idle(NodeId node, PortId port) const {
+    const LinkId id = out_link(node, port);
+    return id != kNoLink && links_[id].idle();
+}
+
+void Simulator::arm_timer(NodeId node, Nanos at) {
+    TimerState& t = timers_[node];
+    at = std::max(at, now_);
+    t.due = at;
+    // A later time reuses the event already queued: when it fires early it
+    // re-queues itself for `due`. Only an earlier time needs a new event.
+    if (at < t.queued) {
+        ++t.gen;
+        t.queued = at;
+        queue_.push(at, EventKind::Timer, node, t.gen);
+    }
+}
+
+void Simulator::cancel_timer(NodeId node) { timers_[node].due = Nanos::max(); }
+
+void Simulator::fire_timer(const Event& e) {
+    TimerState& t = timers_[e.target];
+    if (e.arg != t.gen) {
+        ++counters_.stale_timers;
+        return;
+    }
+    t.queued = Nanos::max();
+    if (t.due == Nanos::max()) {
+        ++counters_.stale_timers;
+        return;
+    }
+    if (t.due > e.time) {
+        ++counters_.stale_timers;
+        t.queued = t.due;
+        queue_.push(t.due, EventKind::Timer, e.target, t.gen);
+        return;
+    }
+    t.due = Nanos::max();
+    nodes_[e.target]->on_timer(now_);
+}
+
+void Simulator::schedule_link_state(LinkId link, Nanos at, bool up) {
+    queue_.push(std::max(at, now_), EventKind::LinkState, link, up ? 1 : 0);
+}
+
+bool Simulator::step() {
+    if (queue_.empty()) return false;
+    const Event e = queue_.pop();
+    now_ = e.time;
+    ++counters_.events;
+    switch (e.kind) {
+        case EventKind::Timer:
+            fire_timer(e);
+            break;
+        case EventKind::TxDone: {
+            Link& l = links_[e.target];
+            if (l.on_tx_done(now_, queue_, pool_)) nodes_[l.src().node]->on_tx_ready(l.src().port, now_);
+            break;
+        }
+        case EventKind::Deliver: {
+            Link& l = links_[e.target];
+            const FrameHandle h = l.on_deliver(e.arg, now_, pool_);
+            if (h.valid()) nodes_[l.dst().node]->on_frame(l.dst().port, h, now_);
+            break;
+        }
+        case EventKind::LinkState:
+            links_[e.target].set_up(e.arg != 0, pool_);
+            break;
+    }
+    return true;
+}
+
+void Simulator::run_until(Nanos t) {
+    while (!queue_.empty() && queue_.top().time <= t) step();
+    now_ = std::max(now_, t);
+}
+
+void Simulator::run_until_idle() {
+    while (step()) {
+    }
+}
+
+}  // namespace rocemu::sim

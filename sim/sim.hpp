@@ -1,0 +1,138 @@
+// The deterministic virtual-time runtime. One Simulator owns the event queue,
+// the frame pool and the links; nodes (NIC adapters, switches, traffic
+// generators) sit at the link ends and are driven one event at a time on one
+// thread. Events run in (time, seq) order and every random draw comes from a
+// per-link Rng derived from the run seed, so the same setup and seed give the
+// same counters and byte-identical pcaps.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "common/units.hpp"
+#include "sim/event_queue.hpp"
+#include "sim/frame_pool.hpp"
+#include "sim/link.hpp"
+
+namespace rocemu::sim {
+
+class Simulator;
+
+// Whatever sits at the end of links. Nodes keep their NodeId (from
+// add_node) and act through the Simulator.
+class Node {
+public:
+    virtual ~Node() = default;
+    // A frame arrived on `port`. The node now owns `h`: it must transmit it
+    // or give it back with pool().free().
+    virtual void on_frame(PortId port, FrameHandle h, Nanos now) = 0;
+    // The timer armed with arm_timer() is due.
+    virtual void on_timer(Nanos now) { (void)now; }
+    // The link out of `port` finished serialising and has nothing queued:
+    // the moment a node that keeps its own queues (PFC, priorities, pacing)
+    // hands over its next frame.
+    virtual void on_tx_ready(PortId port, Nanos now) {
+        (void)port;
+        (void)now;
+    }
+};
+
+struct SimConfig {
+    uint64_t seed = 1;
+    uint32_t max_frames = 1u << 16;  // frame buffers that may exist at once
+};
+
+struct SimCounters {
+    uint64_t events = 0;
+    uint64_t stale_timers = 0;      // timer events superseded by a later arm or cancel
+    uint64_t dropped_no_link = 0;   // transmit() on a port with no link
+};
+
+class Simulator {
+public:
+    explicit Simulator(const SimConfig& cfg);
+    Simulator(const Simulator&) = delete;
+    Simulator& operator=(const Simulator&) = delete;
+
+    // --- Building the topology (not while running) ----------------------------
+    // The node must outlive the Simulator.
+    NodeId add_node(Node& node);
+    // One direction from (src, src_port) to (dst, dst_port). Throws
+    // std::invalid_argument if the config is invalid (the message names the
+    // key, value and range), a node id is unknown, or src_port already has a
+    // link. Invalidates references returned by link().
+    LinkId add_link(NodeId src, PortId src_port, NodeId dst, PortId dst_port, const LinkConfig& cfg);
+    // Both directions with the same config: first a->b, then b->a.
+    std::pair<LinkId, LinkId> connect(NodeId a, PortId a_port, NodeId b, PortId b_port, const LinkConfig& cfg);
+
+    // --- What nodes call ------------------------------------------------------
+    Nanos now() const { return now_; }
+    FramePool& pool() { return pool_; }
+    // Hands `h` to the link out of `port`; the link owns it from here on,
+    // including when it drops it (the result says so, a counter says why).
+    Link::Send transmit(NodeId node, PortId port, FrameHandle h);
+    // True if the port has a link and nothing is serialising or queued on it.
+    bool tx_idle(NodeId node, PortId port) const;
+    // One timer per node. Arming again moves it (earlier or later); a time
+    // in the past fires at now(). Superseded expiries are never delivered.
+    void arm_timer(NodeId node, Nanos at);
+    void cancel_timer(NodeId node);
+    // When the node's timer is due, or Nanos::max() if it is not armed.
+    Nanos timer(NodeId node) const { return timers_[node].due; }
+
+    // --- Faults and capture ---------------------------------------------------
+    void schedule_link_state(LinkId link, Nanos at, bool up);
+    void set_taps(LinkId link, pcap::Writer* tx, pcap::Writer* rx) { links_[link].set_taps(tx, rx); }
+
+    // --- Running --------------------------------------------------------------
+    // Runs the next event. False if there is none.
+    bool step();
+    // Runs every event due at or before `t`, then sets now() to `t`.
+    void run_until(Nanos t);
+    // Runs until no event is left.
+    void run_until_idle();
+    // Runs events until `stop()` returns true (checked after each event),
+    // the next event lies beyond `limit`, or none is left. True if `stop` did.
+    template <typename Stop>
+    bool run_until_cond(Stop&& stop, Nanos limit = Nanos::max()) {
+        while (!queue_.empty() && queue_.top().time <= limit) {
+            step();
+            if (stop()) return true;
+        }
+        return false;
+    }
+
+    // --- Inspection -----------------------------------------------------------
+    Link& link(LinkId id) { return links_[id]; }
+    const Link& link(LinkId id) const { return links_[id]; }
+    std::size_t link_count() const { return links_.size(); }
+    std::size_t node_count() const { return nodes_.size(); }
+    // The link out of (node, port), or kNoLink.
+    static constexpr LinkId kNoLink = UINT32_MAX;
+    LinkId out_link(NodeId node, PortId port) const;
+    const SimCounters& counters() const { return counters_; }
+    const EventQueue& queue() const { return queue_; }
+    uint64_t seed() const { return seed_; }
+
+private:
+    struct TimerState {
+        Nanos due = Nanos::max();     // when the node wants on_timer
+        Nanos queued = Nanos::max();  // earliest live Timer event in the queue
+        uint64_t gen = 0;             // Timer events carrying another gen are stale
+    };
+
+    void fire_timer(const Event& e);
+
+    uint64_t seed_;
+    Nanos now_{0};
+    EventQueue queue_;
+    FramePool pool_;
+    std::vector<Node*> nodes_;
+    std::vector<TimerState> timers_;
+    std::vector<std::vector<LinkId>> out_links_;  // [node][port]
+    std::vector<Link> links_;
+    SimCounters counters_;
+};
+
+}  // namespace rocemu::sim

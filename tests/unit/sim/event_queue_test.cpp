@@ -1,0 +1,91 @@
+#include "sim/event_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "common/rng.hpp"
+
+namespace rocemu::sim {
+namespace {
+
+TEST(SimEventQueue, PopsInTimeOrder) {
+    EventQueue q;
+    for (int64_t t : {50, 10, 40, 20, 30}) q.push(Nanos{t}, EventKind::Timer, static_cast<uint32_t>(t), 0);
+    std::vector<int64_t> order;
+    while (!q.empty()) order.push_back(q.pop().time.v);
+    EXPECT_EQ(order, (std::vector<int64_t>{10, 20, 30, 40, 50}));
+}
+
+TEST(SimEventQueue, EqualTimesAreFifo) {
+    EventQueue q;
+    // Interleave two times so the heap has to move equal keys around.
+    for (uint32_t i = 0; i < 1000; ++i) q.push(Nanos{i % 2 == 0 ? 7 : 3}, EventKind::Deliver, i, 0);
+    std::vector<uint32_t> threes, sevens;
+    while (!q.empty()) {
+        const Event e = q.pop();
+        (e.time.v == 3 ? threes : sevens).push_back(e.target);
+        if (e.time.v == 3) {
+            EXPECT_TRUE(sevens.empty()) << "a later time ran before an earlier one";
+        }
+    }
+    ASSERT_EQ(threes.size(), 500u);
+    ASSERT_EQ(sevens.size(), 500u);
+    EXPECT_TRUE(std::is_sorted(threes.begin(), threes.end()));
+    EXPECT_TRUE(std::is_sorted(sevens.begin(), sevens.end()));
+}
+
+TEST(SimEventQueue, MatchesStableSortOnRandomTimes) {
+    Rng rng(11);
+    EventQueue q;
+    std::vector<std::pair<int64_t, uint32_t>> ref;
+    for (uint32_t i = 0; i < 100000; ++i) {
+        const auto t = static_cast<int64_t>(rng.below(500));  // many ties
+        q.push(Nanos{t}, EventKind::Timer, i, i);
+        ref.emplace_back(t, i);
+    }
+    std::stable_sort(ref.begin(), ref.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    for (const auto& [t, id] : ref) {
+        ASSERT_FALSE(q.empty());
+        const Event e = q.pop();
+        ASSERT_EQ(e.time.v, t);
+        ASSERT_EQ(e.target, id);
+        ASSERT_EQ(e.arg, id);
+    }
+    EXPECT_TRUE(q.empty());
+}
+
+// The way a simulation uses it: pop the earliest, push a few in its future.
+TEST(SimEventQueue, InterleavedPushPopMatchesOrderedSetAndStopsGrowing) {
+    Rng rng(5);
+    EventQueue q;
+    std::set<std::tuple<int64_t, uint64_t, uint32_t>> ref;
+    uint32_t next_id = 0;
+    for (int i = 0; i < 1000; ++i) {
+        const auto t = static_cast<int64_t>(rng.below(100));
+        ref.emplace(t, q.pushed(), next_id);
+        q.push(Nanos{t}, EventKind::Timer, next_id++, 0);
+    }
+    std::size_t cap_after_warmup = 0;
+    for (int step = 0; step < 200000; ++step) {
+        const Event e = q.pop();
+        const auto expect = *ref.begin();
+        ref.erase(ref.begin());
+        ASSERT_EQ(e.time.v, std::get<0>(expect));
+        ASSERT_EQ(e.seq, std::get<1>(expect));
+        ASSERT_EQ(e.target, std::get<2>(expect));
+        // One pop, one push: the backlog stays at 1000.
+        const int64_t t = e.time.v + static_cast<int64_t>(rng.below(100));
+        ref.emplace(t, q.pushed(), next_id);
+        q.push(Nanos{t}, EventKind::Timer, next_id++, 0);
+        if (step == 1000) cap_after_warmup = q.capacity();
+    }
+    EXPECT_EQ(q.size(), 1000u);
+    EXPECT_EQ(q.capacity(), cap_after_warmup);
+}
+
+}  // namespace
+}  // namespace rocemu::sim

@@ -1,0 +1,447 @@
+// Link model tests: exact serialisation, propagation, fault rates,
+// corruption, K paths, jitter, down/up, the transmit queue and the taps.
+#include "sim/link.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <stdexcept>
+
+#include "dataplane/pcap/pcap.hpp"
+#include "sim/sim.hpp"
+#include "test_nodes.hpp"
+
+namespace rocemu::sim {
+namespace {
+
+using test::Sink;
+using test::Source;
+
+// ceil(bits * 1e9 / rate) in ns: when the last of `bits` leaves a link that
+// started sending at 0.
+int64_t ceil_ns(unsigned __int128 bits, BitsPerSec rate) {
+    const unsigned __int128 num = bits * 1000000000u;
+    return static_cast<int64_t>((num + rate.v - 1) / rate.v);
+}
+
+struct Pair {
+    Simulator sim;
+    Source src;
+    Sink dst;
+    LinkId link;
+
+    Pair(const LinkConfig& cfg, uint64_t count, Source::Make make, bool keep_bytes = false, uint64_t seed = 1)
+        : sim(SimConfig{.seed = seed, .max_frames = 1u << 15}),
+          src(sim, count, std::move(make)),
+          dst(sim, keep_bytes),
+          link(sim.add_link(src.id(), 0, dst.id(), 0, cfg)) {}
+
+    const LinkCounters& counters() const { return sim.link(link).counters(); }
+};
+
+class SimLinkExact : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(SimLinkExact, BackToBackMillionFramesDoNotDrift) {
+    constexpr uint32_t kLen = 1538;  // not a whole number of ns at these rates
+    constexpr uint64_t kCount = 1000000;
+    LinkConfig cfg;
+    cfg.rate = BitsPerSec{GetParam()};
+    cfg.propagation = Nanos{500};
+    Pair p(cfg, kCount, [](uint64_t i) { return test::tagged_frame(i, kLen); });
+    p.src.start();
+    p.sim.run_until_idle();
+
+    const auto& got = p.dst.got();
+    ASSERT_EQ(got.size(), kCount);
+    for (uint64_t i = 0; i < kCount; ++i) {
+        ASSERT_EQ(got[i].tag, i);
+        ASSERT_EQ(got[i].t.v, ceil_ns(static_cast<unsigned __int128>(i + 1) * kLen * 8, cfg.rate) + 500)
+            << "frame " << i;
+    }
+    EXPECT_EQ(p.counters().tx_bytes, kCount * kLen);
+    EXPECT_EQ(p.sim.pool().in_use(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rates, SimLinkExact,
+                         ::testing::Values(BitsPerSec::gbps(100).v, BitsPerSec::gbps(400).v, BitsPerSec::gbps(800).v,
+                                           BitsPerSec::gbps(56).v));
+
+TEST(SimLink, QueuedBurstOfMixedSizesIsExact) {
+    LinkConfig cfg;
+    cfg.rate = BitsPerSec::gbps(800);
+    cfg.propagation = Nanos{1234};
+    std::vector<uint32_t> lens;
+    Rng rng(3);
+    for (int i = 0; i < 20000; ++i) lens.push_back(64 + static_cast<uint32_t>(rng.below(9216 - 64 + 1)));
+    Pair p(cfg, lens.size(), [&](uint64_t i) { return test::tagged_frame(i, lens[i]); });
+    p.src.set_pull(false);
+    p.src.burst();
+    EXPECT_EQ(p.sim.link(p.link).queued_frames(), lens.size() - 1);
+    p.sim.run_until_idle();
+
+    ASSERT_EQ(p.dst.got().size(), lens.size());
+    unsigned __int128 bits = 0;
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+        bits += lens[i] * 8;
+        ASSERT_EQ(p.dst.got()[i].t.v, ceil_ns(bits, cfg.rate) + 1234) << "frame " << i;
+    }
+    EXPECT_EQ(p.src.tx_ready_calls(), 1u);  // once, when the queue ran dry
+}
+
+TEST(SimLink, PropagationAndIdleRestart) {
+    LinkConfig cfg;
+    cfg.rate = BitsPerSec::gbps(100);
+    cfg.propagation = Nanos{2500};
+    Pair p(cfg, 2, [](uint64_t i) { return test::tagged_frame(i, 1001); });  // 80.08 ns
+    p.src.set_pull(false);
+    p.src.start();
+    p.sim.run_until(Nanos{10000});
+    p.src.start();  // the link has been idle since 81 ns: serialisation starts now
+    p.sim.run_until_idle();
+    ASSERT_EQ(p.dst.got().size(), 2u);
+    EXPECT_EQ(p.dst.got()[0].t.v, 81 + 2500);
+    EXPECT_EQ(p.dst.got()[1].t.v, 10000 + 81 + 2500);
+}
+
+// Binomial bound: |observed - n p| within 5 standard deviations.
+void expect_binomial(uint64_t observed, uint64_t n, double prob) {
+    const double mean = static_cast<double>(n) * prob;
+    const double sd = std::sqrt(mean * (1 - prob));
+    EXPECT_NEAR(static_cast<double>(observed), mean, 5 * sd) << "n=" << n << " p=" << prob;
+}
+
+constexpr uint64_t kFaultFrames = 100000;
+
+TEST(SimLink, LossRateWithinBinomialBounds) {
+    LinkConfig cfg;
+    cfg.loss = 0.02;
+    Pair p(cfg, kFaultFrames, [](uint64_t i) { return test::tagged_frame(i, 256); });
+    p.src.start();
+    p.sim.run_until_idle();
+    const uint64_t lost = p.counters().dropped(LinkDrop::Loss);
+    expect_binomial(lost, kFaultFrames, 0.02);
+    EXPECT_EQ(p.dst.got().size(), kFaultFrames - lost);
+    EXPECT_EQ(p.counters().tx_frames, kFaultFrames);  // lost frames still occupied the wire
+    EXPECT_EQ(p.counters().delivered_frames, kFaultFrames - lost);
+    EXPECT_EQ(p.sim.pool().in_use(), 0u);
+}
+
+TEST(SimLink, DuplicationRateWithinBinomialBounds) {
+    LinkConfig cfg;
+    cfg.duplicate = 0.03;
+    Pair p(cfg, kFaultFrames, [](uint64_t i) { return test::tagged_frame(i, 256); });
+    p.src.start();
+    p.sim.run_until_idle();
+    const uint64_t dups = p.counters().duplicated;
+    expect_binomial(dups, kFaultFrames, 0.03);
+    const auto& got = p.dst.got();
+    ASSERT_EQ(got.size(), kFaultFrames + dups);
+    uint64_t adjacent_twins = 0;
+    for (std::size_t i = 1; i < got.size(); ++i) {
+        ASSERT_LE(got[i - 1].tag, got[i].tag);
+        if (got[i - 1].tag == got[i].tag) {
+            ++adjacent_twins;
+            EXPECT_EQ(got[i - 1].t, got[i].t);
+        }
+    }
+    EXPECT_EQ(adjacent_twins, dups);
+    EXPECT_EQ(p.sim.pool().in_use(), 0u);
+}
+
+TEST(SimLink, CorruptionBreaksExactlyTheIcrc) {
+    LinkConfig cfg;
+    cfg.corrupt = 0.05;
+    // Every fourth frame has no payload, so the PSN is what gets hit.
+    auto make = [](uint64_t i) { return test::roce_frame(static_cast<uint32_t>(i), 0xC001, i % 4 == 0 ? 0 : 512); };
+    Pair p(cfg, 40000, make, true);
+    p.src.start();
+    p.sim.run_until_idle();
+    const auto& got = p.dst.got();
+    ASSERT_EQ(got.size(), 40000u);
+    uint64_t bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const std::vector<uint8_t> sent = make(i);
+        ASSERT_EQ(got[i].bytes.size(), sent.size());
+        wire::RocePacket pkt;
+        const wire::ParseError e = wire::parse_roce(got[i].bytes, pkt);
+        if (got[i].bytes == sent) {
+            EXPECT_EQ(e, wire::ParseError::Ok);
+            continue;
+        }
+        ++bad;
+        EXPECT_EQ(e, wire::ParseError::BadIcrc) << "frame " << i << ": " << wire::to_string(e);
+        std::size_t diffs = 0, where = 0;
+        for (std::size_t b = 0; b < sent.size(); ++b)
+            if (sent[b] != got[i].bytes[b]) ++diffs, where = b;
+        EXPECT_EQ(diffs, 1u);
+        EXPECT_GE(where, pkt.bth_off + 5u);
+        EXPECT_LT(where, sent.size() - wire::kIcrcLen);
+    }
+    EXPECT_EQ(bad, p.counters().corrupted);
+    expect_binomial(bad, 40000, 0.05);
+}
+
+uint32_t psn_of(const std::vector<uint8_t>& f) {
+    wire::RocePacket pkt;
+    EXPECT_EQ(wire::parse_roce(f, pkt), wire::ParseError::Ok);
+    return pkt.bth.psn.value();
+}
+
+TEST(SimLink, FcsModeAndNonRoceCorruptionDrop) {
+    for (const bool roce : {true, false}) {
+        LinkConfig cfg;
+        cfg.corrupt = 0.1;
+        cfg.corrupt_mode = roce ? CorruptMode::Fcs : CorruptMode::Icrc;
+        auto make = [roce](uint64_t i) {
+            return roce ? test::roce_frame(static_cast<uint32_t>(i), 0xC001, 64) : test::tagged_frame(i, 64);
+        };
+        Pair p(cfg, 20000, make, true);
+        p.src.start();
+        p.sim.run_until_idle();
+        const uint64_t fcs = p.counters().dropped(LinkDrop::BadFcs);
+        expect_binomial(fcs, 20000, 0.1);
+        EXPECT_EQ(p.counters().corrupted, 0u);
+        ASSERT_EQ(p.dst.got().size(), 20000 - fcs);
+        for (const auto& a : p.dst.got()) EXPECT_EQ(a.bytes, make(roce ? psn_of(a.bytes) : a.tag));
+    }
+}
+
+TEST(SimLink, KPathsReorderAndEachPathKeepsItsDelay) {
+    LinkConfig cfg;
+    cfg.rate = BitsPerSec::gbps(400);
+    for (int64_t d : {1000, 5000, 2000, 3000}) cfg.paths.push_back(Nanos{d});
+    constexpr uint32_t kLen = 1098;  // 58 bytes of headers and ICRC, 1040 of payload
+    constexpr uint64_t kCount = 4000;
+    // A sprayer: the source port changes every packet.
+    Pair p(cfg, kCount, [](uint64_t i) { return test::roce_frame(static_cast<uint32_t>(i), 0xC000 + static_cast<uint16_t>(i * 7), kLen - 58); }, true);
+    p.src.start();
+    p.sim.run_until_idle();
+    const auto& got = p.dst.got();
+    ASSERT_EQ(got.size(), kCount);
+    ASSERT_EQ(got[0].bytes.size(), kLen);
+    uint64_t inversions = 0;
+    uint32_t prev = 0;
+    std::array<uint64_t, 4> per_path{};
+    for (std::size_t k = 0; k < got.size(); ++k) {
+        const uint32_t psn = psn_of(got[k].bytes);
+        if (k > 0 && psn < prev) ++inversions;
+        prev = psn;
+        const uint16_t sport = static_cast<uint16_t>(0xC000 + psn * 7);
+        const std::size_t path = sport % 4;
+        ++per_path[path];
+        const int64_t tx_end = ceil_ns(static_cast<unsigned __int128>(psn + 1) * kLen * 8, cfg.rate);
+        ASSERT_EQ(got[k].t.v - tx_end, cfg.paths[path].v) << "psn " << psn;
+    }
+    EXPECT_GT(inversions, kCount / 4);
+    for (uint64_t n : per_path) EXPECT_EQ(n, kCount / 4);
+}
+
+TEST(SimLink, NonRoceFramesTakePathZero) {
+    LinkConfig cfg;
+    cfg.paths.push_back(Nanos{700});
+    cfg.paths.push_back(Nanos{9000});
+    Pair p(cfg, 50, [](uint64_t i) { return test::tagged_frame(i, 100); });
+    p.src.start();
+    p.sim.run_until_idle();
+    ASSERT_EQ(p.dst.got().size(), 50u);
+    for (std::size_t i = 0; i < 50; ++i)
+        EXPECT_EQ(p.dst.got()[i].t.v, ceil_ns(static_cast<unsigned __int128>(i + 1) * 800, cfg.rate) + 700);
+}
+
+TEST(SimLink, JitterWithinBoundsAndOrderedUnlessAllowed) {
+    for (const bool reorders : {false, true}) {
+        LinkConfig cfg;
+        cfg.rate = BitsPerSec::gbps(100);
+        cfg.propagation = Nanos{1000};
+        cfg.jitter = Nanos{2000};
+        cfg.jitter_reorders = reorders;
+        constexpr uint64_t kCount = 20000;
+        Pair p(cfg, kCount, [](uint64_t i) { return test::tagged_frame(i, 500); });  // 40 ns each
+        p.src.start();
+        p.sim.run_until_idle();
+        const auto& got = p.dst.got();
+        ASSERT_EQ(got.size(), kCount);
+        uint64_t inversions = 0;
+        int64_t min_extra = INT64_MAX, max_extra = 0;
+        for (std::size_t k = 0; k < got.size(); ++k) {
+            if (k > 0 && got[k].tag < got[k - 1].tag) ++inversions;
+            const int64_t base = static_cast<int64_t>(got[k].tag + 1) * 40 + 1000;
+            const int64_t extra = got[k].t.v - base;
+            min_extra = std::min(min_extra, extra);
+            max_extra = std::max(max_extra, extra);
+            if (reorders) {
+                ASSERT_GE(extra, 0);
+                ASSERT_LE(extra, 2000);
+            }
+        }
+        if (reorders) {
+            EXPECT_GT(inversions, kCount / 4);
+            EXPECT_LT(min_extra, 100);
+            EXPECT_GT(max_extra, 1900);
+        } else {
+            // Held back behind earlier frames, never ahead of its own draw.
+            EXPECT_EQ(inversions, 0u);
+            EXPECT_GE(min_extra, 0);
+            EXPECT_GT(max_extra, 1900);
+        }
+    }
+}
+
+// Sends one 1000-byte frame every microsecond from a timer.
+class Ticker : public Node {
+public:
+    Ticker(Simulator& sim, uint64_t count) : sim_(sim), id_(sim.add_node(*this)), count_(count) {}
+    NodeId id() const { return id_; }
+    void on_frame(PortId, FrameHandle h, Nanos) override { sim_.pool().free(h); }
+    void on_timer(Nanos now) override {
+        sim_.transmit(id_, 0, test::make_frame(sim_, test::tagged_frame(sent_, 1000)));
+        if (++sent_ < count_) sim_.arm_timer(id_, now + Nanos{1000});
+    }
+
+private:
+    Simulator& sim_;
+    NodeId id_;
+    uint64_t count_;
+    uint64_t sent_ = 0;
+};
+
+TEST(SimLink, DownDropsQueuedInFlightAndNewFramesUntilUp) {
+    Simulator sim(SimConfig{});
+    Ticker tx(sim, 150);
+    Sink rx(sim);
+    LinkConfig cfg;
+    cfg.rate = BitsPerSec::gbps(10);  // 800 ns per frame
+    cfg.propagation = Nanos{10000};
+    const LinkId l = sim.add_link(tx.id(), 0, rx.id(), 0, cfg);
+    sim.arm_timer(tx.id(), Nanos{0});  // frame k leaves at k us and arrives at k us + 10.8 us
+    sim.schedule_link_state(l, Nanos{50500}, false);
+    sim.schedule_link_state(l, Nanos{100500}, true);
+    sim.run_until(Nanos{60000});
+    EXPECT_FALSE(sim.link(l).up());
+    sim.run_until_idle();
+    EXPECT_TRUE(sim.link(l).up());
+
+    std::vector<uint64_t> tags;
+    for (const auto& a : rx.got()) tags.push_back(a.tag);
+    std::vector<uint64_t> expect;
+    for (uint64_t k = 0; k <= 39; ++k) expect.push_back(k);  // arrived before 50.5 us
+    for (uint64_t k = 101; k < 150; ++k) expect.push_back(k);  // sent after the link came up
+    EXPECT_EQ(tags, expect);
+    // 40..50 were on the wire at 50.5 us, 51..100 were sent into a dead link.
+    EXPECT_EQ(sim.link(l).counters().dropped(LinkDrop::LinkDown), 61u);
+    EXPECT_EQ(sim.pool().in_use(), 0u);
+}
+
+TEST(SimLink, GoingDownFlushesTheQueue) {
+    LinkConfig cfg;
+    cfg.rate = BitsPerSec::gbps(1);  // 8 us per 1000 B
+    Pair p(cfg, 10, [](uint64_t i) { return test::tagged_frame(i, 1000); });
+    p.src.set_pull(false);
+    p.src.burst();
+    EXPECT_EQ(p.sim.link(p.link).queued_frames(), 9u);
+    p.sim.schedule_link_state(p.link, Nanos{4000}, false);
+    p.sim.run_until(Nanos{5000});
+    EXPECT_EQ(p.sim.link(p.link).queued_frames(), 0u);
+    EXPECT_EQ(p.sim.link(p.link).queued_bytes().v, 0u);
+    p.sim.run_until_idle();
+    EXPECT_TRUE(p.dst.got().empty());
+    EXPECT_EQ(p.counters().dropped(LinkDrop::LinkDown), 10u);
+    EXPECT_EQ(p.sim.pool().in_use(), 0u);
+}
+
+TEST(SimLink, FiniteQueueDropsOverflowAndSignalsReady) {
+    LinkConfig cfg;
+    cfg.queue_limit = Bytes{3000};
+    Pair p(cfg, 10, [](uint64_t i) { return test::tagged_frame(i, 1000); });
+    p.src.set_pull(false);
+    p.src.burst();  // one serialising, three queued, six dropped
+    EXPECT_EQ(p.sim.link(p.link).queued_bytes().v, 3000u);
+    EXPECT_FALSE(p.sim.tx_idle(p.src.id(), 0));
+    p.sim.run_until_idle();
+    EXPECT_TRUE(p.sim.tx_idle(p.src.id(), 0));
+    EXPECT_EQ(p.counters().dropped(LinkDrop::QueueFull), 6u);
+    ASSERT_EQ(p.dst.got().size(), 4u);
+    for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(p.dst.got()[i].tag, i);
+    EXPECT_EQ(p.src.tx_ready_calls(), 1u);
+}
+
+TEST(SimLink, TapsRecordEntryAndArrivalWithVirtualTimes) {
+    const auto dir = std::filesystem::temp_directory_path() / ("rocemu_sim_tap_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    LinkConfig cfg;
+    cfg.rate = BitsPerSec::gbps(40);
+    cfg.propagation = Nanos{300};
+    cfg.loss = 0.2;
+    uint64_t delivered = 0, sent = 0;
+    {
+        pcap::Writer tx((dir / "tx.pcap").string()), rx((dir / "rx.pcap").string());
+        ASSERT_TRUE(tx.ok() && rx.ok());
+        Pair p(cfg, 200, [](uint64_t i) { return test::roce_frame(static_cast<uint32_t>(i), 0xC000, 1000); }, true);
+        p.sim.set_taps(p.link, &tx, &rx);
+        p.src.start();
+        p.sim.run_until_idle();
+        sent = p.counters().tx_frames;
+        delivered = p.counters().delivered_frames;
+        ASSERT_LT(delivered, sent);
+        ASSERT_EQ(delivered, p.dst.got().size());
+        tx.flush();
+        rx.flush();
+
+        pcap::Reader rtx((dir / "tx.pcap").string()), rrx((dir / "rx.pcap").string());
+        ASSERT_TRUE(rtx.ok() && rrx.ok());
+        pcap::Frame f;
+        uint64_t n = 0;
+        const uint32_t len = static_cast<uint32_t>(test::roce_frame(0, 0xC000, 1000).size());
+        while (rtx.next(f)) {
+            EXPECT_EQ(f.data, test::roce_frame(static_cast<uint32_t>(n), 0xC000, 1000));
+            // Stamped when serialisation starts: the exact end of the previous frame.
+            EXPECT_EQ(f.ts.v, static_cast<int64_t>(static_cast<unsigned __int128>(n) * len * 8 * 1000000000u / cfg.rate.v));
+            ++n;
+        }
+        EXPECT_EQ(n, sent);
+        n = 0;
+        while (rrx.next(f)) {
+            ASSERT_LT(n, p.dst.got().size());
+            EXPECT_EQ(f.ts, p.dst.got()[n].t);
+            EXPECT_EQ(f.data, p.dst.got()[n].bytes);
+            ++n;
+        }
+        EXPECT_EQ(n, delivered);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+TEST(SimLink, ValidateNamesKeyValueAndRange) {
+    LinkConfig ok;
+    EXPECT_EQ(validate(ok), "");
+    LinkConfig bad = ok;
+    bad.loss = 1.5;
+    EXPECT_EQ(validate(bad), "link.loss = 1.5: must be in [0, 1]");
+    bad = ok;
+    bad.rate = BitsPerSec{0};
+    EXPECT_NE(validate(bad).find("link.rate = 0 bit/s"), std::string::npos);
+    bad = ok;
+    bad.paths.push_back(Nanos{10});
+    bad.paths.push_back(Nanos{-1});
+    EXPECT_EQ(validate(bad), "link.paths[1] = -1 ns: must be in [0, 1e9] ns");
+    bad = ok;
+    bad.jitter = Nanos{-5};
+    EXPECT_NE(validate(bad).find("link.jitter"), std::string::npos);
+    bad = ok;
+    bad.duplicate = std::nan("");
+    EXPECT_NE(validate(bad).find("link.duplicate"), std::string::npos);
+
+    Simulator sim(SimConfig{});
+    Sink a(sim), b(sim);
+    bad = ok;
+    bad.corrupt = -0.1;
+    EXPECT_THROW(sim.add_link(a.id(), 0, b.id(), 0, bad), std::invalid_argument);
+    EXPECT_THROW(sim.add_link(a.id(), 0, 7, 0, ok), std::invalid_argument);
+    sim.add_link(a.id(), 0, b.id(), 0, ok);
+    EXPECT_THROW(sim.add_link(a.id(), 0, b.id(), 1, ok), std::invalid_argument);
+    EXPECT_EQ(sim.link_count(), 1u);
+}
+
+}  // namespace
+}  // namespace rocemu::sim

@@ -1,0 +1,253 @@
+// Simulator tests: timers, run modes, ports, and whole-run determinism.
+#include "sim/sim.hpp"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "dataplane/pcap/pcap.hpp"
+#include "test_nodes.hpp"
+
+namespace rocemu::sim {
+namespace {
+
+using namespace rocemu::literals;
+using test::Sink;
+using test::Source;
+
+class TimerNode : public Node {
+public:
+    explicit TimerNode(Simulator& sim) : sim_(sim), id_(sim.add_node(*this)) {}
+    NodeId id() const { return id_; }
+    std::vector<Nanos> fired;
+    Nanos rearm_after{0};  // when > 0, re-arms itself this long after each expiry
+    void on_frame(PortId, FrameHandle h, Nanos) override { sim_.pool().free(h); }
+    void on_timer(Nanos now) override {
+        EXPECT_EQ(now, sim_.now());
+        fired.push_back(now);
+        if (rearm_after.v > 0 && fired.size() < 5) sim_.arm_timer(id_, now + rearm_after);
+    }
+
+private:
+    Simulator& sim_;
+    NodeId id_;
+};
+
+TEST(SimTimer, FiresOnceAtTheArmedTime) {
+    Simulator sim(SimConfig{});
+    TimerNode n(sim);
+    sim.arm_timer(n.id(), 100_ns);
+    EXPECT_EQ(sim.timer(n.id()), 100_ns);
+    sim.run_until_idle();
+    EXPECT_EQ(n.fired, std::vector<Nanos>{100_ns});
+    EXPECT_EQ(sim.timer(n.id()), Nanos::max());
+    EXPECT_EQ(sim.now(), 100_ns);
+}
+
+TEST(SimTimer, MovingEarlierSupersedesTheOldExpiry) {
+    Simulator sim(SimConfig{});
+    TimerNode n(sim);
+    sim.arm_timer(n.id(), 100_ns);
+    sim.arm_timer(n.id(), 50_ns);
+    sim.run_until_idle();
+    EXPECT_EQ(n.fired, std::vector<Nanos>{50_ns});
+    EXPECT_EQ(sim.counters().stale_timers, 1u);
+}
+
+TEST(SimTimer, MovingLaterFiresOnlyAtTheNewTime) {
+    Simulator sim(SimConfig{});
+    TimerNode n(sim);
+    sim.arm_timer(n.id(), 100_ns);
+    sim.arm_timer(n.id(), 300_ns);
+    sim.arm_timer(n.id(), 200_ns);
+    sim.run_until(150_ns);
+    EXPECT_TRUE(n.fired.empty());
+    sim.run_until_idle();
+    EXPECT_EQ(n.fired, std::vector<Nanos>{200_ns});
+}
+
+TEST(SimTimer, CancelAndRearm) {
+    Simulator sim(SimConfig{});
+    TimerNode n(sim);
+    sim.arm_timer(n.id(), 100_ns);
+    sim.cancel_timer(n.id());
+    sim.run_until_idle();
+    EXPECT_TRUE(n.fired.empty());
+    sim.arm_timer(n.id(), 10_ns);  // already in the past: fires now
+    sim.run_until_idle();
+    EXPECT_EQ(n.fired, std::vector<Nanos>{100_ns});
+    n.rearm_after = 1_us;
+    sim.arm_timer(n.id(), 2_us);
+    sim.run_until_idle();
+    EXPECT_EQ(n.fired, (std::vector<Nanos>{100_ns, 2_us, 3_us, 4_us, 5_us}));
+}
+
+TEST(SimTimer, ManyRearmsKeepTheQueueSmall) {
+    Simulator sim(SimConfig{});
+    TimerNode n(sim);
+    // A retransmit timer pushed further out on every ACK.
+    for (int64_t i = 1; i <= 100000; ++i) sim.arm_timer(n.id(), Nanos{1000 + i});
+    EXPECT_EQ(sim.queue().size(), 1u);
+    sim.run_until_idle();
+    EXPECT_EQ(n.fired, std::vector<Nanos>{Nanos{101000}});
+}
+
+TEST(SimTimer, TimersOfNodesAreIndependentAndTiesAreFifo) {
+    Simulator sim(SimConfig{});
+    TimerNode a(sim), b(sim), c(sim);
+    std::vector<NodeId> order;
+    struct Rec : Node {
+        std::vector<NodeId>* order;
+        NodeId id;
+        void on_frame(PortId, FrameHandle, Nanos) override {}
+        void on_timer(Nanos) override { order->push_back(id); }
+    };
+    Rec r[3];
+    for (int i = 0; i < 3; ++i) {
+        r[i].order = &order;
+        r[i].id = sim.add_node(r[i]);
+    }
+    sim.arm_timer(r[2].id, 500_ns);
+    sim.arm_timer(r[0].id, 500_ns);
+    sim.arm_timer(r[1].id, 500_ns);
+    sim.arm_timer(a.id(), 10_ns);
+    sim.arm_timer(b.id(), 20_ns);
+    sim.run_until_idle();
+    EXPECT_EQ(order, (std::vector<NodeId>{r[2].id, r[0].id, r[1].id}));
+    EXPECT_EQ(a.fired, std::vector<Nanos>{10_ns});
+    EXPECT_EQ(b.fired, std::vector<Nanos>{20_ns});
+    EXPECT_TRUE(c.fired.empty());
+}
+
+TEST(SimRun, UntilConditionStopsRightAfterTheEvent) {
+    Simulator sim(SimConfig{});
+    Source src(sim, 100, [](uint64_t i) { return test::tagged_frame(i, 1250); });  // 100 ns at 100G
+    Sink dst(sim);
+    sim.add_link(src.id(), 0, dst.id(), 0, LinkConfig{});
+    src.start();
+    EXPECT_TRUE(sim.run_until_cond([&] { return dst.got().size() == 10; }));
+    EXPECT_EQ(dst.got().size(), 10u);
+    EXPECT_EQ(sim.now(), 1000_ns);
+    EXPECT_FALSE(sim.run_until_cond([&] { return dst.got().size() == 1000; }, 5000_ns));
+    EXPECT_EQ(dst.got().size(), 50u);
+    EXPECT_FALSE(sim.run_until_cond([] { return false; }));
+    EXPECT_EQ(dst.got().size(), 100u);
+}
+
+TEST(SimRun, RunUntilAdvancesTimeWithoutEvents) {
+    Simulator sim(SimConfig{});
+    sim.run_until(3_ms);
+    EXPECT_EQ(sim.now(), 3_ms);
+    EXPECT_FALSE(sim.step());
+}
+
+TEST(SimRun, TransmitOnAPortWithoutALinkIsCountedAndFreed) {
+    Simulator sim(SimConfig{});
+    Sink n(sim);
+    EXPECT_EQ(sim.transmit(n.id(), 3, test::make_frame(sim, test::tagged_frame(1, 60))), Link::Send::Dropped);
+    EXPECT_EQ(sim.counters().dropped_no_link, 1u);
+    EXPECT_EQ(sim.pool().in_use(), 0u);
+    EXPECT_FALSE(sim.tx_idle(n.id(), 3));
+    EXPECT_EQ(sim.out_link(n.id(), 3), Simulator::kNoLink);
+}
+
+// Forwards everything arriving on ports 0 and 1 out of port 2.
+class Merger : public Node {
+public:
+    explicit Merger(Simulator& sim) : sim_(sim), id_(sim.add_node(*this)) {}
+    NodeId id() const { return id_; }
+    void on_frame(PortId, FrameHandle h, Nanos) override { sim_.transmit(id_, 2, h); }
+
+private:
+    Simulator& sim_;
+    NodeId id_;
+};
+
+struct RunResult {
+    std::vector<LinkCounters> links;
+    std::vector<std::pair<Nanos, std::vector<uint8_t>>> arrivals;
+    uint64_t events = 0;
+    std::string pcap;
+};
+
+std::string read_file(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Two senders through lossy, duplicating, corrupting, jittery and sprayed
+// links into a 40G bottleneck with a finite queue, every link tapped into one
+// shared pcap.
+RunResult faulty_run(uint64_t seed, const std::filesystem::path& pcap_path) {
+    RunResult r;
+    {
+        pcap::Writer tap(pcap_path.string());
+        EXPECT_TRUE(tap.ok());
+        Simulator sim(SimConfig{.seed = seed, .max_frames = 4096});
+        Source a(sim, 3000, [](uint64_t i) { return test::roce_frame(static_cast<uint32_t>(i), 0xC000, 1024); });
+        Source b(sim, 3000, [](uint64_t i) {
+            return test::roce_frame(static_cast<uint32_t>(i + 100000), static_cast<uint16_t>(0xC000 + i), 700);
+        });
+        Merger m(sim);
+        Sink s(sim, true);
+        LinkConfig la;
+        la.loss = 0.01;
+        la.duplicate = 0.01;
+        la.corrupt = 0.01;
+        la.propagation = 700_ns;
+        LinkConfig lb;
+        lb.jitter = 300_ns;
+        lb.jitter_reorders = true;
+        for (int64_t d : {200, 900, 400}) lb.paths.push_back(Nanos{d});
+        LinkConfig bottleneck;
+        bottleneck.rate = BitsPerSec::gbps(40);
+        bottleneck.queue_limit = Bytes{64 * 1024};
+        bottleneck.propagation = 1_us;
+        const LinkId ids[] = {sim.add_link(a.id(), 0, m.id(), 0, la), sim.add_link(b.id(), 0, m.id(), 1, lb),
+                              sim.add_link(m.id(), 2, s.id(), 0, bottleneck)};
+        for (LinkId id : ids) sim.set_taps(id, &tap, &tap);
+        sim.schedule_link_state(ids[0], 100_us, false);
+        sim.schedule_link_state(ids[0], 120_us, true);
+        a.start();
+        b.start();
+        sim.run_until_idle();
+        for (LinkId id : ids) r.links.push_back(sim.link(id).counters());
+        for (const auto& g : s.got()) r.arrivals.emplace_back(g.t, g.bytes);
+        r.events = sim.counters().events;
+        EXPECT_EQ(sim.pool().in_use(), 0u);
+    }
+    r.pcap = read_file(pcap_path);
+    return r;
+}
+
+TEST(SimDeterminism, SameSeedGivesIdenticalCountersAndPcaps) {
+    const auto dir = std::filesystem::temp_directory_path() / ("rocemu_sim_det_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const RunResult r1 = faulty_run(7, dir / "run1.pcap");
+    const RunResult r2 = faulty_run(7, dir / "run2.pcap");
+    const RunResult r3 = faulty_run(8, dir / "run3.pcap");
+    std::filesystem::remove_all(dir);
+
+    // The run really exercised every fault.
+    EXPECT_GT(r1.links[0].dropped(LinkDrop::Loss), 0u);
+    EXPECT_GT(r1.links[0].duplicated, 0u);
+    EXPECT_GT(r1.links[0].corrupted, 0u);
+    EXPECT_GT(r1.links[0].dropped(LinkDrop::LinkDown), 0u);
+    EXPECT_GT(r1.links[2].dropped(LinkDrop::QueueFull), 0u);
+    EXPECT_GT(r1.pcap.size(), 6000u * 700);
+
+    EXPECT_EQ(r1.links, r2.links);
+    EXPECT_EQ(r1.events, r2.events);
+    EXPECT_EQ(r1.arrivals, r2.arrivals);
+    EXPECT_TRUE(r1.pcap == r2.pcap) << "pcaps differ for the same seed";
+
+    EXPECT_NE(r1.links, r3.links);
+    EXPECT_FALSE(r1.pcap == r3.pcap);
+}
+
+}  // namespace
+}  // namespace rocemu::sim

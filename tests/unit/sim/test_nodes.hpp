@@ -1,0 +1,128 @@
+// Small nodes the sim tests drive links with.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "dataplane/wire/wire.hpp"
+#include "sim/sim.hpp"
+
+namespace rocemu::sim::test {
+
+// A RoCEv2 RC SEND_ONLY frame with a correct ICRC.
+inline std::vector<uint8_t> roce_frame(uint32_t psn, uint16_t sport, uint32_t payload_len) {
+    std::vector<uint8_t> payload(payload_len);
+    for (uint32_t i = 0; i < payload_len; ++i) payload[i] = static_cast<uint8_t>(psn * 7 + i);
+    wire::RocePacket p;
+    p.l2.dst = wire::MacAddr{{0x02, 0, 0, 0, 0, 2}};
+    p.l2.src = wire::MacAddr{{0x02, 0, 0, 0, 0, 1}};
+    p.l3.src = wire::IpAddr::from_v4(0x0A000001);
+    p.l3.dst = wire::IpAddr::from_v4(0x0A000002);
+    p.l3.ecn = wire::ecn::kEct0;
+    p.udp_sport = sport;
+    p.bth.opcode = wire::op::kRc | wire::op::SEND_ONLY;
+    p.bth.dqpn = Qpn{0x11};
+    p.bth.psn = Psn{psn};
+    p.payload = payload.data();
+    p.payload_len = payload_len;
+    std::vector<uint8_t> out(wire::roce_frame_len(p));
+    out.resize(wire::encode_roce(p, out));
+    return out;
+}
+
+// A frame of `len` bytes whose first eight carry `index`.
+inline std::vector<uint8_t> tagged_frame(uint64_t index, uint32_t len) {
+    std::vector<uint8_t> f(len, 0xA5);
+    std::memcpy(f.data(), &index, sizeof index);
+    return f;
+}
+
+inline uint64_t tag_of(std::span<const uint8_t> f) {
+    uint64_t v = 0;
+    std::memcpy(&v, f.data(), sizeof v);
+    return v;
+}
+
+inline FrameHandle make_frame(Simulator& sim, std::span<const uint8_t> bytes) {
+    const FrameHandle h = sim.pool().alloc();
+    if (!h.valid()) throw std::runtime_error("test frame pool exhausted");
+    std::copy(bytes.begin(), bytes.end(), sim.pool().buffer(h).begin());
+    sim.pool().set_len(h, static_cast<uint32_t>(bytes.size()));
+    return h;
+}
+
+// Sends `count` frames made by `make(index)` out of port 0: back to back
+// (the next one on every on_tx_ready) or all at once with burst().
+class Source : public Node {
+public:
+    using Make = std::function<std::vector<uint8_t>(uint64_t index)>;
+
+    Source(Simulator& sim, uint64_t count, Make make) : sim_(sim), id_(sim.add_node(*this)), count_(count), make_(std::move(make)) {}
+
+    NodeId id() const { return id_; }
+    uint64_t sent() const { return next_; }
+    uint64_t tx_ready_calls() const { return tx_ready_calls_; }
+
+    void start() { send_next(); }
+    void burst() {
+        while (next_ < count_) send_next();
+    }
+
+    void on_frame(PortId, FrameHandle h, Nanos) override { sim_.pool().free(h); }
+    void on_tx_ready(PortId, Nanos) override {
+        ++tx_ready_calls_;
+        if (pull_) send_next();
+    }
+
+    void set_pull(bool pull) { pull_ = pull; }
+
+private:
+    void send_next() {
+        if (next_ >= count_) return;
+        const std::vector<uint8_t> bytes = make_(next_++);
+        sim_.transmit(id_, 0, make_frame(sim_, bytes));
+    }
+
+    Simulator& sim_;
+    NodeId id_;
+    uint64_t count_;
+    Make make_;
+    uint64_t next_ = 0;
+    bool pull_ = true;
+    uint64_t tx_ready_calls_ = 0;
+};
+
+struct Arrival {
+    PortId port;
+    Nanos t;
+    uint64_t tag;
+    std::vector<uint8_t> bytes;  // only when the sink keeps them
+};
+
+class Sink : public Node {
+public:
+    explicit Sink(Simulator& sim, bool keep_bytes = false) : sim_(sim), id_(sim.add_node(*this)), keep_(keep_bytes) {}
+
+    NodeId id() const { return id_; }
+    const std::vector<Arrival>& got() const { return got_; }
+
+    void on_frame(PortId port, FrameHandle h, Nanos now) override {
+        const auto f = sim_.pool().frame(h);
+        Arrival a{port, now, f.size() >= 8 ? tag_of(f) : 0, {}};
+        if (keep_) a.bytes.assign(f.begin(), f.end());
+        got_.push_back(std::move(a));
+        sim_.pool().free(h);
+    }
+
+private:
+    Simulator& sim_;
+    NodeId id_;
+    bool keep_;
+    std::vector<Arrival> got_;
+};
+
+}  // namespace rocemu::sim::test
