@@ -1,6 +1,9 @@
 #include "switch/switch.hpp"
 
 #include <algorithm>
+#include <iterator>
+
+#include <fmt/format.h>
 
 #include "switch/red.hpp"
 
@@ -168,6 +171,12 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     if (qs.storm && cfg_.pfc_wd.action == WdAction::Drop) {
         ++qs.c.wd_drops;
         return egress_drop(DropReason::PfcWatchdog);
+    }
+    // SONiC's drop action also discards what the stormed port keeps sending
+    // on that priority: its peer is the likely source of the storm.
+    if (in.q[q].storm && cfg_.pfc_wd.action == WdAction::Drop) {
+        ++in.q[q].c.wd_drops;
+        return drop(d.in_port, d.handle, DropReason::PfcWatchdog, fx);
     }
     const Mmu::Verdict v = mmu_.query_ingress(d.in_port, pg, d.frame_len);
     if (v.region == Mmu::Region::Rejected) return drop(d.in_port, d.handle, v.reason, fx);
@@ -418,6 +427,54 @@ Nanos Switch::next_timer() const {
         }
     }
     return t;
+}
+
+std::string Switch::describe(const Effect& e) const {
+    const std::string_view port = e.port < cfg_.ports.size() ? std::string_view(cfg_.ports[e.port].name) : "?";
+    switch (e.kind) {
+        case EffectKind::WatchdogStorm:
+            return fmt::format("PFC watchdog: storm detected on {} queue {} (action {})", port, e.queue,
+                               kWdActionNames[static_cast<std::size_t>(cfg_.pfc_wd.action)]);
+        case EffectKind::WatchdogRestore:
+            return fmt::format("PFC watchdog: storm restored on {} queue {}", port, e.queue);
+        case EffectKind::Drop:
+            return fmt::format("drop handle {} at {}: {}", e.handle, port, drop_reason_name(e.reason));
+        case EffectKind::SendPfc:
+            return fmt::format("send PFC on {} class_enable {:#04x}", port, e.pfc.class_enable);
+        case EffectKind::Enqueued:
+            return fmt::format("enqueue handle {} on {} queue {}", e.handle, port, e.queue);
+        case EffectKind::MarkCe: return fmt::format("mark CE on handle {}", e.handle);
+        case EffectKind::TxReady: return fmt::format("{} ready at {} ns", port, e.at.v);
+    }
+    return {};
+}
+
+std::string Switch::dump(Nanos now) const {
+    std::string out;
+    for (std::size_t p = 0; p < ports_.size(); ++p) {
+        const PortState& ps = ports_[p];
+        const PortId id = static_cast<PortId>(p);
+        fmt::format_to(std::back_inserter(out), "{}: rx {} pkts {} B, tx {} pkts {} B, paused {} ns\n",
+                       cfg_.ports[p].name, ps.c.rx_pkts, ps.c.rx_bytes, ps.c.tx_pkts, ps.c.tx_bytes,
+                       port_paused_time(id, now).v);
+        for (std::size_t r = 0; r < ps.c.drops.size(); ++r)
+            if (ps.c.drops[r])
+                fmt::format_to(std::back_inserter(out), "  drop {}: {}\n",
+                               drop_reason_name(static_cast<DropReason>(r)), ps.c.drops[r]);
+        for (int pr = 0; pr < kNumTc; ++pr)
+            if (ps.c.pfc_rx[pr] || ps.c.pfc_tx_xoff[pr] || ps.c.pfc_tx_xon[pr])
+                fmt::format_to(std::back_inserter(out), "  pfc prio {}: rx {} tx xoff {} tx xon {}\n", pr,
+                               ps.c.pfc_rx[pr], ps.c.pfc_tx_xoff[pr], ps.c.pfc_tx_xon[pr]);
+        for (int q = 0; q < kNumTc; ++q) {
+            const QueueCounters& c = ps.q[q].c;
+            if (!c.enq_pkts && !c.drops && !ps.q[q].paused) continue;
+            fmt::format_to(std::back_inserter(out),
+                           "  q{}: depth {} B (max {} B), enq {}, tx {} pkts {} B, drops {}, ecn {}, paused {} ns{}\n",
+                           q, mmu_.queue_bytes(id, q).v, c.watermark.v, c.enq_pkts, c.tx_pkts, c.tx_bytes, c.drops,
+                           c.ecn_marks, paused_time(id, q, now).v, ps.q[q].storm ? ", PFC storm" : "");
+        }
+    }
+    return out;
 }
 
 Nanos Switch::paused_time(PortId p, int q, Nanos now) const {

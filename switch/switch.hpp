@@ -8,6 +8,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/rng.hpp"
@@ -93,6 +94,12 @@ public:
     const Mmu& mmu() const { return mmu_; }
     uint64_t effects_overflow() const { return effects_overflow_; }
     uint64_t bad_port_drops() const { return bad_port_drops_; }
+
+    // One human-readable line for an effect, naming the port: what the
+    // runtime logs for watchdog events (and may log for others).
+    std::string describe(const Effect& e) const;
+    // Every port's and non-idle queue's counters, for logs and debugging.
+    std::string dump(Nanos now) const;
 
 private:
     struct Slot {

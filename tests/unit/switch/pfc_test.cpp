@@ -223,6 +223,15 @@ TEST(SwitchPfcWatchdog, DetectsAfterDetectionTimeDropsThenRestores) {
     EXPECT_EQ(st->queue, 3);
     EXPECT_TRUE(r.sw->watchdog_storm(1, 3));
     EXPECT_EQ(r.sw->queue_counters(1, 3).wd_storms, 1u);
+    const std::string log = r.sw->describe(*st);
+    EXPECT_NE(log.find("Ethernet4"), std::string::npos) << log;
+    EXPECT_NE(log.find("queue 3"), std::string::npos) << log;
+    EXPECT_NE(log.find("drop"), std::string::npos) << log;
+    // The stormed port's own traffic on that priority is dropped at ingress.
+    const Effects from_storm = r.send(r.pkt(1, host_ip(0), kDscpLossless3), start + 1_ms);
+    ASSERT_EQ(count(from_storm, EffectKind::Drop), 1);
+    EXPECT_EQ(find(from_storm, EffectKind::Drop)->reason, DropReason::PfcWatchdog);
+    EXPECT_EQ(count(r.send(r.pkt(1, host_ip(0), kDscpLossless4), start + 1_ms), EffectKind::Enqueued), 1);
 
     // Action drop: the stuck packets and new arrivals are dropped, and the
     // pauses that keep coming are ignored.
@@ -232,7 +241,7 @@ TEST(SwitchPfcWatchdog, DetectsAfterDetectionTimeDropsThenRestores) {
     EXPECT_EQ(find(fx, EffectKind::Drop)->reason, DropReason::PfcWatchdog);
     const Effects arrival = r.send(r.pkt(0, host_ip(1), kDscpLossless3), start + 2_ms);
     EXPECT_EQ(find(arrival, EffectKind::Drop)->reason, DropReason::PfcWatchdog);
-    EXPECT_EQ(r.sw->queue_counters(1, 3).wd_drops, 4u);
+    EXPECT_EQ(r.sw->queue_counters(1, 3).wd_drops, 5u);
 
     // The last pause arrives at 4.91 ms; restoration 2 ms later.
     const Nanos last = start + 100_us * 49;
