@@ -15,13 +15,13 @@
 namespace rocemu::cc {
 namespace {
 
-enum class Unit { kMicros, kMbps, kBytes, kPercent, kFixed1024, kCount, kBool, kCode };
+enum class Unit { kMicros, kMbps, kBytes64, kPercent, kFixed1024, kCount, kBool, kCode };
 
 std::string_view unit_name(Unit u) {
     switch (u) {
         case Unit::kMicros: return " us";
         case Unit::kMbps: return " Mb/s";
-        case Unit::kBytes: return " bytes";
+        case Unit::kBytes64: return " x 64 bytes";
         case Unit::kPercent: return " %";
         case Unit::kFixed1024: return " /1024";
         case Unit::kCount:
@@ -43,19 +43,21 @@ struct Knob {
 };
 
 constexpr uint64_t kMaxMbps = 400000;
+// Firmware allows 0..32767 units; up to 1 GiB is accepted so the paper's
+// 10 MB byte counter can be expressed.
+constexpr uint64_t kMaxByteResetUnits = (1ull << 30) / kByteResetUnit;
 constexpr uint64_t kU32 = 0xFFFFFFFFull;
 
 Nanos us(uint64_t v) { return Nanos{static_cast<int64_t>(v) * 1000}; }
 BitsPerSec mbps(uint64_t v) { return BitsPerSec{v * 1000000}; }
 
 // Ranges follow NVIDIA's DCQCN parameter reference where it gives one; where
-// the emulator allows more (byte counter up to 4 GB so the paper's 10 MB fits)
-// cc/README.md says so.
+// the emulator allows more cc/README.md says so.
 const std::array<Knob, 21> kKnobs{{
     {"rpg_time_reset", {"rp_time_reset", "RPG_TIME_RESET", ""}, Unit::kMicros, 1, 131071,
      [](CcConfig& c, uint64_t v) { c.dcqcn.rpg_time_reset = us(v); }},
-    {"rpg_byte_reset", {"rp_byte_reset", "RPG_BYTE_RESET", ""}, Unit::kBytes, 0, kU32,
-     [](CcConfig& c, uint64_t v) { c.dcqcn.rpg_byte_reset = Bytes{v}; }},
+    {"rpg_byte_reset", {"rp_byte_reset", "RPG_BYTE_RESET", ""}, Unit::kBytes64, 0, kMaxByteResetUnits,
+     [](CcConfig& c, uint64_t v) { c.dcqcn.rpg_byte_reset = Bytes{v * kByteResetUnit}; }},
     {"byte_stages_enabled", {"DCQCN_NI_BYTE_STAGES", "", ""}, Unit::kBool, 0, 1,
      [](CcConfig& c, uint64_t v) { c.dcqcn.byte_stages_enabled = v != 0; }},
     {"rpg_threshold", {"rp_threshold", "RPG_THRESHOLD", ""}, Unit::kCount, 1, 31,

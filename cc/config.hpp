@@ -15,12 +15,18 @@ using namespace rocemu::literals;
 
 enum class CcAlgorithm { kNone, kDcqcn };
 
+// rpg_byte_reset counts 64-byte units on every spelling. NVIDIA's tables give
+// no unit; 64 B is inferred (cc/README.md): read as bytes, the default 32767
+// fires every 2.6 us at 100 Gb/s, faster than rate_reduce_monitor_period, and
+// the model becomes unstable and unfair at default settings.
+inline constexpr uint64_t kByteResetUnit = 64;
+
 // Field defaults are the ConnectX firmware defaults (REFERENCE.md section 4);
 // the connectx-default preset must parse to exactly this value.
 struct DcqcnConfig {
     // Reaction point: rate increase.
     Nanos rpg_time_reset = 300_us;
-    Bytes rpg_byte_reset{32767};  // 0 disables the byte counter
+    Bytes rpg_byte_reset{32767 * kByteResetUnit};  // 0 disables the byte counter
     bool byte_stages_enabled = true;
     uint32_t rpg_threshold = 1;
     BitsPerSec rpg_ai_rate = BitsPerSec::mbps(5);

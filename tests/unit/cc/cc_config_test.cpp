@@ -85,7 +85,7 @@ TEST(CcConfig, TuningGuidePasteIsAccepted) {
     EXPECT_EQ(c.dcqcn.cnp_dscp, 26);
     EXPECT_EQ(c.dcqcn.dce_tcp_rtt, 10_us);
     EXPECT_EQ(c.dcqcn.effective_byte_reset(), Bytes{0});
-    EXPECT_EQ(c.dcqcn.rpg_byte_reset, Bytes{32767});
+    EXPECT_EQ(c.dcqcn.rpg_byte_reset, Bytes{32767 * 64});
     EXPECT_EQ(c.dcqcn.min_time_between_cnps, 8_us);
     EXPECT_EQ(c.dcqcn.rpg_time_reset, 1_us);
 }
