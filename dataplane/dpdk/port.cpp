@@ -1,0 +1,127 @@
+#include "dataplane/dpdk/port.hpp"
+
+#include <fmt/format.h>
+#include <rte_cycles.h>
+#include <rte_dev.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace rocemu::dpdk {
+
+std::unique_ptr<Port> Port::open(const PortConfig& cfg, std::string& error) {
+    const std::string name = cfg.devspec.substr(0, cfg.devspec.find(','));
+    uint16_t id = 0;
+    bool probed = false;
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0) {
+        const int rc = rte_dev_probe(cfg.devspec.c_str());
+        if (rc < 0) {
+            error = fmt::format("--port {}: probing the device failed: {}", cfg.devspec, rte_strerror(-rc));
+            return nullptr;
+        }
+        if (rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0) {
+            error = fmt::format("--port {}: the device was probed but no ethdev port is named '{}'", cfg.devspec,
+                                name);
+            return nullptr;
+        }
+        probed = true;
+    }
+    return make(id, probed, cfg, error);
+}
+
+std::unique_ptr<Port> Port::attach(uint16_t port_id, const PortConfig& cfg, std::string& error) {
+    return make(port_id, false, cfg, error);
+}
+
+std::unique_ptr<Port> Port::make(uint16_t port_id, bool probed, const PortConfig& cfg, std::string& error) {
+    std::unique_ptr<Port> p(new Port);
+    p->id_ = port_id;
+    p->probed_ = probed;
+    char name[RTE_ETH_NAME_MAX_LEN];
+    if (rte_eth_dev_get_name_by_port(port_id, name) != 0) {
+        error = fmt::format("port {} does not exist", port_id);
+        return nullptr;
+    }
+    p->name_ = name;
+    if (!p->start(cfg, error)) return nullptr;
+    return p;
+}
+
+bool Port::start(const PortConfig& cfg, std::string& error) {
+    rte_eth_dev_info info;
+    if (int rc = rte_eth_dev_info_get(id_, &info); rc != 0) {
+        error = fmt::format("{}: cannot read device info: {}", name_, rte_strerror(-rc));
+        return false;
+    }
+    device_ = info.device;
+    const uint32_t frame_max = std::max<uint32_t>(cfg.mtu ? cfg.mtu : 1500, 1500) + RTE_ETHER_HDR_LEN +
+                               RTE_ETHER_CRC_LEN + 2 * RTE_VLAN_HLEN;
+    const uint16_t data_room =
+        static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, frame_max));
+    const std::string pool_name = fmt::format("rocemu_mp{}", id_);
+    pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), cfg.mbufs, 256, 0, data_room,
+                                    static_cast<int>(rte_eth_dev_socket_id(id_)) < 0 ? SOCKET_ID_ANY
+                                                                                     : rte_eth_dev_socket_id(id_));
+    if (!pool_) {
+        error = fmt::format("{}: cannot create a pool of {} mbufs of {} bytes: {}", name_, cfg.mbufs, data_room,
+                            rte_strerror(rte_errno));
+        return false;
+    }
+    rte_eth_conf conf;
+    std::memset(&conf, 0, sizeof conf);
+    if (int rc = rte_eth_dev_configure(id_, 1, 1, &conf); rc != 0) {
+        error = fmt::format("{}: configure failed: {}", name_, rte_strerror(-rc));
+        return false;
+    }
+    if (cfg.mtu) {
+        if (int rc = rte_eth_dev_set_mtu(id_, cfg.mtu); rc != 0)
+            spdlog::warn("{}: cannot set MTU {} ({}); keeping the device's", name_, cfg.mtu, rte_strerror(-rc));
+    }
+    rte_eth_dev_get_mtu(id_, &mtu_);
+    uint16_t rx_desc = cfg.rx_desc, tx_desc = cfg.tx_desc;
+    rte_eth_dev_adjust_nb_rx_tx_desc(id_, &rx_desc, &tx_desc);
+    const unsigned socket = rte_eth_dev_socket_id(id_) < 0 ? 0 : static_cast<unsigned>(rte_eth_dev_socket_id(id_));
+    if (int rc = rte_eth_rx_queue_setup(id_, 0, rx_desc, socket, nullptr, pool_); rc != 0) {
+        error = fmt::format("{}: RX queue setup failed: {}", name_, rte_strerror(-rc));
+        return false;
+    }
+    if (int rc = rte_eth_tx_queue_setup(id_, 0, tx_desc, socket, nullptr); rc != 0) {
+        error = fmt::format("{}: TX queue setup failed: {}", name_, rte_strerror(-rc));
+        return false;
+    }
+    if (int rc = rte_eth_dev_start(id_); rc != 0) {
+        error = fmt::format("{}: start failed: {}", name_, rte_strerror(-rc));
+        return false;
+    }
+    started_ = true;
+    rte_ether_addr a;
+    rte_eth_macaddr_get(id_, &a);
+    std::memcpy(mac_.b.data(), a.addr_bytes, 6);
+    const uint64_t deadline = rte_get_timer_cycles() + static_cast<uint64_t>(cfg.link_wait.seconds() * rte_get_timer_hz());
+    while (!link_up() && rte_get_timer_cycles() < deadline) rte_delay_ms(10);
+    if (!link_up()) spdlog::warn("{}: link still down after {} s; polling anyway", name_, cfg.link_wait.seconds());
+    return true;
+}
+
+bool Port::link_up() const {
+    rte_eth_link link;
+    std::memset(&link, 0, sizeof link);
+    return rte_eth_link_get_nowait(id_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+bool Port::set_promiscuous(bool on) {
+    return (on ? rte_eth_promiscuous_enable(id_) : rte_eth_promiscuous_disable(id_)) == 0;
+}
+
+Port::~Port() {
+    if (started_) rte_eth_dev_stop(id_);
+    rte_eth_dev_close(id_);
+    if (probed_ && device_) rte_dev_remove(device_);
+    if (pool_) rte_mempool_free(pool_);
+}
+
+}  // namespace rocemu::dpdk

@@ -1,0 +1,61 @@
+// One ethdev port with one RX and one TX queue and its own mbuf pool: any
+// DPDK device, named by the same string `--vdev`/`-a` take (for example
+// `net_af_packet0,iface=veth0`, `net_memif0,role=server`, `0000:3b:00.0`).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/units.hpp"
+#include "dataplane/wire/packet.hpp"
+
+struct rte_mempool;
+struct rte_device;
+
+namespace rocemu::dpdk {
+
+struct PortConfig {
+    std::string devspec;                      // probed if not present yet
+    uint16_t mtu = 0;                         // 0: keep the device's
+    uint16_t rx_desc = 1024, tx_desc = 1024;
+    uint32_t mbufs = 8191;                    // fits the 512 MB no-hugepage default twice over
+    Nanos link_wait = Nanos::from_s(3);       // bounded wait for link up at start
+};
+
+class Port {
+public:
+    // Probes (if needed), configures and starts the device. nullptr and
+    // `error` on failure.
+    static std::unique_ptr<Port> open(const PortConfig& cfg, std::string& error);
+    // Configures and starts a port that already exists (e.g. made by rte_eth_from_rings).
+    static std::unique_ptr<Port> attach(uint16_t port_id, const PortConfig& cfg, std::string& error);
+    ~Port();
+    Port(const Port&) = delete;
+    Port& operator=(const Port&) = delete;
+
+    uint16_t id() const { return id_; }
+    const std::string& name() const { return name_; }
+    wire::MacAddr mac() const { return mac_; }
+    uint16_t mtu() const { return mtu_; }
+    bool link_up() const;
+    rte_mempool* pool() const { return pool_; }
+    // Accept frames to any MAC: needed when the host's MAC is not the device's.
+    bool set_promiscuous(bool on);
+
+private:
+    Port() = default;
+    static std::unique_ptr<Port> make(uint16_t port_id, bool probed, const PortConfig& cfg, std::string& error);
+    bool start(const PortConfig& cfg, std::string& error);
+
+    uint16_t id_ = 0;
+    std::string name_;
+    bool probed_ = false;   // we probed it, so we remove it
+    rte_device* device_ = nullptr;
+    bool started_ = false;
+    wire::MacAddr mac_;
+    uint16_t mtu_ = 1500;
+    rte_mempool* pool_ = nullptr;
+};
+
+}  // namespace rocemu::dpdk

@@ -1,0 +1,52 @@
+#include "dataplane/dpdk/stats.hpp"
+
+namespace rocemu::dpdk {
+
+const char* to_string(PortStat s) {
+    switch (s) {
+        case PortStat::RxPackets: return "rx_packets";
+        case PortStat::RxBytes: return "rx_bytes";
+        case PortStat::TxPackets: return "tx_packets";
+        case PortStat::TxBytes: return "tx_bytes";
+        case PortStat::RxBursts: return "rx_bursts";
+        case PortStat::DropTxFull: return "drop_tx_full";
+        case PortStat::DropNoMbuf: return "drop_no_mbuf";
+        case PortStat::DropMultiSegment: return "drop_multi_segment";
+        case PortStat::DropNoTransport: return "drop_no_transport";
+        case PortStat::CaptureLost: return "capture_lost";
+        case PortStat::kCount: break;
+    }
+    return "unknown";
+}
+
+// Order: port stats, host events, host drops (without None).
+CounterBoard::CounterBoard(uint16_t port_id, std::string port_name)
+    : port_id_(port_id), port_name_(std::move(port_name)) {
+    for (size_t i = 0; i < static_cast<size_t>(PortStat::kCount); ++i)
+        names_.emplace_back(to_string(static_cast<PortStat>(i)));
+    for (size_t i = 0; i < static_cast<size_t>(host::HostEvent::kCount); ++i)
+        names_.emplace_back(to_string(static_cast<host::HostEvent>(i)));
+    for (size_t i = 1; i < static_cast<size_t>(host::HostDrop::kCount); ++i)
+        names_.push_back(std::string("drop_") + to_string(static_cast<host::HostDrop>(i)));
+}
+
+void CounterBoard::publish(const PortStats& port, const host::HostCounters& host) {
+    size_t k = 0;
+    for (uint64_t v : port.v) values_[k++].store(v, std::memory_order_relaxed);
+    for (uint64_t v : host.events) values_[k++].store(v, std::memory_order_relaxed);
+    for (size_t i = 1; i < host.drops.size(); ++i) values_[k++].store(host.drops[i], std::memory_order_relaxed);
+}
+
+uint64_t CounterBoard::value(std::string_view name) const {
+    for (size_t i = 0; i < names_.size(); ++i)
+        if (names_[i] == name) return value(i);
+    return 0;
+}
+
+std::vector<std::pair<std::string, uint64_t>> CounterBoard::snapshot() const {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (size_t i = 0; i < names_.size(); ++i) out.emplace_back(names_[i], value(i));
+    return out;
+}
+
+}  // namespace rocemu::dpdk

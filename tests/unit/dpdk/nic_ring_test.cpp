@@ -1,0 +1,248 @@
+// Two NICs in one process, joined back to back by a pair of crossed rte_rings
+// (net_ring), driven by the real poll loop.
+#include <gtest/gtest.h>
+#include <rte_eth_ring.h>
+#include <rte_ring.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "dataplane/dpdk/capture.hpp"
+#include "dataplane/dpdk/eal.hpp"
+#include "dataplane/dpdk/nic.hpp"
+#include "dataplane/pcap/pcap.hpp"
+#include "dataplane/wire/l2.hpp"
+
+namespace rocemu::dpdk {
+namespace {
+
+using namespace rocemu::literals;
+
+const wire::MacAddr kMacA{{0x02, 0, 0, 0, 0, 0x0a}};
+const wire::MacAddr kMacB{{0x02, 0, 0, 0, 0, 0x0b}};
+constexpr uint32_t kIpA = 0x0A000001, kIpB = 0x0A000002;
+
+class EalEnvironment : public ::testing::Environment {
+public:
+    void SetUp() override {
+        std::string error;
+        ASSERT_TRUE(Eal::init({"--log-level", "lib.eal:error"}, error)) << error;
+    }
+    void TearDown() override { Eal::cleanup(); }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+
+// An upper that records what the host stack reports and what RoCE arrives,
+// and can be given frames to transmit.
+struct Recorder {
+    static constexpr bool kHandlesRoce = true;
+    std::vector<host::HostEffect> effects;
+    std::vector<std::vector<uint8_t>> roce_rx;
+    std::vector<std::vector<uint8_t>> to_send;
+    void on_roce(std::span<const uint8_t> f, Nanos) { roce_rx.emplace_back(f.begin(), f.end()); }
+    void on_pfc(std::span<const uint8_t>, Nanos) {}
+    void on_host_effect(const host::HostEffect& e, Nanos) { effects.push_back(e); }
+    Nanos next_timer() const { return Nanos::max(); }
+    void on_timer(Nanos) {}
+    size_t pull_tx(std::span<uint8_t> out, Nanos) {
+        if (to_send.empty() || out.size() < to_send.front().size()) return 0;
+        const std::vector<uint8_t> f = std::move(to_send.front());
+        to_send.erase(to_send.begin());
+        std::copy(f.begin(), f.end(), out.begin());
+        return f.size();
+    }
+    size_t count(host::HostEffect::Kind k) const {
+        size_t n = 0;
+        for (const auto& e : effects) n += e.kind == k;
+        return n;
+    }
+};
+
+host::HostConfig host_config(const wire::MacAddr& mac, uint32_t ip) {
+    host::HostConfig c;
+    c.mac = mac;
+    c.ipv4 = ip;
+    c.prefix_len = 24;
+    return c;
+}
+
+// Two ports whose TX ring is the other's RX ring.
+struct RingPair {
+    std::unique_ptr<Port> a, b;
+    RingPair() {
+        static int serial = 0;
+        const int s = serial++;
+        rte_ring* ab = rte_ring_create(("ab" + std::to_string(s)).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        rte_ring* ba = rte_ring_create(("ba" + std::to_string(s)).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        EXPECT_TRUE(ab && ba);
+        const int pa = rte_eth_from_rings(("ringa" + std::to_string(s)).c_str(), &ba, 1, &ab, 1, SOCKET_ID_ANY);
+        const int pb = rte_eth_from_rings(("ringb" + std::to_string(s)).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY);
+        EXPECT_GE(pa, 0);
+        EXPECT_GE(pb, 0);
+        std::string error;
+        PortConfig cfg;
+        cfg.mbufs = 1023;
+        a = Port::attach(static_cast<uint16_t>(pa), cfg, error);
+        EXPECT_TRUE(a) << error;
+        b = Port::attach(static_cast<uint16_t>(pb), cfg, error);
+        EXPECT_TRUE(b) << error;
+    }
+};
+
+// Polls both NICs until `done` or two seconds pass.
+template <typename NicA, typename NicB, typename Done>
+bool run_until(NicA& a, NicB& b, Done&& done) {
+    const Nanos deadline = a.now() + 2_s;
+    while (!done()) {
+        a.poll();
+        b.poll();
+        if (a.now() > deadline) return false;
+    }
+    // Let the last frames and the counter boards go out.
+    const Nanos settle = a.now() + 2_ms;
+    while (a.now() < settle) {
+        a.poll();
+        b.poll();
+    }
+    return true;
+}
+
+TEST(DpdkNicRing, TwoNicsResolveEachOtherAndPing) {
+    RingPair ports;
+    ASSERT_TRUE(ports.a && ports.b);
+    const TscClock clock = TscClock::starting_now();
+    host::HostStack ha(host_config(kMacA, kIpA)), hb(host_config(kMacB, kIpB));
+    Recorder ua, ub;
+    Nic<Recorder> a(*ports.a, ha, ua, clock), b(*ports.b, hb, ub, clock);
+    a.poll();
+    EXPECT_EQ(a.ping(kIpB, 7, 0, 56, 1), host::PingStatus::Resolving);
+    ASSERT_TRUE(run_until(a, b, [&] { return ua.count(host::HostEffect::Kind::Resolved) == 1; }));
+    for (uint16_t seq = 1; seq <= 5; ++seq) EXPECT_EQ(a.ping(kIpB, 7, seq, 56, 1), host::PingStatus::Sent);
+    ASSERT_TRUE(run_until(a, b, [&] { return ua.count(host::HostEffect::Kind::EchoReply) == 5; }));
+
+    std::vector<uint16_t> seqs;
+    for (const auto& e : ua.effects)
+        if (e.kind == host::HostEffect::Kind::EchoReply) seqs.push_back(e.echo_seq);
+    EXPECT_EQ(seqs, (std::vector<uint16_t>{1, 2, 3, 4, 5}));
+    EXPECT_EQ(hb.counters().event(host::HostEvent::RxEchoRequest), 5u);
+    EXPECT_EQ(hb.counters().event(host::HostEvent::TxArpReply), 1u);
+    EXPECT_EQ(hb.arp().lookup(kIpA, b.now()), kMacA);  // B learned A from its request
+    // A sent one ARP request and five echo requests; B one ARP reply and five echo replies.
+    EXPECT_EQ(a.stats()[PortStat::TxPackets], 6u);
+    EXPECT_EQ(b.stats()[PortStat::TxPackets], 6u);
+    EXPECT_EQ(a.stats()[PortStat::RxPackets], 6u);
+    EXPECT_EQ(b.stats()[PortStat::RxPackets], 6u);
+    EXPECT_EQ(b.board().value("tx_echo_reply"), 5u);
+    EXPECT_EQ(a.board().value("rx_packets"), 6u);
+}
+
+TEST(DpdkNicRing, RoceFramesBuiltFromAResolvedPathReachThePeersTransport) {
+    RingPair ports;
+    ASSERT_TRUE(ports.a && ports.b);
+    const TscClock clock = TscClock::starting_now();
+    host::HostStack ha(host_config(kMacA, kIpA)), hb(host_config(kMacB, kIpB));
+    Recorder ua, ub;
+    Nic<Recorder> a(*ports.a, ha, ua, clock), b(*ports.b, hb, ub, clock);
+    a.poll();
+
+    host::AddressVector av;
+    av.dgid = wire::IpAddr::from_v4(kIpB);
+    av.sgid_index = 2;
+    const host::PathResult v1 = a.resolve_path(av, 1);
+    EXPECT_EQ(v1.status, host::PathResult::Status::Error);
+    EXPECT_NE(v1.error.find("use GID index 3"), std::string::npos) << v1.error;
+
+    av.sgid_index = 3;
+    av.traffic_class = 26 << 2;
+    ASSERT_EQ(a.resolve_path(av, 1).status, host::PathResult::Status::Pending);
+    ASSERT_TRUE(run_until(a, b, [&] { return ua.count(host::HostEffect::Kind::Resolved) == 1; }));
+    const host::PathResult path = a.resolve_path(av, 1);
+    ASSERT_EQ(path.status, host::PathResult::Status::Ready) << path.error;
+
+    wire::RocePacket p;
+    p.l2 = path.l2;
+    p.l3 = path.l3;
+    p.bth.opcode = wire::op::SEND_ONLY;
+    p.bth.dqpn = Qpn{0x11};
+    const uint8_t payload[100] = {42};
+    p.payload = payload;
+    p.payload_len = sizeof payload;
+    std::vector<uint8_t> frame(wire::roce_frame_len(p));
+    ASSERT_EQ(wire::encode_roce(p, frame), frame.size());
+    ua.to_send.push_back(frame);
+    ASSERT_TRUE(run_until(a, b, [&] { return ub.roce_rx.size() == 1; }));
+
+    wire::RocePacket got;
+    ASSERT_EQ(wire::parse_roce(ub.roce_rx[0], got), wire::ParseError::Ok);
+    EXPECT_EQ(got.l2.src, kMacA);
+    EXPECT_EQ(got.l2.dst, kMacB);
+    EXPECT_EQ(got.l3.dscp, 26);
+    EXPECT_EQ(got.l3.ecn, wire::ecn::kEct0);
+    EXPECT_EQ(got.payload_len, sizeof payload);
+    EXPECT_EQ(hb.counters().event(host::HostEvent::RxRoce), 1u);
+}
+
+TEST(DpdkNicRing, RoceWithoutATransportIsDroppedAndCounted) {
+    RingPair ports;
+    ASSERT_TRUE(ports.a && ports.b);
+    const TscClock clock = TscClock::starting_now();
+    host::HostStack ha(host_config(kMacA, kIpA)), hb(host_config(kMacB, kIpB));
+    Recorder ua;
+    NoTransport none;
+    Nic<Recorder> a(*ports.a, ha, ua, clock);
+    Nic<NoTransport> b(*ports.b, hb, none, clock);
+    wire::RocePacket p;
+    p.l2.src = kMacA;
+    p.l2.dst = kMacB;
+    p.l3.src = wire::IpAddr::from_v4(kIpA);
+    p.l3.dst = wire::IpAddr::from_v4(kIpB);
+    p.bth.opcode = wire::op::SEND_ONLY;
+    std::vector<uint8_t> frame(wire::roce_frame_len(p));
+    ASSERT_EQ(wire::encode_roce(p, frame), frame.size());
+    ua.to_send.push_back(frame);
+    ASSERT_TRUE(run_until(a, b, [&] { return b.stats()[PortStat::RxPackets] == 1; }));
+    EXPECT_EQ(b.stats()[PortStat::DropNoTransport], 1u);
+    EXPECT_EQ(b.board().value("drop_no_transport"), 1u);
+}
+
+TEST(DpdkNicRing, CaptureWritesPcapngThatDecodes) {
+    RingPair ports;
+    ASSERT_TRUE(ports.a && ports.b);
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("rocemu-ring-" + std::to_string(getpid()) + ".pcapng")).string();
+    {
+        std::string error;
+        std::unique_ptr<Capture> cap = Capture::open(path, 2048, error);
+        ASSERT_TRUE(cap) << error;
+        const TscClock clock = TscClock::starting_now();
+        host::HostStack ha(host_config(kMacA, kIpA)), hb(host_config(kMacB, kIpB));
+        Recorder ua, ub;
+        Nic<Recorder> a(*ports.a, ha, ua, clock, cap.get()), b(*ports.b, hb, ub, clock, cap.get());
+        a.poll();
+        a.ping(kIpB, 1, 0, 56, 1);
+        ASSERT_TRUE(run_until(a, b, [&] { return ua.count(host::HostEffect::Kind::Resolved) == 1; }));
+        for (uint16_t seq = 1; seq <= 3; ++seq) a.ping(kIpB, 1, seq, 56, 1);
+        ASSERT_TRUE(run_until(a, b, [&] { return ua.count(host::HostEffect::Kind::EchoReply) == 3; }));
+        EXPECT_EQ(a.stats()[PortStat::CaptureLost], 0u);
+    }
+    pcap::Reader r(path);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.link_type(), 1);
+    pcap::Frame f;
+    size_t arp = 0, ip = 0;
+    while (r.next(f)) {
+        const wire::FrameKind k = wire::classify(f.data);
+        arp += k == wire::FrameKind::Arp;
+        ip += k == wire::FrameKind::Ipv4Other;
+    }
+    EXPECT_TRUE(r.error().empty()) << r.error();
+    // Every frame is seen twice: leaving one port and arriving at the other.
+    EXPECT_EQ(arp, 4u);
+    EXPECT_EQ(ip, 12u);
+    std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace rocemu::dpdk
