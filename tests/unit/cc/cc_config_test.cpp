@@ -97,6 +97,13 @@ TEST(CcConfig, PresetThenOverridesRegardlessOfOrder) {
     EXPECT_EQ(c.dcqcn.rpg_time_reset, 75_us);
 }
 
+TEST(CcConfig, ByteResetCountsSixtyFourByteUnits) {
+    EXPECT_EQ(must_parse("rpg_byte_reset: 2").dcqcn.rpg_byte_reset, Bytes{128});
+    EXPECT_EQ(must_parse("RPG_BYTE_RESET: 0").dcqcn.effective_byte_reset(), Bytes{0});
+    const std::string e = must_fail("rp_byte_reset: 16777217");
+    EXPECT_NE(e.find("[0, 16777216] x 64 bytes"), std::string::npos) << e;
+}
+
 TEST(CcConfig, HexAndBooleanSpellings) {
     const CcConfig c = must_parse("cnp_dscp: 0x1a\nclamp_tgt_rate: true\nrp_clamp_tgt_rate_ati: false\n");
     EXPECT_EQ(c.dcqcn.cnp_dscp, 26);
