@@ -1,0 +1,205 @@
+// The RoCEv2 transport engine: one emulated RDMA device.
+//
+// A pure object: no threads, no clock reads, no I/O, no DPDK. Inputs are
+// received Ethernet frames (on_frame), timer expiries (on_timer) and verbs
+// calls (post_send, post_recv, modify_qp, ...), each with `now`. Outputs are
+// written into a caller-owned Effects (CQs with new entries, CNPs received,
+// when the next timer is due) and into caller-owned frame buffers that the
+// caller pulls with tx_burst. The DPDK runtime, the virtual-time simulator
+// and the tests all drive this same object.
+//
+// The verbs side is shaped like ibverbs: objects are created and destroyed by
+// handle, QPs are moved through RESET/INIT/RTR/RTS with modify_qp and an
+// attribute mask, and errors name the attribute at fault.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/fixed_vec.hpp"
+#include "common/rng.hpp"
+#include "dataplane/transport/objects.hpp"
+#include "dataplane/transport/qp.hpp"
+#include "dataplane/transport/types.hpp"
+
+namespace rocemu::transport {
+
+struct EngineConfig {
+    wire::MacAddr mac;
+    std::vector<wire::IpAddr> gids;  // GID table; an AV's sgid_index selects the source
+    PathMtu active_mtu = PathMtu::Mtu1024;  // port MTU; UD QPs use it (rxe: 1024 on a 1500-byte netdev)
+    uint32_t max_qp = 1024;
+    uint32_t max_mr = 4096;
+    uint32_t max_cq = 1024;
+    uint32_t max_srq = 256;
+    uint32_t max_ah = 4096;
+    uint32_t max_cqe = 65536;
+    uint32_t max_qp_wr = 16384;
+    uint32_t max_unacked_psns = 128;  // requester window, as rxe's RXE_MAX_UNACKED_PSNS
+    uint32_t ack_req_every = 64;      // AckReq at least every N packets (rxe RXE_MAX_PKT_PER_ACK)
+    uint32_t sack_threshold = 3;      // spraying: a hole is reported once N later PSNs arrived
+    uint8_t cnp_dscp = 48;
+    uint8_t cnp_pcp = 6;
+    Nanos min_time_between_cnps{4000};
+    uint64_t rng_seed = 1;  // spraying's random path choice
+
+    // Empty on success; else names the key, the value and the allowed range.
+    VerbsError validate() const;
+};
+
+// Delay of an RNR NAK timer code (IBTA table 45; code 0 is 655.36 ms).
+Nanos rnr_timer_delay(uint8_t code);
+
+template <typename T>
+struct Result {
+    T value{};
+    VerbsError error;
+    bool ok() const { return error.err == 0; }
+};
+
+// What an input caused, for the caller to act on.
+struct Effects {
+    FixedVec<CqHandle, 64> cq_events;  // CQs that received new entries
+    FixedVec<Qpn, 64> cnp_received;    // local QPs named by a received CNP (feed cc's on_cnp)
+    bool tx_ready = false;             // frames are ready: call tx_burst
+    void clear() {
+        cq_events.clear();
+        cnp_received.clear();
+        tx_ready = false;
+    }
+};
+
+// One caller-owned frame buffer for tx_burst (capacity >= 9216 bytes).
+struct TxFrame {
+    std::span<uint8_t> buf;
+    uint32_t len = 0;  // filled by the engine
+    Qpn qpn;           // the local QP that produced the frame
+    bool data = false; // a request or READ response (paced), not an ACK/NAK/CNP
+};
+
+class Engine {
+public:
+    static constexpr uint32_t kFirstQpn = 0x11;  // as rxe
+    static constexpr uint32_t kMinTxBuf = 9216;
+
+    // The config must pass validate(); `error` says why not.
+    static std::unique_ptr<Engine> create(const EngineConfig& cfg, VerbsError& error);
+
+    // ---- verbs (control path: may allocate) ----
+    Result<PdHandle> alloc_pd();
+    VerbsError dealloc_pd(PdHandle pd);
+    Result<MrHandle> reg_mr(PdHandle pd, void* addr, uint64_t length, uint32_t access);
+    VerbsError dereg_mr(MrHandle mr);
+    Result<CqHandle> create_cq(uint32_t cqe);
+    VerbsError destroy_cq(CqHandle cq);
+    Result<SrqHandle> create_srq(PdHandle pd, uint32_t max_wr, uint32_t max_sge);
+    VerbsError destroy_srq(SrqHandle srq);
+    Result<AhHandle> create_ah(PdHandle pd, const AddressVector& av);
+    VerbsError destroy_ah(AhHandle ah);
+    Result<Qpn> create_qp(const QpInitAttr& init);
+    VerbsError modify_qp(Qpn qpn, const QpAttr& attr, uint32_t mask, Effects& fx);
+    VerbsError query_qp(Qpn qpn, QpAttr& attr, QpInitAttr& init) const;
+    VerbsError destroy_qp(Qpn qpn);
+
+    // ---- work (fast path: no allocation) ----
+    // Posts WRs in order; stops at the first bad one and reports its index.
+    VerbsError post_send(Qpn qpn, std::span<const SendWr> wrs, Effects& fx, size_t* bad_wr = nullptr);
+    VerbsError post_recv(Qpn qpn, std::span<const RecvWr> wrs, Effects& fx, size_t* bad_wr = nullptr);
+    VerbsError post_srq_recv(SrqHandle srq, std::span<const RecvWr> wrs, size_t* bad_wr = nullptr);
+    // Moves up to out.size() completions out of the CQ; returns how many.
+    uint32_t poll_cq(CqHandle cq, std::span<Wc> out);
+
+    // ---- I/O ----
+    void on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx);
+    void on_timer(Nanos now, Effects& fx);
+    // When on_timer is next needed (retransmit, RNR wait, pacing gate);
+    // Nanos::max() when nothing is pending.
+    Nanos next_timer() const;
+    // Fills up to frames.size() buffers: ACKs/NAKs/CNPs first, then requests
+    // and READ responses, round-robin across QPs, honouring each QP's pacing
+    // gate. Returns the number filled.
+    uint32_t tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx);
+    bool tx_pending(Nanos now) const;
+
+    // Congestion-control hook: data packets of this QP wait until `t`.
+    void set_next_send(Qpn qpn, Nanos t);
+
+    const Counters& counters() const { return counters_; }
+    const Counters* qp_counters(Qpn qpn) const;
+    const EngineConfig& config() const { return cfg_; }
+
+    // UDP source port rxe derives from the QPNs (rdma_get_udp_sport with a
+    // zero flow label).
+    static uint16_t rxe_udp_sport(Qpn local, Qpn remote, uint32_t flow_label = 0);
+
+private:
+    explicit Engine(const EngineConfig& cfg);
+
+    Qp* find_qp(Qpn qpn);
+    const Qp* find_qp(Qpn qpn) const;
+    Mr* find_mr(uint32_t key);
+    void drop(Qp* qp, DropReason r);
+    void notify_cq(uint32_t cq, Effects& fx);
+    void complete(Qp& qp, uint32_t cq, const Wc& wc, Effects& fx);
+
+    // qp_state.cpp
+    VerbsError check_modify(const Qp& qp, const QpAttr& attr, uint32_t mask) const;
+    void apply_modify(Qp& qp, const QpAttr& attr, uint32_t mask, Effects& fx);
+    void enter_error(Qp& qp, Effects& fx);
+    void flush(Qp& qp, Effects& fx);
+    void reset_qp(Qp& qp);
+
+    // req.cpp
+    bool req_ready(const Qp& qp, Nanos now) const;
+    bool req_build(Qp& qp, TxFrame& f, Nanos now, Effects& fx);
+    bool req_build_packet(Qp& qp, SendWqe& w, uint32_t pkt, TxFrame& f, uint16_t sport);
+    bool req_check_local(Qp& qp, SendWqe& w);
+    void req_rewind(Qp& qp, Psn psn);
+    uint16_t req_pick_path(Qp& qp, Psn psn);
+
+    // comp.cpp
+    void comp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx);
+    void comp_complete_wqe(Qp& qp, SendWqe& w, WcStatus st, Effects& fx);
+    void comp_retry(Qp& qp, Psn from, Nanos now, Effects& fx);
+    void comp_progress(Qp& qp, Nanos now, Effects& fx);
+    bool comp_ack_upto(Qp& qp, Psn psn, Nanos now, Effects& fx);
+    void comp_error(Qp& qp, SendWqe& w, WcStatus st, Effects& fx);
+    void comp_timers(Qp& qp, Nanos now, Effects& fx);
+
+    // resp.cpp
+    void resp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx);
+    void resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos now, Effects& fx);
+    void resp_duplicate(Qp& qp, const wire::RocePacket& p);
+    void resp_nak(Qp& qp, uint8_t syndrome, Psn psn, Effects& fx);
+    bool resp_queue(Qp& qp, const RespItem& it);
+    void resp_ack(Qp& qp, Psn psn, const wire::RocePacket& p);
+    bool resp_build(Qp& qp, TxFrame& f);
+    void resp_uc(Qp& qp, const wire::RocePacket& p, Effects& fx);
+    void resp_ud(Qp& qp, const wire::RocePacket& p, Effects& fx);
+    bool resp_take_recv(Qp& qp, RecvWqe& out);
+    bool resp_scatter(Qp& qp, const RecvWqe& w, uint64_t offset, const uint8_t* src, uint32_t len);
+    void resp_spray_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx);
+    void resp_spray_drain(Qp& qp, Nanos now, Effects& fx);
+
+    // tx.cpp
+    void fill_headers(const Qp& qp, const AddressVector& av, wire::RocePacket& p, uint16_t sport);
+    bool build_cnp(Qp& qp, TxFrame& f);
+
+    EngineConfig cfg_;
+    Rng rng_;
+    Counters counters_;
+    uint16_t ip_id_ = 0;
+    std::vector<Pd> pds_;
+    std::vector<Mr> mrs_;
+    std::vector<Cq> cqs_;
+    std::vector<Srq> srqs_;
+    std::vector<Ah> ahs_;
+    std::vector<std::unique_ptr<Qp>> qps_;  // index = qpn - kFirstQpn
+    uint32_t qp_count_ = 0;
+    uint32_t tx_rr_ = 0;
+    uint8_t key_gen_ = 0;
+};
+
+}  // namespace rocemu::transport

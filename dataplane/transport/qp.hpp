@@ -1,0 +1,137 @@
+// Internal state of one queue pair, split the way rxe splits it: the
+// requester (send queue, PSN assignment, retry), the completer (ACK and
+// response handling, the retransmit timer) and the responder (expected PSN,
+// message in progress, saved READ/atomic state, the ACK queue). Every buffer
+// is sized at create_qp; nothing grows per packet.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dataplane/transport/objects.hpp"
+#include "dataplane/transport/reorder.hpp"
+#include "dataplane/transport/types.hpp"
+
+namespace rocemu::transport {
+
+struct SendWqe {
+    SendWr wr;
+    uint64_t length = 0;
+    Psn first_psn;
+    Psn last_psn;
+    uint32_t npkts = 1;     // PSNs the WQE consumes (READ: its response packets)
+    bool psn_assigned = false;
+    bool is_inline = false;
+    bool local_error = false;   // failed local checks: completes with `error`
+    WcStatus error = WcStatus::Success;
+    uint32_t resp_pkts = 0;  // READ: response packets received in order
+};
+
+// Saved state of an executed READ or atomic, for duplicate requests.
+struct RespResource {
+    enum class Kind : uint8_t { None, Read, Atomic } kind = Kind::None;
+    Psn first_psn;
+    Psn last_psn;
+    uint64_t orig = 0;  // atomic: value before the operation
+};
+
+// One queued responder output, kept in PSN order so a later ACK never
+// overtakes an earlier READ response or atomic ACK.
+struct RespItem {
+    enum class Kind : uint8_t { Ack, Nak, ReadResp, AtomicAck } kind = Kind::Ack;
+    uint8_t syndrome = 0;
+    Psn psn;      // ACK/NAK/atomic: BTH PSN. READ: PSN of the first response
+    uint32_t msn = 0;
+    uint64_t orig = 0;
+    // READ response progress.
+    uint64_t va = 0;
+    uint32_t length = 0;
+    uint32_t npkts = 1;
+    uint32_t next_pkt = 0;
+    bool ce_echo = false;  // spraying: the acknowledged packet was ECN-CE marked
+    uint16_t sport = 0;    // spraying: echo the path of the acknowledged packet
+};
+
+// A packet held in the spraying responder's reorder buffer. `placed` packets
+// had their payload written directly; the rest carry a copy in `data`.
+struct HeldPacket {
+    bool used = false;
+    bool placed = false;
+    wire::RocePacket pkt;
+};
+
+struct Qp {
+    bool live = false;
+    Qpn qpn;
+    QpType type = QpType::Rc;
+    QpState state = QpState::Reset;
+    QpInitAttr init;
+    QpAttr attr;
+    uint32_t mtu = 1024;
+    uint16_t sport = 0xC000;
+    Counters counters;
+
+    // ---- requester (send queue) ----
+    std::vector<SendWqe> sq;  // power-of-two ring
+    std::vector<uint8_t> inline_buf;  // max_inline_data bytes per SQ slot
+    uint32_t sq_head = 0;  // next slot to post into
+    uint32_t sq_comp = 0;  // oldest WQE not yet completed
+    uint32_t sq_req = 0;   // WQE the requester sends from next
+    uint32_t req_pkt = 0;  // packet index inside sq[sq_req]
+    Psn next_psn;          // PSN of the next new packet
+    Psn comp_psn;          // oldest PSN not yet acknowledged
+    uint32_t rd_atomic_inflight = 0;
+    uint32_t noack_pkts = 0;
+    Nanos next_send{0};    // congestion-control pacing gate for data packets
+    Nanos rto_deadline = Nanos::max();
+    Nanos rnr_deadline = Nanos::max();
+    uint8_t retry_left = 7;
+    uint8_t rnr_left = 7;
+    bool sq_drain_notified = false;
+
+    // Spraying requester.
+    std::vector<Psn> rexmit;  // ring of PSNs to resend selectively
+    uint32_t rexmit_head = 0, rexmit_tail = 0;
+    PsnWindow rexmit_pending;  // PSNs already in `rexmit`
+    std::vector<uint8_t> psn_path;  // path each in-flight PSN last used
+    std::array<uint16_t, 16> path_sport{};
+    std::array<int32_t, 16> path_penalty{};
+    uint32_t path_rr = 0;
+
+    // ---- responder ----
+    Psn epsn;
+    uint32_t msn = 0;
+    bool nak_sent = false;  // one PSN sequence NAK per gap, as rxe
+    bool in_msg = false;
+    uint8_t msg_op = 0;     // opcode of the FIRST packet of the message in progress
+    Psn msg_first_psn;
+    uint64_t msg_offset = 0;  // bytes placed so far
+    RecvWqe msg_wqe;          // SEND: the RECV WQE being filled
+    bool msg_has_wqe = false;
+    uint64_t write_va = 0;
+    uint32_t write_len = 0;   // RETH DMA length of the WRITE in progress
+    std::vector<RespResource> resources;  // max_dest_rd_atomic, oldest overwritten
+    uint32_t res_next = 0;
+    std::vector<RespItem> out;  // power-of-two ring of queued responses
+    uint32_t out_head = 0, out_tail = 0;
+    RecvQueue rq;
+    Nanos last_cnp_sent{-1};
+    bool cnp_pending = false;
+    Qpn cnp_dqpn;
+
+    // Spraying responder.
+    PsnWindow ooo;                  // PSNs held in `held`
+    std::vector<HeldPacket> held;   // reorder buffer, one slot per window PSN
+    std::vector<uint8_t> held_data; // payload copies, one MTU per slot
+    Psn sack_scan;                  // next PSN to consider for a selective NAK
+    Psn highest_rcvd;
+
+    bool spraying() const { return init.reliability == Reliability::Spray && type == QpType::Rc; }
+    SendWqe& wqe(uint32_t i) { return sq[i & (sq.size() - 1)]; }
+    const SendWqe& wqe(uint32_t i) const { return sq[i & (sq.size() - 1)]; }
+    uint32_t out_size() const { return out_tail - out_head; }
+    RespItem& out_at(uint32_t i) { return out[i & (out.size() - 1)]; }
+    bool has_requests() const;
+};
+
+}  // namespace rocemu::transport

@@ -1,0 +1,91 @@
+// Receive dispatch, as rxe_recv.c: parse and verify the frame, check P_Key,
+// destination GID, QPN, QP state, opcode class and addresses, note ECN-CE
+// (and owe the sender a CNP), then hand requests to the responder and
+// responses to the completer. Every rejected frame is a counted drop.
+#include "dataplane/transport/engine.hpp"
+#include "dataplane/wire/wire.hpp"
+
+namespace rocemu::transport {
+
+namespace {
+
+wire::QpClass class_of(QpType t) {
+    switch (t) {
+        case QpType::Rc: return wire::QpClass::Rc;
+        case QpType::Uc: return wire::QpClass::Uc;
+        case QpType::Ud: return wire::QpClass::Ud;
+    }
+    return wire::QpClass::None;
+}
+
+}  // namespace
+
+void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
+    wire::RocePacket p;
+    const wire::ParseError pe = wire::parse_roce(frame, p);
+    if (pe != wire::ParseError::Ok) {
+        drop(nullptr, pe == wire::ParseError::BadIcrc ? DropReason::BadIcrc : DropReason::ParseError);
+        return;
+    }
+    ++counters_.rcvd_pkts;
+    if (p.bth.pkey != wire::kDefaultPkey) {
+        drop(nullptr, DropReason::BadPkey);
+        return;
+    }
+    bool ours = false;
+    for (const wire::IpAddr& g : cfg_.gids) ours = ours || g == p.l3.dst;
+    if (!ours) {
+        drop(nullptr, DropReason::NotForUs);
+        return;
+    }
+    Qp* qp = find_qp(p.bth.dqpn);
+    if (qp == nullptr) {
+        drop(nullptr, DropReason::UnknownQpn);
+        return;
+    }
+    ++qp->counters.rcvd_pkts;
+    const wire::OpcodeInfo& info = p.info();
+    if (info.flags & wire::kOpCnp) {
+        ++qp->counters.rp_cnp_handled;
+        ++counters_.rp_cnp_handled;
+        fx.cnp_received.push_back(qp->qpn);
+        return;
+    }
+    if (qp->state == QpState::Reset || qp->state == QpState::Init) {
+        drop(qp, DropReason::QpState);
+        return;
+    }
+    if (qp->state == QpState::Err) {
+        drop(qp, DropReason::QpError);
+        return;
+    }
+    if (info.cls != class_of(qp->type)) {
+        drop(qp, DropReason::WrongQpClass);
+        return;
+    }
+    if (qp->type != QpType::Ud && !(p.l3.src == qp->attr.ah_attr.dgid)) {
+        drop(qp, DropReason::AddressMismatch);
+        return;
+    }
+    if (p.l3.ecn == wire::ecn::kCe) {
+        ++qp->counters.np_ecn_marked_roce_packets;
+        ++counters_.np_ecn_marked_roce_packets;
+        if (qp->init.peer_accepts_cnp &&
+            (qp->last_cnp_sent.v < 0 || now - qp->last_cnp_sent >= cfg_.min_time_between_cnps)) {
+            qp->cnp_pending = true;
+            qp->cnp_dqpn = qp->type == QpType::Ud ? p.deth.src_qp : qp->attr.dest_qp_num;
+            qp->last_cnp_sent = now;
+        }
+    }
+    if (info.flags & wire::kOpRequest) {
+        if (qp->type == QpType::Ud) resp_ud(*qp, p, fx);
+        else resp_rx(*qp, p, now, fx);
+    } else if (qp->state == QpState::Rtr) {
+        drop(qp, DropReason::QpState);
+    } else {
+        comp_rx(*qp, p, now, fx);
+    }
+    if (qp->has_requests()) fx.tx_ready = true;
+}
+
+}  // namespace rocemu::transport

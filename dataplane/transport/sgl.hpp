@@ -1,0 +1,44 @@
+// Copies between a contiguous buffer and a scatter/gather list at a byte
+// offset: the requester's one payload copy into the frame, and the
+// completer's placement of READ and atomic results. Keys were checked when
+// the WQE started, so these only walk and copy.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "dataplane/transport/types.hpp"
+
+namespace rocemu::transport {
+
+inline void sgl_gather(const SgeList& sgl, uint64_t off, uint8_t* dst, uint32_t len) {
+    for (const Sge& s : sgl) {
+        if (len == 0) return;
+        if (off >= s.length) {
+            off -= s.length;
+            continue;
+        }
+        const uint32_t n = static_cast<uint32_t>(s.length - off) < len ? static_cast<uint32_t>(s.length - off) : len;
+        std::memcpy(dst, reinterpret_cast<const uint8_t*>(s.addr) + off, n);
+        dst += n;
+        len -= n;
+        off = 0;
+    }
+}
+
+inline void sgl_scatter(const SgeList& sgl, uint64_t off, const uint8_t* src, uint32_t len) {
+    for (const Sge& s : sgl) {
+        if (len == 0) return;
+        if (off >= s.length) {
+            off -= s.length;
+            continue;
+        }
+        const uint32_t n = static_cast<uint32_t>(s.length - off) < len ? static_cast<uint32_t>(s.length - off) : len;
+        std::memcpy(reinterpret_cast<uint8_t*>(s.addr) + off, src, n);
+        src += n;
+        len -= n;
+        off = 0;
+    }
+}
+
+}  // namespace rocemu::transport

@@ -1,0 +1,187 @@
+// The transmit pull and the timers. tx_burst fills caller-owned buffers:
+// first every QP's ACKs, NAKs, atomic ACKs and CNPs, then data (requests and
+// READ responses) one packet per QP per round, so QPs share the link
+// round-robin. Data waits for the QP's pacing gate (set_next_send).
+#include "dataplane/transport/engine.hpp"
+#include "dataplane/wire/wire.hpp"
+
+namespace rocemu::transport {
+
+void Engine::fill_headers(const Qp& qp, const AddressVector& av, wire::RocePacket& p, uint16_t sport) {
+    (void)qp;
+    p.l2.dst = av.dmac;
+    p.l2.src = cfg_.mac;
+    p.l2.vlan = av.vlan;
+    p.l2.vid = av.vlan_id;
+    p.l2.pcp = av.pcp;
+    p.l3.v6 = !av.dgid.is_v4();
+    p.l3.src = cfg_.gids[av.sgid_index];
+    p.l3.dst = av.dgid;
+    p.l3.dscp = av.traffic_class >> 2;
+    p.l3.ecn = av.traffic_class & 3;
+    p.l3.ttl = av.hop_limit;
+    p.l3.ip_id = ip_id_++;
+    p.l3.flow_label = av.flow_label;
+    p.udp_sport = sport;
+    p.bth.pkey = wire::kDefaultPkey;
+}
+
+bool Engine::build_cnp(Qp& qp, TxFrame& f) {
+    using namespace wire;
+    RocePacket p;
+    fill_headers(qp, qp.attr.ah_attr, p, qp.sport);
+    p.l3.dscp = cfg_.cnp_dscp;
+    p.l3.ecn = ecn::kNotEct;
+    p.l2.pcp = cfg_.cnp_pcp;
+    p.bth.opcode = op::CNP;
+    p.bth.becn = true;
+    p.bth.dqpn = qp.cnp_dqpn;
+    p.bth.psn = Psn{0};
+    const size_t n = encode_roce(p, f.buf);
+    if (n == 0) return false;
+    f.len = static_cast<uint32_t>(n);
+    f.qpn = qp.qpn;
+    f.data = false;
+    qp.cnp_pending = false;
+    ++qp.counters.np_cnp_sent;
+    ++counters_.np_cnp_sent;
+    ++qp.counters.sent_pkts;
+    ++counters_.sent_pkts;
+    return true;
+}
+
+// Sends the responder's oldest queued output (one packet of it for READs).
+bool Engine::resp_build(Qp& qp, TxFrame& f) {
+    using namespace wire;
+    RespItem& it = qp.out_at(qp.out_head);
+    RocePacket p;
+    const bool echo = qp.spraying() && it.sport != 0;
+    fill_headers(qp, qp.attr.ah_attr, p, echo ? it.sport : qp.sport);
+    p.bth.dqpn = qp.attr.dest_qp_num;
+    p.aeth = {it.syndrome, it.msn};
+    bool done = true;
+    EncodeLayout lay;
+    uint64_t src = 0;
+    switch (it.kind) {
+        case RespItem::Kind::Ack:
+        case RespItem::Kind::Nak:
+            p.l3.ecn = ecn::kNotEct;
+            p.bth.opcode = op::ACKNOWLEDGE;
+            p.bth.psn = it.psn;
+            p.bth.becn = it.ce_echo;
+            break;
+        case RespItem::Kind::AtomicAck:
+            p.l3.ecn = ecn::kNotEct;
+            p.bth.opcode = op::ATOMIC_ACKNOWLEDGE;
+            p.bth.psn = it.psn;
+            p.atomic_ack = it.orig;
+            break;
+        case RespItem::Kind::ReadResp: {
+            const uint32_t k = it.next_pkt;
+            const bool first = k == 0, last = k + 1 >= it.npkts;
+            p.bth.opcode = it.npkts == 1 ? op::READ_RESPONSE_ONLY
+                           : first       ? op::READ_RESPONSE_FIRST
+                           : last        ? op::READ_RESPONSE_LAST
+                                         : op::READ_RESPONSE_MIDDLE;
+            p.bth.psn = it.psn + k;
+            p.aeth = {aeth::kCreditInvalid, it.msn};
+            const uint64_t off = uint64_t{k} * qp.mtu;
+            p.payload_len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, it.length - off));
+            src = it.va + off;
+            done = last;
+            break;
+        }
+    }
+    if (!encode_roce_headers(p, f.buf, lay)) return false;
+    if (p.payload_len) std::memcpy(f.buf.data() + lay.payload_off, reinterpret_cast<const void*>(src), p.payload_len);
+    finish_roce(f.buf, lay);
+    f.len = static_cast<uint32_t>(lay.frame_len);
+    f.qpn = qp.qpn;
+    f.data = it.kind == RespItem::Kind::ReadResp;
+    ++qp.counters.sent_pkts;
+    ++counters_.sent_pkts;
+    if (done) ++qp.out_head;
+    else ++it.next_pkt;
+    return true;
+}
+
+uint32_t Engine::tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx) {
+    uint32_t n = 0;
+    const uint32_t nq = static_cast<uint32_t>(qps_.size());
+    if (nq == 0) return 0;
+    const uint32_t start = tx_rr_++ % nq;
+    // Control first: it is small and unblocks the peer's requester.
+    for (uint32_t k = 0; k < nq && n < frames.size(); ++k) {
+        Qp* qp = qps_[(start + k) % nq].get();
+        if (qp == nullptr) continue;
+        while (n < frames.size()) {
+            if (frames[n].buf.size() < kMinTxBuf) return n;
+            if (qp->cnp_pending) {
+                if (!build_cnp(*qp, frames[n])) break;
+                ++n;
+                continue;
+            }
+            if (qp->out_head == qp->out_tail || qp->out_at(qp->out_head).kind == RespItem::Kind::ReadResp) break;
+            if (!resp_build(*qp, frames[n])) break;
+            ++n;
+        }
+    }
+    // Data: one packet per QP per round.
+    bool progress = true;
+    while (progress && n < frames.size()) {
+        progress = false;
+        for (uint32_t k = 0; k < nq && n < frames.size(); ++k) {
+            Qp* qp = qps_[(start + k) % nq].get();
+            if (qp == nullptr || now < qp->next_send) continue;
+            if (frames[n].buf.size() < kMinTxBuf) return n;
+            bool sent = false;
+            if (qp->out_head != qp->out_tail) {
+                // Responses leave in PSN order; control behind a READ waits for it.
+                sent = resp_build(*qp, frames[n]);
+            } else if (req_ready(*qp, now)) {
+                sent = req_build(*qp, frames[n], now, fx);
+            }
+            if (sent) {
+                ++n;
+                progress = true;
+            }
+        }
+    }
+    if (tx_pending(now)) fx.tx_ready = true;
+    return n;
+}
+
+bool Engine::tx_pending(Nanos now) const {
+    for (const auto& q : qps_) {
+        if (!q) continue;
+        if (q->cnp_pending || q->out_head != q->out_tail) return true;
+        if (now < q->next_send) continue;
+        if (q->rexmit_head != q->rexmit_tail && q->rnr_deadline == Nanos::max()) return true;
+        if (q->sq_req != q->sq_head && (q->state == QpState::Rts || q->state == QpState::Sqd) &&
+            q->rnr_deadline == Nanos::max()) {
+            if (req_ready(*q, now)) return true;
+        }
+    }
+    return false;
+}
+
+void Engine::on_timer(Nanos now, Effects& fx) {
+    for (auto& q : qps_) {
+        if (!q || q->state == QpState::Err) continue;
+        comp_timers(*q, now, fx);
+        if (q->has_requests()) fx.tx_ready = true;
+    }
+}
+
+Nanos Engine::next_timer() const {
+    Nanos t = Nanos::max();
+    for (const auto& q : qps_) {
+        if (!q || q->state == QpState::Err) continue;
+        if (q->rto_deadline < t) t = q->rto_deadline;
+        if (q->rnr_deadline < t) t = q->rnr_deadline;
+        if (q->next_send.v > 0 && q->next_send < t && q->sq_req != q->sq_head) t = q->next_send;
+    }
+    return t;
+}
+
+}  // namespace rocemu::transport

@@ -1,0 +1,260 @@
+// Objects, the QP state machine and modify_qp validation.
+#include <cerrno>
+#include <cstring>
+
+#include "tests/unit/transport/harness.hpp"
+
+namespace rocemu::transport::test {
+namespace {
+
+std::unique_ptr<Engine> make_engine() {
+    EngineConfig c;
+    c.mac = mac_of(0);
+    c.gids = {ip_of(0)};
+    VerbsError e;
+    auto eng = Engine::create(c, e);
+    EXPECT_FALSE(e);
+    return eng;
+}
+
+TEST(TransportConfig, RejectsBadValuesNamingTheKey) {
+    EngineConfig c;
+    VerbsError e;
+    EXPECT_EQ(Engine::create(c, e), nullptr);
+    EXPECT_STREQ(e.attr, "gids");
+    c.gids = {ip_of(0)};
+    c.cnp_dscp = 64;
+    EXPECT_EQ(Engine::create(c, e), nullptr);
+    EXPECT_STREQ(e.attr, "cnp_dscp");
+    EXPECT_NE(e.msg.find("64"), std::string::npos);
+    EXPECT_NE(e.msg.find("[0, 63]"), std::string::npos);
+    c.cnp_dscp = 48;
+    c.max_unacked_psns = 0;
+    EXPECT_EQ(Engine::create(c, e), nullptr);
+    EXPECT_STREQ(e.attr, "max_unacked_psns");
+}
+
+TEST(TransportObjects, MrKeysAccessAndLifetimes) {
+    auto e = make_engine();
+    auto pd = e->alloc_pd();
+    ASSERT_TRUE(pd.ok());
+    std::vector<uint8_t> buf(4096);
+    auto bad = e->reg_mr(pd.value, buf.data(), buf.size(), kRemoteWrite);
+    EXPECT_FALSE(bad.ok());
+    EXPECT_STREQ(bad.error.attr, "access");
+    auto mr = e->reg_mr(pd.value, buf.data(), buf.size(), kLocalWrite | kRemoteWrite);
+    ASSERT_TRUE(mr.ok());
+    EXPECT_NE(mr.value.lkey, 0u);
+    auto mr2 = e->reg_mr(pd.value, buf.data(), buf.size(), kLocalWrite);
+    EXPECT_NE(mr2.value.lkey, mr.value.lkey);
+    EXPECT_EQ(e->dealloc_pd(pd.value).err, EBUSY);
+    EXPECT_FALSE(e->dereg_mr(mr.value));
+    EXPECT_TRUE(e->dereg_mr(mr.value));  // already gone
+    EXPECT_FALSE(e->dereg_mr(mr2.value));
+    EXPECT_FALSE(e->dealloc_pd(pd.value));
+    EXPECT_EQ(e->create_cq(0).error.err, EINVAL);
+}
+
+TEST(TransportObjects, CreateQpValidatesAttributes) {
+    auto e = make_engine();
+    QpInitAttr ia;
+    auto r = e->create_qp(ia);
+    EXPECT_STREQ(r.error.attr, "pd");
+    ia.pd = e->alloc_pd().value;
+    ia.send_cq = ia.recv_cq = e->create_cq(16).value;
+    ia.cap.max_send_sge = 99;
+    r = e->create_qp(ia);
+    EXPECT_STREQ(r.error.attr, "cap.max_send_sge");
+    ia.cap.max_send_sge = 2;
+    ia.reliability = Reliability::Spray;
+    ia.reorder_window = 100;
+    r = e->create_qp(ia);
+    EXPECT_STREQ(r.error.attr, "reorder_window");
+    ia.reorder_window = 128;
+    r = e->create_qp(ia);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r.value.v, Engine::kFirstQpn);
+    EXPECT_EQ(e->create_qp(ia).value.v, Engine::kFirstQpn + 1);
+}
+
+struct TransportState : ::testing::Test {
+    std::unique_ptr<Engine> e = make_engine();
+    Effects fx;
+    Qpn qp;
+    CqHandle cq;
+    void make(QpType t) {
+        QpInitAttr ia;
+        ia.qp_type = t;
+        ia.pd = e->alloc_pd().value;
+        cq = ia.send_cq = ia.recv_cq = e->create_cq(64).value;
+        qp = e->create_qp(ia).value;
+    }
+    VerbsError to_init(uint32_t extra = 0) {
+        QpAttr a;
+        a.qp_state = QpState::Init;
+        return e->modify_qp(qp, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags | extra, fx);
+    }
+    QpAttr rtr_attr() {
+        QpAttr a;
+        a.qp_state = QpState::Rtr;
+        a.path_mtu = PathMtu::Mtu4096;
+        a.dest_qp_num = Qpn{0x99};
+        a.rq_psn = Psn{7};
+        a.ah_attr.dgid = ip_of(1);
+        return a;
+    }
+    static constexpr uint32_t kRtrMask =
+        kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic | kAttrMinRnrTimer;
+    static constexpr uint32_t kRtsMask =
+        kAttrState | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrSqPsn | kAttrMaxQpRdAtomic;
+    QpState state() {
+        QpAttr a;
+        QpInitAttr ia;
+        e->query_qp(qp, a, ia);
+        return a.qp_state;
+    }
+};
+
+TEST_F(TransportState, RcWalksResetInitRtrRts) {
+    make(QpType::Rc);
+    EXPECT_EQ(state(), QpState::Reset);
+    ASSERT_FALSE(to_init());
+    EXPECT_EQ(state(), QpState::Init);
+    ASSERT_FALSE(e->modify_qp(qp, rtr_attr(), kRtrMask, fx));
+    EXPECT_EQ(state(), QpState::Rtr);
+    QpAttr a;
+    a.qp_state = QpState::Rts;
+    a.sq_psn = Psn{0xFFFFF0};
+    ASSERT_FALSE(e->modify_qp(qp, a, kRtsMask, fx));
+    EXPECT_EQ(state(), QpState::Rts);
+    QpAttr q;
+    QpInitAttr ia;
+    e->query_qp(qp, q, ia);
+    EXPECT_EQ(q.sq_psn.value(), 0xFFFFF0u);
+    EXPECT_EQ(q.rq_psn.value(), 7u);
+    EXPECT_EQ(q.path_mtu, PathMtu::Mtu4096);
+    a.qp_state = QpState::Sqd;
+    EXPECT_FALSE(e->modify_qp(qp, a, kAttrState, fx));
+    a.qp_state = QpState::Rts;
+    EXPECT_FALSE(e->modify_qp(qp, a, kAttrState, fx));
+}
+
+TEST_F(TransportState, MissingRequiredAttributeIsNamed) {
+    make(QpType::Rc);
+    QpAttr a;
+    a.qp_state = QpState::Init;
+    auto err = e->modify_qp(qp, a, kAttrState | kAttrPort | kAttrAccessFlags, fx);
+    EXPECT_EQ(err.err, EINVAL);
+    EXPECT_STREQ(err.attr, "pkey_index");
+    ASSERT_FALSE(to_init());
+    err = e->modify_qp(qp, rtr_attr(), kRtrMask & ~kAttrDestQpn, fx);
+    EXPECT_STREQ(err.attr, "dest_qp_num");
+    err = e->modify_qp(qp, rtr_attr(), kRtrMask & ~kAttrMaxDestRdAtomic, fx);
+    EXPECT_STREQ(err.attr, "max_dest_rd_atomic");
+    EXPECT_EQ(state(), QpState::Init);  // a rejected modify changes nothing
+}
+
+TEST_F(TransportState, DisallowedAttributeAndTransitionAreNamed) {
+    make(QpType::Rc);
+    auto err = to_init(kAttrSqPsn);
+    EXPECT_STREQ(err.attr, "sq_psn");
+    EXPECT_NE(err.msg.find("not allowed"), std::string::npos);
+    QpAttr a;
+    a.qp_state = QpState::Rts;
+    err = e->modify_qp(qp, a, kRtsMask, fx);
+    EXPECT_STREQ(err.attr, "qp_state");
+    EXPECT_NE(err.msg.find("RESET -> RTS"), std::string::npos);
+}
+
+TEST_F(TransportState, ValueRangesAreChecked) {
+    make(QpType::Rc);
+    ASSERT_FALSE(to_init());
+    QpAttr a = rtr_attr();
+    a.path_mtu = static_cast<PathMtu>(6);
+    EXPECT_STREQ(e->modify_qp(qp, a, kRtrMask, fx).attr, "path_mtu");
+    a = rtr_attr();
+    a.min_rnr_timer = 32;
+    EXPECT_STREQ(e->modify_qp(qp, a, kRtrMask, fx).attr, "min_rnr_timer");
+    ASSERT_FALSE(e->modify_qp(qp, rtr_attr(), kRtrMask, fx));
+    a = QpAttr{};
+    a.qp_state = QpState::Rts;
+    a.retry_cnt = 8;
+    auto err = e->modify_qp(qp, a, kRtsMask, fx);
+    EXPECT_STREQ(err.attr, "retry_cnt");
+    EXPECT_NE(err.msg.find("[0, 7]"), std::string::npos);
+}
+
+TEST_F(TransportState, UdNeedsQkeyAndOnlySqPsnForRts) {
+    make(QpType::Ud);
+    QpAttr a;
+    a.qp_state = QpState::Init;
+    EXPECT_STREQ(e->modify_qp(qp, a, kAttrState | kAttrPkeyIndex | kAttrPort, fx).attr, "qkey");
+    EXPECT_FALSE(e->modify_qp(qp, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrQkey, fx));
+    a.qp_state = QpState::Rtr;
+    EXPECT_STREQ(e->modify_qp(qp, a, kAttrState | kAttrAv, fx).attr, "ah_attr");
+    EXPECT_FALSE(e->modify_qp(qp, a, kAttrState, fx));
+    a.qp_state = QpState::Rts;
+    EXPECT_STREQ(e->modify_qp(qp, a, kAttrState, fx).attr, "sq_psn");
+    EXPECT_FALSE(e->modify_qp(qp, a, kAttrState | kAttrSqPsn, fx));
+}
+
+TEST_F(TransportState, ErrFlushesEveryOutstandingWr) {
+    make(QpType::Rc);
+    ASSERT_FALSE(to_init());
+    std::vector<uint8_t> buf(64);
+    PdHandle pd{1};
+    auto mr = e->reg_mr(pd, buf.data(), buf.size(), kLocalWrite);
+    for (int i = 0; i < 3; ++i) ASSERT_FALSE(e->post_recv(qp, std::array{make_recv(100 + i, buf.data(), 64, mr.value.lkey)}, fx));
+    ASSERT_FALSE(e->modify_qp(qp, rtr_attr(), kRtrMask, fx));
+    QpAttr a;
+    a.qp_state = QpState::Rts;
+    ASSERT_FALSE(e->modify_qp(qp, a, kRtsMask, fx));
+    for (int i = 0; i < 2; ++i)
+        ASSERT_FALSE(e->post_send(qp, std::array{make_wr(i, WrOpcode::Send, buf.data(), 8, mr.value.lkey, false)}, fx));
+    a.qp_state = QpState::Err;
+    ASSERT_FALSE(e->modify_qp(qp, a, kAttrState, fx));
+    EXPECT_EQ(state(), QpState::Err);
+    auto wcs = drain(*e, cq);
+    ASSERT_EQ(wcs.size(), 5u);  // unsignaled WRs are flushed too: every WR completes
+    EXPECT_EQ(wcs[0].wr_id, 0u);
+    EXPECT_EQ(wcs[1].wr_id, 1u);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(wcs[2 + i].wr_id, 100u + i);
+        EXPECT_EQ(wcs[2 + i].opcode, WcOpcode::Recv);
+    }
+    for (auto& w : wcs) EXPECT_EQ(w.status, WcStatus::WrFlushErr);
+    ASSERT_EQ(fx.cq_events.size(), 1u);
+    // WRs posted in ERR complete at once with a flush error.
+    ASSERT_FALSE(e->post_send(qp, std::array{make_wr(7, WrOpcode::Send, buf.data(), 8, mr.value.lkey)}, fx));
+    wcs = drain(*e, cq);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::WrFlushErr);
+    a.qp_state = QpState::Reset;
+    EXPECT_FALSE(e->modify_qp(qp, a, kAttrState, fx));
+    EXPECT_EQ(state(), QpState::Reset);
+}
+
+TEST_F(TransportState, PostSendNeedsRts) {
+    make(QpType::Rc);
+    std::vector<uint8_t> buf(8);
+    auto err = e->post_send(qp, std::array{make_wr(1, WrOpcode::Send, buf.data(), 8, 0)}, fx);
+    EXPECT_STREQ(err.attr, "qp_state");
+}
+
+TEST(TransportObjects, RxeUdpSourcePortMatchesCaptures) {
+    // rc_send_3000B capture: QPN 0x12 on both sides, source port 49476.
+    EXPECT_EQ(Engine::rxe_udp_sport(Qpn{0x12}, Qpn{0x12}), 49476);
+    EXPECT_EQ(Engine::rxe_udp_sport(Qpn{0x14}, Qpn{0x14}), 49552);
+    EXPECT_EQ(Engine::rxe_udp_sport(Qpn{0x16}, Qpn{0x16}), 49636);
+    EXPECT_EQ(Engine::rxe_udp_sport(Qpn{0x18}, Qpn{0x18}), 49728);
+}
+
+TEST(TransportObjects, RnrTimerTable) {
+    EXPECT_EQ(rnr_timer_delay(0), Nanos::from_ms(655.36));
+    EXPECT_EQ(rnr_timer_delay(1), Nanos::from_us(10));
+    EXPECT_EQ(rnr_timer_delay(14), Nanos::from_us(1280));
+    EXPECT_EQ(rnr_timer_delay(31), Nanos::from_ms(491.52));
+}
+
+}  // namespace
+}  // namespace rocemu::transport::test
