@@ -1,0 +1,177 @@
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "fabric/topology.hpp"
+
+namespace rocemu::fabric {
+namespace {
+
+FabricConfig parse_ok(const std::string& yaml) {
+    const ConfigResult r = parse_fabric_config(yaml, "test.yaml");
+    EXPECT_TRUE(r.config.has_value()) << r.error;
+    return r.config.value_or(FabricConfig{});
+}
+
+std::string parse_err(const std::string& yaml) {
+    const ConfigResult r = parse_fabric_config(yaml, "bad.yaml");
+    EXPECT_FALSE(r.config.has_value());
+    return r.error;
+}
+
+sw::PacketDesc to(uint32_t ip, uint16_t sport = 0xC000) {
+    sw::PacketDesc d;
+    d.dst_v4 = ip;
+    d.src_port = sport;
+    d.dst_port = 4791;
+    d.ip_proto = 17;
+    return d;
+}
+
+TEST(FabricTopology, DefaultFabricParsesAndIsNonBlocking) {
+    const ConfigResult r = default_fabric_config();
+    ASSERT_TRUE(r.config) << r.error;
+    const Topology t = generate(*r.config);
+    EXPECT_EQ(t.nics.size(), 8u);
+    EXPECT_EQ(t.switches.size(), 6u);  // 2 leaves + 4 spines
+    EXPECT_DOUBLE_EQ(t.oversubscription, 1.0);
+    for (const SwitchSpec& s : t.switches) EXPECT_EQ(sw::validate(s.cfg), "") << s.name;
+}
+
+TEST(FabricTopology, EveryShippedFabricFileLoads) {
+    for (const char* f : {"default", "leaf-spine-400g", "rail-optimised", "rail-packed", "incast"}) {
+        const ConfigResult r = load_fabric_config(std::string(ROCEMU_SOURCE_DIR) + "/configs/fabrics/" + f + ".yaml");
+        ASSERT_TRUE(r.config) << r.error;
+        EXPECT_NO_THROW(generate(*r.config)) << f;
+    }
+}
+
+TEST(FabricTopology, AddressesAndMacsAreUnique) {
+    const Topology t = generate(parse_ok("topology: {kind: leaf_spine, leaves: 8, hosts_per_leaf: 32, spines: 16}"));
+    ASSERT_EQ(t.nics.size(), 256u);
+    std::set<uint32_t> ips;
+    std::set<std::array<uint8_t, 6>> macs;
+    for (const NicSpec& n : t.nics) {
+        ips.insert(n.ip);
+        macs.insert(n.mac);
+    }
+    for (const SwitchSpec& s : t.switches)
+        for (const auto& m : s.port_mac) macs.insert(m);
+    EXPECT_EQ(ips.size(), t.nics.size());
+    std::size_t ports = 0;
+    for (const SwitchSpec& s : t.switches) ports += s.cfg.ports.size();
+    EXPECT_EQ(macs.size(), t.nics.size() + ports);
+    // Each cable uses two ports, each port exactly one cable.
+    EXPECT_EQ(ports + t.nics.size(), 2 * t.links.size());
+}
+
+TEST(FabricTopology, OversubscriptionFollowsPortCounts) {
+    const Topology t = generate(parse_ok(
+        "topology: {kind: leaf_spine, leaves: 4, hosts_per_leaf: 8, spines: 2}\n"
+        "links: {host: {speed_gbps: 100}, fabric: {speed_gbps: 200}}"));
+    EXPECT_DOUBLE_EQ(t.oversubscription, 2.0);  // 800 down / 400 up
+}
+
+TEST(FabricTopology, LeafRoutesLocalHostsDirectlyAndEcmpsTheRestOverAllSpines) {
+    const Topology t = generate(parse_ok("topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 3, spines: 4}"));
+    sw::RouteTable rt;
+    t.install_routes(0, rt);
+    const NicSpec& local = t.nics[1];
+    const auto g = rt.lookup(to(local.ip));
+    ASSERT_TRUE(g && *g != sw::RouteTable::kUnresolved);
+    ASSERT_EQ(rt.group(*g).size(), 1u);
+    EXPECT_EQ(rt.neighbor(rt.group(*g)[0]).port, local.sw_port);
+    EXPECT_EQ(rt.neighbor(rt.group(*g)[0]).mac, local.mac);
+
+    const NicSpec& remote = t.nics[4];
+    const auto gr = rt.lookup(to(remote.ip));
+    ASSERT_TRUE(gr);
+    std::set<uint16_t> ports;
+    for (uint32_t nb : rt.group(*gr)) ports.insert(rt.neighbor(nb).port);
+    EXPECT_EQ(ports.size(), 4u);
+}
+
+TEST(FabricTopology, SpineRoutesEachSubnetToItsLeaf) {
+    const Topology t = generate(parse_ok("topology: {kind: leaf_spine, leaves: 3, hosts_per_leaf: 2, spines: 2}"));
+    const uint32_t spine = 3;
+    ASSERT_EQ(t.switches[spine].role, Role::Spine);
+    sw::RouteTable rt;
+    t.install_routes(spine, rt);
+    for (const NicSpec& n : t.nics) {
+        const auto g = rt.lookup(to(n.ip));
+        ASSERT_TRUE(g && *g != sw::RouteTable::kUnresolved) << format_ipv4(n.ip);
+        const sw::Neighbor& nb = rt.neighbor(rt.group(*g)[0]);
+        // The neighbor's MAC belongs to the NIC's leaf.
+        bool on_leaf = false;
+        for (const auto& m : t.switches[n.sw].port_mac) on_leaf |= m == nb.mac;
+        EXPECT_TRUE(on_leaf) << n.name;
+    }
+}
+
+TEST(FabricTopology, RailOptimisedPutsNicIOnLeafI) {
+    const Topology opt = generate(parse_ok("topology: {kind: rail, hosts: 4, nics_per_host: 4, spines: 2, rail_optimised: true}"));
+    for (const NicSpec& n : opt.nics) EXPECT_EQ(opt.switches[n.sw].index, n.rail) << n.name;
+    const Topology packed =
+        generate(parse_ok("topology: {kind: rail, hosts: 4, nics_per_host: 4, spines: 2, rail_optimised: false}"));
+    for (const NicSpec& n : packed.nics) EXPECT_EQ(packed.switches[n.sw].index, n.host) << n.name;
+    EXPECT_EQ(opt.links.size(), packed.links.size());
+}
+
+TEST(FabricTopology, DumbbellHasOneBottleneck) {
+    const Topology t = generate(parse_ok("topology: {kind: dumbbell, left_hosts: 6, right_hosts: 2}"));
+    ASSERT_EQ(t.switches.size(), 2u);
+    int fabric = 0;
+    for (const LinkSpec& l : t.links) fabric += l.fabric;
+    EXPECT_EQ(fabric, 1);
+    EXPECT_DOUBLE_EQ(t.oversubscription, 6.0);
+    sw::RouteTable rt;
+    t.install_routes(0, rt);
+    const auto g = rt.lookup(to(t.nics[7].ip));
+    ASSERT_TRUE(g);
+    const sw::Neighbor& nb = rt.neighbor(rt.group(*g)[0]);
+    EXPECT_EQ(nb.port, 6);  // after the six host ports
+    EXPECT_EQ(nb.mac, t.switches[1].port_mac[2]);  // after the right side's two host ports
+}
+
+TEST(FabricTopology, NicProfileCarriesCcSprayingAndMtu) {
+    const FabricConfig c = parse_ok("topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 2, spines: 0}\n"
+                                    "nic: {cc: aggressive, spraying: true, mtu: 1500}");
+    EXPECT_TRUE(c.nic.spraying);
+    EXPECT_EQ(c.nic.rdma_mtu(), 1024u);
+    EXPECT_EQ(c.nic.cc.dcqcn.rpg_time_reset, Nanos::from_us(75));
+    EXPECT_EQ(parse_ok("topology: {kind: incast}\nnic: {mtu: 9000}").nic.rdma_mtu(), 4096u);
+    EXPECT_EQ(parse_ok("topology: {kind: incast}\nnic: {cc: none}").nic.cc.algorithm, cc::CcAlgorithm::kNone);
+}
+
+TEST(FabricTopology, SwitchProfileAndAdaptiveOverrideApplyToEverySwitch) {
+    const Topology t = generate(parse_ok("topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 2, spines: 2}\n"
+                                         "switch: {profile: lossless-100g, queue_slots: 512, adaptive_routing: per_packet}"));
+    for (const SwitchSpec& s : t.switches) {
+        EXPECT_EQ(s.cfg.queue_slots, 512u);
+        EXPECT_EQ(s.cfg.routing.adaptive[3], sw::ArMode::PerPacket);
+        EXPECT_EQ(s.cfg.pfc_enable, 1u << 3);  // from the profile
+    }
+}
+
+TEST(FabricTopology, ErrorsNameFileKeyAndProblem) {
+    EXPECT_EQ(parse_err("topology: {kind: leaf_spine, leaves: 0}"), "bad.yaml: topology.leaves: 0 out of range [1, 256]");
+    EXPECT_EQ(parse_err("topology: {kind: ring}"),
+              "bad.yaml: topology.kind: 'ring' is not one of leaf_spine, rail, dumbbell, incast");
+    EXPECT_NE(parse_err("topology: {kind: incast}\nlinks: {host: {speed_gbps: 1000}}").find("links.host.speed_gbps: 1000 out of range"),
+              std::string::npos);
+    EXPECT_NE(parse_err("topology: {kind: incast}\nnic: {cc: warp}").find("bad.yaml: nic.cc: 'warp'"), std::string::npos);
+    EXPECT_NE(parse_err("topology: {kind: incast}\nswitch: {profile: nope}").find("bad.yaml: switch.profile:"),
+              std::string::npos);
+    EXPECT_NE(parse_err("topology: {kind: incast, colour: red}").find("bad.yaml: topology.colour: unknown key"),
+              std::string::npos);
+    EXPECT_NE(parse_err("topology: {kind: leaf_spine, leaves: 2, spines: 0}").find("topology.spines"), std::string::npos);
+    EXPECT_NE(parse_err("topology: {kind: leaf_spine, hosts_per_leaf: 60, spines: 8}").find("exceed the switch"),
+              std::string::npos);
+    EXPECT_NE(parse_err("topology: {kind: incast}\nnic: {spraying: maybe}").find("nic.spraying: 'maybe' must be true or false"),
+              std::string::npos);
+    EXPECT_EQ(load_fabric_config("/nonexistent.yaml").error, "/nonexistent.yaml: cannot read the file");
+}
+
+}  // namespace
+}  // namespace rocemu::fabric
