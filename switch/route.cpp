@@ -13,7 +13,6 @@ constexpr uint64_t fmix64(uint64_t k) {
     k ^= k >> 33;
     return k;
 }
-constexpr uint64_t absorb(uint64_t h, uint64_t v) { return fmix64(h ^ (v + 0x9E3779B97F4A7C15ull + (h << 6))); }
 
 uint64_t fold(const std::array<uint8_t, 16>& a) {
     const Ipv6Key k = ipv6_key(a);
@@ -50,14 +49,18 @@ uint32_t RouteTable::learn_host_v6(const std::array<uint8_t, 16>& ip, PortId por
 }
 
 uint64_t flow_hash(const PacketDesc& d, uint8_t fields, uint64_t seed) {
-    uint64_t h = fmix64(seed ^ 0x5bd1e9955bd1e995ull);
-    if (fields & kHashSrcIp) h = absorb(h, d.ipv6 ? fold(d.src_v6) : d.src_v4);
-    if (fields & kHashDstIp) h = absorb(h, d.ipv6 ? fold(d.dst_v6) : d.dst_v4);
-    if (fields & kHashProto) h = absorb(h, d.ip_proto);
-    if (fields & kHashSrcPort) h = absorb(h, d.src_port);
-    if (fields & kHashDstPort) h = absorb(h, d.dst_port);
-    if (fields & kHashInPort) h = absorb(h, d.in_port);
-    return h;
+    // Fields are folded in with one multiply each; the final avalanche makes
+    // every input bit (notably the low bits of the UDP source port) reach
+    // the high bits that pick the member.
+    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+    uint64_t h = seed ^ 0x5bd1e9955bd1e995ull;
+    if (fields & kHashSrcIp) h = (h ^ (d.ipv6 ? fold(d.src_v6) : d.src_v4)) * kMul;
+    if (fields & kHashDstIp) h = (h ^ (d.ipv6 ? fold(d.dst_v6) : d.dst_v4)) * kMul;
+    const uint64_t l4 = (fields & kHashProto ? uint64_t{d.ip_proto} << 48 : 0) |
+                        (fields & kHashInPort ? uint64_t{d.in_port} << 32 : 0) |
+                        (fields & kHashSrcPort ? uint64_t{d.src_port} << 16 : 0) |
+                        (fields & kHashDstPort ? uint64_t{d.dst_port} : 0);
+    return fmix64((h ^ l4) * kMul);
 }
 
 }  // namespace rocemu::sw

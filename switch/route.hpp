@@ -11,9 +11,11 @@
 
 namespace rocemu::sw {
 
-// Longest-prefix match: one sorted array per prefix length, probed from the
-// longest length present down with a binary search. O(L log n) per lookup,
-// no allocation; the live runtime may swap in rte_lpm/rte_fib.
+// Longest-prefix match: one open-addressing hash table per prefix length in
+// use, probed from the longest length down, so a lookup costs about one
+// probe per distinct length and allocates nothing. Tables are rebuilt on
+// insert and erase (control plane only). The live runtime may use
+// rte_lpm/rte_fib instead.
 template <typename Key>
 class Lpm {
 public:
@@ -26,64 +28,83 @@ public:
 
     // Inserts or replaces.
     void insert(Key prefix, int len, uint32_t value) {
-        auto& v = by_len_[len];
         const Key p = mask(prefix, len);
-        auto it = lower_bound(v, p);
-        if (it != v.end() && it->prefix == p) {
-            it->value = value;
-            return;
-        }
-        v.insert(it, Entry{p, value});
-        rebuild_lengths();
+        auto& v = entries_[len];
+        for (auto& e : v)
+            if (e.prefix == p) {
+                e.value = value;
+                rebuild(len);
+                return;
+            }
+        v.push_back(Slot{p, value, true});
+        rebuild(len);
     }
 
     bool erase(Key prefix, int len) {
-        auto& v = by_len_[len];
         const Key p = mask(prefix, len);
-        auto it = lower_bound(v, p);
-        if (it == v.end() || it->prefix != p) return false;
-        v.erase(it);
-        rebuild_lengths();
-        return true;
+        auto& v = entries_[len];
+        for (auto it = v.begin(); it != v.end(); ++it)
+            if (it->prefix == p) {
+                v.erase(it);
+                rebuild(len);
+                return true;
+            }
+        return false;
     }
 
     std::optional<uint32_t> lookup(Key addr) const {
         for (const uint8_t len : lengths_) {
-            const auto& v = by_len_[len];
+            const Table& t = tables_[len];
             const Key p = mask(addr, len);
-            auto it = lower_bound(v, p);
-            if (it != v.end() && it->prefix == p) return it->value;
+            for (std::size_t i = hash(p) & t.mask;; i = (i + 1) & t.mask) {
+                const Slot& s = t.slots[i];
+                if (!s.used) break;
+                if (s.prefix == p) return s.value;
+            }
         }
         return std::nullopt;
     }
 
 private:
-    struct Entry {
-        Key prefix;
-        uint32_t value;
+    struct Slot {
+        Key prefix{};
+        uint32_t value = 0;
+        bool used = false;
     };
-    template <typename V>
-    static auto lower_bound(V& v, Key p) {
-        auto lo = v.begin();
-        auto n = v.end() - lo;
-        while (n > 0) {
-            const auto half = n / 2;
-            if ((lo + half)->prefix < p) {
-                lo += half + 1;
-                n -= half + 1;
-            } else {
-                n = half;
-            }
-        }
-        return lo;
-    }
-    void rebuild_lengths() {
-        lengths_.clear();
-        for (int len = kBits; len >= 0; --len)
-            if (!by_len_[len].empty()) lengths_.push_back(static_cast<uint8_t>(len));
+    struct Table {
+        std::size_t mask = 0;
+        std::vector<Slot> slots;
+    };
+
+    static std::size_t hash(Key k) {
+        uint64_t x = static_cast<uint64_t>(k);
+        if constexpr (kBits > 64) x ^= static_cast<uint64_t>(k >> 64) * 0x9E3779B97F4A7C15ull;
+        x ^= x >> 33;
+        x *= 0xff51afd7ed558ccdull;
+        x ^= x >> 33;
+        return static_cast<std::size_t>(x);
     }
 
-    std::array<std::vector<Entry>, kBits + 1> by_len_{};
+    // At most half full, so every probe sequence ends at an empty slot.
+    void rebuild(int len) {
+        const auto& v = entries_[len];
+        Table& t = tables_[len];
+        std::size_t cap = 4;
+        while (cap < 2 * v.size()) cap *= 2;
+        t.slots.assign(cap, Slot{});
+        t.mask = cap - 1;
+        for (const Slot& e : v) {
+            std::size_t i = hash(e.prefix) & t.mask;
+            while (t.slots[i].used) i = (i + 1) & t.mask;
+            t.slots[i] = e;
+        }
+        lengths_.clear();
+        for (int l = kBits; l >= 0; --l)
+            if (!entries_[l].empty()) lengths_.push_back(static_cast<uint8_t>(l));
+    }
+
+    std::array<std::vector<Slot>, kBits + 1> entries_{};
+    std::array<Table, kBits + 1> tables_{};
     std::vector<uint8_t> lengths_;  // lengths in use, longest first
 };
 

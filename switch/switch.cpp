@@ -1,6 +1,7 @@
 #include "switch/switch.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -21,6 +22,13 @@ constexpr std::size_t kEffectReserve = 24;
 constexpr Bytes pause_bytes(uint32_t quanta) { return Bytes{static_cast<uint64_t>(quanta) * 64}; }
 
 std::size_t room(const Effects& fx) { return fx.capacity() - fx.size(); }
+
+// BitsPerSec::serialise with 64-bit arithmetic: a frame's bits times 1e9
+// stays far below 2^64, and this runs for every transmitted frame.
+Nanos wire_time(BitsPerSec speed, Bytes frame_len) {
+    const uint64_t num = (frame_len.v + kWireOverhead.v) * 8 * 1000000000ull;
+    return Nanos{static_cast<int64_t>((num + speed.v - 1) / speed.v)};
+}
 }  // namespace
 
 Switch::Switch(const SwitchConfig& cfg)
@@ -34,6 +42,7 @@ Switch::Switch(const SwitchConfig& cfg)
     for (int q = 0; q < kNumTc; ++q) {
         queue_lossless_[q] = cfg_.queue_lossless_at(q);
         dwrr_quantum_[q] = static_cast<int64_t>(cfg_.scheduler[q].weight) * kDwrrUnit;
+        if (cfg_.scheduler[q].strict) strict_mask_ |= static_cast<uint8_t>(1u << q);
     }
     for (std::size_t p = 0; p < ports_.size(); ++p) {
         const Nanos pause = cfg_.ports[p].speed.serialise(pause_bytes(cfg_.pause_quanta));
@@ -62,10 +71,20 @@ bool Switch::eligible(const QueueState& qs, Nanos now) const {
     return qs.storm && cfg_.pfc_wd.action != WdAction::Alert;
 }
 
-bool Switch::has_eligible(const PortState& ps, Nanos now) const {
-    for (const QueueState& qs : ps.q)
-        if (eligible(qs, now)) return true;
-    return false;
+uint8_t Switch::eligible_mask(const PortState& ps, Nanos now) const {
+    uint8_t m = 0;
+    for (unsigned bits = ps.nonempty; bits; bits &= bits - 1) {
+        const int q = std::countr_zero(bits);
+        if (eligible(ps.q[q], now)) m |= static_cast<uint8_t>(1u << q);
+    }
+    return m;
+}
+
+Switch::Slot Switch::pop(PortState& ps, PortId port, int q) {
+    QueueState& qs = ps.q[q];
+    const Slot s = slot(port, q, qs.head++);
+    if (qs.empty()) ps.nonempty &= static_cast<uint8_t>(~(1u << q));
+    return s;
 }
 
 void Switch::arm_tx(PortId port, Nanos at, Effects& fx) {
@@ -190,6 +209,7 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     }
 
     mmu_.commit(d.in_port, pg, out, q, d.frame_len, v.region);
+    op.nonempty |= static_cast<uint8_t>(1u << q);
     slot(out, q, qs.tail++) = Slot{d.handle, static_cast<uint32_t>(d.frame_len.v), d.in_port, static_cast<uint8_t>(pg), d.ecn};
     ++qs.c.enq_pkts;
     qs.c.enq_bytes += d.frame_len.v;
@@ -231,18 +251,22 @@ void Switch::release(PortId out, int q, const Slot& s, Effects& fx) {
 }
 
 int Switch::pick_queue(PortState& ps, PortId port, Nanos now) {
-    bool any_dwrr = false;
-    for (int q = kNumTc - 1; q >= 0; --q) {
-        if (!eligible(ps.q[q], now)) continue;
-        if (cfg_.scheduler[q].strict) return q;
-        any_dwrr = true;
+    const uint8_t elig = eligible_mask(ps, now);
+    if (!elig) return -1;
+    if (const uint8_t strict = elig & strict_mask_) return 31 - std::countl_zero(static_cast<unsigned>(strict));
+    if ((elig & (elig - 1)) == 0) {
+        // A sole contender needs no arbitration and earns no credit.
+        const int q = std::countr_zero(static_cast<unsigned>(elig));
+        ps.q[q].deficit = 0;
+        ps.q[q].credited = false;
+        ps.dwrr_cur = static_cast<uint8_t>(q);
+        return q;
     }
-    if (!any_dwrr) return -1;
     // Terminates: an eligible DWRR queue gains a quantum on every visit.
     for (;;) {
         const int q = ps.dwrr_cur;
         QueueState& qs = ps.q[q];
-        if (cfg_.scheduler[q].strict || !eligible(qs, now)) {
+        if (!((elig >> q) & 1)) {
             qs.deficit = 0;
             qs.credited = false;
             ps.dwrr_cur = static_cast<uint8_t>((q + 1) % kNumTc);
@@ -266,13 +290,12 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
     if (port >= ports_.size()) return std::nullopt;
     PortState& ps = ports_[port];
     ps.tx_armed = false;
-    for (QueueState& qs : ps.q) expire_pause(qs, now);
 
-    if (cfg_.pfc_wd.action == WdAction::Drop) {
+    if (ps.storms && cfg_.pfc_wd.action == WdAction::Drop) {
         for (int q = 0; q < kNumTc; ++q) {
             QueueState& qs = ps.q[q];
             while (qs.storm && !qs.empty() && room(fx) > kEffectReserve) {
-                const Slot s = slot(port, q, qs.head++);
+                const Slot s = pop(ps, port, q);
                 release(port, q, s, fx);
                 ++qs.c.drops;
                 ++qs.c.wd_drops;
@@ -288,7 +311,7 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
     const int q = pick_queue(ps, port, now);
     if (q < 0) return std::nullopt;
     QueueState& qs = ps.q[q];
-    const Slot s = slot(port, q, qs.head++);
+    const Slot s = pop(ps, port, q);
     if (qs.empty() && !cfg_.scheduler[q].strict) {
         qs.deficit = 0;
         qs.credited = false;
@@ -323,7 +346,7 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
     tx.queue = static_cast<uint8_t>(q);
     tx.frame_len = len;
     tx.start = now;
-    tx.end = now + cfg_.ports[port].speed.serialise(len + kWireOverhead);
+    tx.end = now + wire_time(cfg_.ports[port].speed, len);
     ps.busy_until = tx.end;
     if (has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
     return tx;
@@ -365,6 +388,7 @@ void Switch::on_pfc(PortId port, const PfcFrameDesc& f, Nanos now, Effects& fx) 
 void Switch::watchdog_detect(PortId port, int q, Nanos now, Effects& fx) {
     QueueState& qs = ports_[port].q[q];
     qs.storm = true;
+    ++ports_[port].storms;
     ++qs.c.wd_storms;
     if (cfg_.pfc_wd.action != WdAction::Alert && qs.paused) end_pause(qs, now);
     Effect e;
@@ -377,6 +401,7 @@ void Switch::watchdog_detect(PortId port, int q, Nanos now, Effects& fx) {
 void Switch::watchdog_restore(PortId port, int q, Effects& fx) {
     QueueState& qs = ports_[port].q[q];
     qs.storm = false;
+    --ports_[port].storms;
     ++qs.c.wd_restores;
     Effect e;
     e.kind = EffectKind::WatchdogRestore;

@@ -126,6 +126,8 @@ private:
         std::array<QueueState, kNumTc> q{};
         std::array<Nanos, kNumTc> refresh_at{};
         Nanos busy_until{};
+        uint8_t nonempty = 0;  // bit q: queue q holds packets
+        uint8_t storms = 0;    // queues in a watchdog storm
         bool tx_armed = false;
         uint8_t dwrr_cur = 0;
         PortCounters c{};
@@ -133,8 +135,10 @@ private:
 
     static bool paused_at(const QueueState& qs, Nanos now) { return qs.paused && qs.paused_until > now; }
     bool eligible(const QueueState& qs, Nanos now) const;
-    bool has_eligible(const PortState& ps, Nanos now) const;
+    uint8_t eligible_mask(const PortState& ps, Nanos now) const;
+    bool has_eligible(const PortState& ps, Nanos now) const { return eligible_mask(ps, now) != 0; }
     int pick_queue(PortState& ps, PortId port, Nanos now);
+    Slot pop(PortState& ps, PortId port, int q);
     uint32_t select_member(const std::vector<uint32_t>& members, uint32_t group, int tc, const PacketDesc& d,
                            Nanos now);
     uint32_t least_loaded(const std::vector<uint32_t>& members, uint64_t hash) const;
@@ -159,6 +163,7 @@ private:
     std::vector<Slot> slots_;
     uint32_t slot_mask_;
     std::array<bool, kNumTc> queue_lossless_{};
+    uint8_t strict_mask_ = 0;
     std::array<int64_t, kNumTc> dwrr_quantum_{};
     std::vector<Nanos> pfc_refresh_interval_;  // per port, from its speed
 
