@@ -287,14 +287,13 @@ void Engine::comp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) 
         return;
     }
     const uint32_t idx = w.resp_pkts;
-    const bool first = idx == 0, last = idx + 1 == w.npkts;
-    const uint8_t want = w.npkts == 1 ? op::READ_RESPONSE_ONLY
-                         : first      ? op::READ_RESPONSE_FIRST
-                         : last       ? op::READ_RESPONSE_LAST
-                                      : op::READ_RESPONSE_MIDDLE;
+    const bool last = idx + 1 == w.npkts;
+    // A retried READ is answered as a new READ (FIRST again), so only where
+    // the message ends is checked, not FIRST versus MIDDLE.
+    const bool is_last = p.info().flags & kOpLast;
     const uint64_t off = uint64_t{idx} * qp.mtu;
     const uint64_t want_len = last ? w.length - off : qp.mtu;
-    if (opc != want || p.payload_len != want_len) {
+    if (!(p.info().flags & kOpRead) || is_last != last || p.payload_len != want_len) {
         drop(&qp, DropReason::BadResponse);
         return;
     }
