@@ -1,13 +1,18 @@
-// A minimal deterministic packet-level model of N DCQCN senders sharing one
-// bottleneck egress queue with RED/ECN marking, in virtual time. It exists to
-// validate the cc/ cores (fairness, utilisation, queue depth, preset
-// comparisons) without the full fabric: senders are paced by their reaction
-// point, the queue marks CE per the RED ramp (no mark at or below Kmin,
-// linear to Pmax at Kmax, always above), the receiver's notification point
-// turns CE into CNPs, and CNPs reach the sender after a fixed delay.
-// PFC is modelled as one pause covering all senders: the switch sends XOFF
-// when the queue reaches pfc_xoff and XON when it drains to pfc_xon, and each
-// takes effect at the senders one link delay later.
+// A deterministic packet-level model of N DCQCN senders sharing one
+// 100 Gb/s bottleneck towards one receiver, in virtual time, to validate the
+// cc/ cores (fairness, utilisation, queue depth, preset comparisons). Senders
+// are paced by their reaction point, the receiver's notification point turns
+// CE into CNPs, and CNPs reach the sender after a fixed delay.
+//
+// Two fabrics:
+// - kMarkingQueue: one FIFO with the RED ramp (no mark at or below Kmin,
+//   linear to Pmax at Kmax, always above) and one PFC pause covering all
+//   senders (XOFF at pfc_xoff, XON at pfc_xon, each felt one link delay
+//   later).
+// - kSoftSwitch: the project's soft switch (switch/), SONiC defaults, data on
+//   lossless DSCP 3 / queue 3 with WRED set to Kmin/Kmax/Pmax, its MMU
+//   sending PFC per ingress port, which the senders honour. pfc_xoff/pfc_xon
+//   are not used there.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +24,11 @@
 
 namespace rocemu::cc::sim {
 
+enum class Fabric { kMarkingQueue, kSoftSwitch };
+
 struct BottleneckConfig {
     CcConfig cc;
+    Fabric fabric = Fabric::kMarkingQueue;
     int flows = 2;
     BitsPerSec link_rate = BitsPerSec::gbps(100);  // every link, bottleneck included
     Bytes packet_bytes{4096};                       // wire bytes per data packet
@@ -57,9 +65,10 @@ struct BottleneckResult {
     uint64_t cnps_sent = 0;
     Bytes max_queue{0};
     Nanos time_above_pfc_xoff{0};
-    uint64_t pfc_pauses = 0;
+    uint64_t pfc_pauses = 0;        // XOFFs sent to senders
+    uint64_t fabric_drops = 0;      // packets the fabric dropped (lossless: should stay 0)
     Nanos last_xoff = Nanos::max();  // Nanos::max() if PFC never fired
-    Nanos time_paused{0};  // senders paused by PFC
+    Nanos time_paused{0};  // summed over senders
 };
 
 class Bottleneck {
@@ -68,6 +77,9 @@ public:
     BottleneckResult run();
 
 private:
+    BottleneckResult run_marking_queue();
+    BottleneckResult run_soft_switch();
+
     BottleneckConfig cfg_;
 };
 
