@@ -241,6 +241,12 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     if (eligible(qs, now)) arm_tx(out, now, fx);
 }
 
+std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx) {
+    std::size_t i = 0;
+    for (; i < n && room(fx) >= kMaxEffectsPerPacket; ++i) on_packet(d[i], now, rng, fx);
+    return i;
+}
+
 void Switch::release(PortId out, int q, const Slot& s, Effects& fx) {
     mmu_.release(s.in_port, s.pg, out, q, Bytes{s.len});
     if (mmu_.should_xon(s.in_port, s.pg)) {

@@ -60,6 +60,10 @@ public:
     // A received data frame. Appends Enqueued or Drop, possibly MarkCe,
     // SendPfc (XOFF out of the ingress port) and TxReady. At most 5 effects.
     void on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx);
+    static constexpr std::size_t kMaxEffectsPerPacket = 5;
+    // Burst form: processes packets while `fx` has room for their effects
+    // and returns how many it took (the rest wait for the next call).
+    std::size_t on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx);
 
     // Start transmitting the next frame of `port`, if one is eligible and the
     // wire is free at `now`. Honours received pauses, strict priority, then

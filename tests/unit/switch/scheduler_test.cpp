@@ -118,3 +118,28 @@ TEST(SwitchScheduler, LossyQueueTailDropsAtItsThreshold) {
 
 }  // namespace
 }  // namespace rocemu::sw::test
+
+namespace rocemu::sw::test {
+namespace {
+
+using namespace rocemu::literals;
+
+TEST(SwitchBurst, TakesWhatFitsInTheEffectBufferAndNoMore) {
+    Rig r(sonic_default_config(2, BitsPerSec::gbps(100)));
+    std::vector<PacketDesc> burst;
+    for (int i = 0; i < 100; ++i) burst.push_back(r.pkt(0, host_ip(1), kDscpTc1, 200));
+    Effects fx;
+    const std::size_t taken = r.sw->on_burst(burst.data(), burst.size(), 0_ns, r.rng, fx);
+    EXPECT_EQ(taken, 100u);
+    EXPECT_EQ(count(fx, EffectKind::Enqueued), 100);
+    // Nearly full: a packet is taken only while a worst case still fits.
+    // These each produce one effect, so with room for 10 it takes 6 (room
+    // 10, 9, 8, 7, 6, 5) and stops at room 4.
+    while (fx.size() < Effects::capacity() - 2 * Switch::kMaxEffectsPerPacket) fx.push_back(Effect{});
+    EXPECT_EQ(r.sw->on_burst(burst.data(), burst.size(), 0_ns, r.rng, fx), 6u);
+    EXPECT_EQ(Effects::capacity() - fx.size(), 4u);
+    EXPECT_EQ(r.sw->effects_overflow(), 0u);
+}
+
+}  // namespace
+}  // namespace rocemu::sw::test
