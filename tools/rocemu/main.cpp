@@ -14,6 +14,10 @@ int main(int argc, char** argv) {
     int status = 0;
     rocemu::cli::add_pcap_command(app, status);
     rocemu::cli::add_demo_command(app, status);
+    rocemu::cli::add_counters_command(app, status);
+#ifdef ROCEMU_WITH_DPDK
+    rocemu::cli::add_host_command(app, status);
+#endif
 
     app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
     CLI11_PARSE(app, argc, argv);

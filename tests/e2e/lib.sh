@@ -1,0 +1,31 @@
+# Shared helpers for the end-to-end tests: skip codes, waiting for a rocemu
+# host to come up, and cleanup of everything a test created.
+# Exit status 77 tells ctest the test was skipped (SKIP_RETURN_CODE).
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+need_root_netns() {
+  [ "$(id -u)" = 0 ] || skip "needs root"
+  command -v ip >/dev/null || skip "needs iproute2"
+  ip netns add "rocemu-probe-$$" 2>/dev/null || skip "network namespaces unavailable"
+  ip netns del "rocemu-probe-$$"
+}
+
+# wait_ready LOG PID: until LOG shows the ready line (10 s at most).
+wait_ready() {
+  local log=$1 pid=$2
+  for _ in $(seq 100); do
+    grep -q "rocemu host: ready" "$log" && return 0
+    kill -0 "$pid" 2>/dev/null || { cat "$log"; fail "rocemu host exited before it was ready"; }
+    sleep 0.1
+  done
+  cat "$log"
+  fail "rocemu host not ready after 10 s"
+}
+
+# stop_host PID: SIGINT, then wait for a clean exit.
+stop_host() {
+  kill -INT "$1" 2>/dev/null || true
+  wait "$1"
+}
