@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "cc/dcqcn_rp.hpp"
 #include "cc/sim/bottleneck.hpp"
@@ -29,12 +30,14 @@ BottleneckConfig scenario(const char* preset, int flows, uint64_t seed, Nanos du
     return c;
 }
 
-class CcSimFairness : public ::testing::TestWithParam<int> {};
+class CcSimFairness : public ::testing::TestWithParam<std::tuple<Fabric, int>> {};
 
 TEST_P(CcSimFairness, ConvergesFairAndFullWithQueueInTheMarkingBand) {
-    const int n = GetParam();
-    const BottleneckConfig c = scenario("dcqcn-paper", n, 100 + n, 200_ms);
+    const auto [fabric, n] = GetParam();
+    BottleneckConfig c = scenario("dcqcn-paper", n, 100 + n, 200_ms);
+    c.fabric = fabric;
     const BottleneckResult r = Bottleneck(c).run();
+    EXPECT_EQ(r.fabric_drops, 0u);
     const Nanos from = c.duration / 2;
     const WindowStats w = window_stats(c, r, from, c.duration);
     EXPECT_GE(w.jain, 0.99);
@@ -49,7 +52,14 @@ TEST_P(CcSimFairness, ConvergesFairAndFullWithQueueInTheMarkingBand) {
     for (int i = 0; i < n; ++i) EXPECT_GT(r.flows[i].cnps_received, 0u) << "flow " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Flows, CcSimFairness, ::testing::Values(2, 4, 8, 16));
+INSTANTIATE_TEST_SUITE_P(Flows, CcSimFairness,
+                         ::testing::Combine(::testing::Values(Fabric::kMarkingQueue, Fabric::kSoftSwitch),
+                                            ::testing::Values(2, 4, 8, 16)),
+                         [](const auto& info) {
+                             return std::string(std::get<0>(info.param) == Fabric::kSoftSwitch ? "SoftSwitch"
+                                                                                              : "MarkingQueue") +
+                                    std::to_string(std::get<1>(info.param)) + "Flows";
+                         });
 
 TEST(CcSim, SameSeedSameRunDifferentSeedDifferentRun) {
     const BottleneckConfig a = scenario("dcqcn-paper", 4, 7, 5_ms);
@@ -66,12 +76,19 @@ TEST(CcSim, SameSeedSameRunDifferentSeedDifferentRun) {
 }
 
 TEST(CcSim, NoneAlgorithmLeavesCongestionToPfc) {
-    BottleneckConfig c = scenario("dcqcn-paper", 4, 1, 5_ms);
-    c.cc.algorithm = CcAlgorithm::kNone;
-    const BottleneckResult r = Bottleneck(c).run();
-    EXPECT_EQ(r.cnps_sent, 0u);
-    EXPECT_GT(r.pfc_pauses, 10u);
-    EXPECT_GT(r.time_paused, 1_ms);
+    for (Fabric fabric : {Fabric::kMarkingQueue, Fabric::kSoftSwitch}) {
+        BottleneckConfig c = scenario("dcqcn-paper", 4, 1, 5_ms);
+        c.cc.algorithm = CcAlgorithm::kNone;
+        c.fabric = fabric;
+        const BottleneckResult r = Bottleneck(c).run();
+        EXPECT_EQ(r.cnps_sent, 0u);
+        EXPECT_GT(r.ce_marked, 0u);
+        EXPECT_GT(r.pfc_pauses, 10u);
+        EXPECT_GT(r.time_paused, 1_ms);
+        EXPECT_EQ(r.fabric_drops, 0u);
+        // Without CC the link still runs full, held back only by PFC.
+        EXPECT_GE(window_stats(c, r, 1_ms, c.duration).utilisation, 0.95);
+    }
 }
 
 // Time for one backlogged flow, paced by its RP, to get back to 95% of line
@@ -112,7 +129,6 @@ void write_gnuplot(const std::string& dir, const std::vector<std::string>& prese
           "N = " << c.flows << "\n"
           "KMIN = " << c.kmin.v / 1024.0 << "\n"
           "KMAX = " << c.kmax.v / 1024.0 << "\n"
-          "XOFF = " << c.pfc_xoff.v / 1024.0 << "\n"
           "do for [p in \"";
     for (std::size_t i = 0; i < presets.size(); ++i) gp << (i ? " " : "") << presets[i];
     gp << "\"] {\n"
@@ -121,11 +137,12 @@ void write_gnuplot(const std::string& dir, const std::vector<std::string>& prese
           "  set ylabel 'rate (Gb/s)'\n"
           "  plot for [i=3:2+N] p.'.csv' using 1:i with lines title columnheader(i)\n"
           "  set ylabel 'queue (KB)'\n"
-          "  plot p.'.csv' using 1:2 with lines title 'queue', KMIN title 'Kmin', KMAX title 'Kmax', XOFF title 'PFC XOFF'\n"
+          "  plot p.'.csv' using 1:2 with lines title 'queue', KMIN title 'Kmin', KMAX title 'Kmax'\n"
           "  unset multiplot\n"
           "}\n";
 }
 
+// On the soft switch, 4 flows joining 100 us apart.
 TEST(CcSimPresets, CompareConvergenceUtilisationAndQueue) {
     const std::vector<std::string> presets{"dcqcn-paper", "connectx-default", "aggressive", "gentle"};
     const std::string dir = plot_dir();
@@ -136,7 +153,8 @@ TEST(CcSimPresets, CompareConvergenceUtilisationAndQueue) {
     std::map<std::string, Nanos> recovery;
     BottleneckConfig last;
     for (const std::string& p : presets) {
-        const BottleneckConfig c = scenario(p.c_str(), 4, 1, 100_ms);
+        BottleneckConfig c = scenario(p.c_str(), 4, 1, 100_ms);
+        c.fabric = Fabric::kSoftSwitch;
         last = c;
         const BottleneckResult r = Bottleneck(c).run();
         const Nanos conv = convergence_time(c, r, 1_ms, 0.95, 0.90);
