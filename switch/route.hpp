@@ -124,7 +124,8 @@ public:
     static constexpr uint32_t kUnresolved = 0xFFFFFFFF;
 
     uint32_t add_neighbor(PortId port, const std::array<uint8_t, 6>& mac);
-    // A group of equal-cost next hops (neighbor ids). Must be non-empty.
+    // A group of equal-cost next hops (neighbor ids). Traffic routed to an
+    // empty group drops as no_route.
     uint32_t add_group(const std::vector<uint32_t>& neighbors);
 
     void add_route_v4(uint32_t prefix, int len, uint32_t group) { v4_.insert(prefix, len, group); }

@@ -178,6 +178,7 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     if (!group) return drop(d.in_port, d.handle, DropReason::NoRoute, fx);
     if (*group == RouteTable::kUnresolved) return drop(d.in_port, d.handle, DropReason::NeighborMiss, fx);
     const auto& members = routes_.group(*group);
+    if (members.empty()) return drop(d.in_port, d.handle, DropReason::NoRoute, fx);
     const uint32_t nb = members[select_member(members, *group, tc, d, now)];
     const PortId out = routes_.neighbor(nb).port;
     PortState& op = ports_[out];
