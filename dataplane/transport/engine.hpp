@@ -39,6 +39,9 @@ struct EngineConfig {
     uint32_t max_qp_wr = 16384;
     uint32_t max_unacked_psns = 128;  // requester window, as rxe's RXE_MAX_UNACKED_PSNS
     uint32_t ack_req_every = 64;      // AckReq at least every N packets (rxe RXE_MAX_PKT_PER_ACK)
+    // rxe answers every AckReq packet with its own ACK; when true, interop
+    // QPs merge ACKs that have not left yet (spraying QPs always merge).
+    bool coalesce_acks = false;
     uint32_t sack_threshold = 3;      // spraying: a hole is reported once N later PSNs arrived
     uint8_t cnp_dscp = 48;
     uint8_t cnp_pcp = 6;

@@ -29,7 +29,7 @@ constexpr uint64_t kMaxMsg = 1ull << 31;
 }  // namespace
 
 bool Engine::resp_queue(Qp& qp, const RespItem& it) {
-    if (it.kind == RespItem::Kind::Ack && qp.out_size() > 0) {
+    if (it.kind == RespItem::Kind::Ack && qp.out_size() > 0 && (cfg_.coalesce_acks || qp.spraying())) {
         RespItem& tail = qp.out_at(qp.out_tail - 1);
         if (tail.kind == RespItem::Kind::Ack) {
             tail = it;
