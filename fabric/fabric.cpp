@@ -1,0 +1,151 @@
+#include "fabric/fabric.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace rocemu::fabric {
+
+namespace {
+
+// Per-node RNG streams derived from the run seed and the node's index.
+uint64_t node_seed(uint64_t seed, uint64_t index) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+sim::LinkConfig link_config(const LinkClass& c) {
+    sim::LinkConfig l;
+    l.rate = c.speed;
+    l.propagation = c.delay;
+    return l;
+}
+
+}  // namespace
+
+Fabric::Fabric(const Topology& topo, uint64_t seed)
+    : topo_(topo), sim_(sim::SimConfig{seed, 1u << 18}) {
+    const sw::SwitchConfig& base = topo_.cfg.sw.base;
+    data_queue_ = base.tc_to_queue[base.dscp_to_tc[topo_.cfg.nic.dscp & 63]];
+    std::vector<sim::NodeId> sw_ids, nic_ids;
+    for (uint32_t s = 0; s < topo_.switches.size(); ++s) {
+        switches_.push_back(std::make_unique<SwitchNode>(sim_, topo_, s, node_seed(seed, s)));
+        sw_ids.push_back(switches_.back()->attach());
+    }
+    for (uint32_t n = 0; n < topo_.nics.size(); ++n) {
+        nics_.push_back(std::make_unique<GenNic>(sim_, topo_, n, stats_));
+        nic_ids.push_back(nics_.back()->attach());
+    }
+    for (const LinkSpec& l : topo_.links) {
+        auto id = [&](const Endpoint& e) { return e.is_switch ? sw_ids[e.index] : nic_ids[e.index]; };
+        const auto [ab, ba] = sim_.connect(id(l.a), l.a.port, id(l.b), l.b.port, link_config(l.cls));
+        links_.push_back({ab, ba});
+    }
+}
+
+uint32_t Fabric::add_flow(const FlowSpec& f) {
+    const auto id = static_cast<uint32_t>(flows_.size());
+    flows_.push_back(f);
+    stats_.emplace_back();
+    nics_[f.src]->add_tx_flow(id, f, topo_.nics[f.dst]);
+    nics_[f.dst]->add_rx_flow(id, f);
+    return id;
+}
+
+bool Fabric::capture(std::string_view link, const std::string& path, std::string& error) {
+    const auto idx = topo_.find_link(link);
+    if (!idx) {
+        error = fmt::format("--pcap: no link named '{}' (names look like '{}')", link,
+                            topo_.links.empty() ? "" : topo_.links.front().name);
+        return false;
+    }
+    auto w = std::make_unique<pcap::Writer>(path);
+    if (!w->ok()) {
+        error = fmt::format("--pcap: cannot write {}: {}", path, w->error());
+        return false;
+    }
+    // Frames are captured as they enter the wire, in both directions.
+    sim_.set_taps(links_[*idx][0], w.get(), nullptr);
+    sim_.set_taps(links_[*idx][1], w.get(), nullptr);
+    writers_.push_back(std::move(w));
+    return true;
+}
+
+void Fabric::start() {
+    for (auto& n : nics_) n->start();
+}
+
+bool Fabric::all_done() const {
+    for (const FlowStats& s : stats_)
+        if (!s.done) return false;
+    return true;
+}
+
+Nanos Fabric::run(Nanos limit, Nanos every, const std::function<void(Nanos)>& sample) {
+    const bool sampling = every > Nanos{0} && sample;
+    Nanos next_sample = sampling ? sim_.now() + every : Nanos::max();
+    const bool has_flows = !flows_.empty();
+    // Checking every flow after each event would cost O(flows) per event;
+    // every 1024 events is enough, and just as deterministic.
+    uint32_t events = 0;
+    const auto finished = [&] { return has_flows && (++events & 1023) == 0 && all_done(); };
+    for (;;) {
+        const Nanos stop_at = std::min(limit, next_sample);
+        if (sim_.run_until_cond(finished, stop_at)) break;
+        sim_.run_until(stop_at);
+        if (has_flows && all_done()) break;
+        if (stop_at == next_sample) {
+            sample(stop_at);
+            next_sample += every;
+        }
+        if (stop_at >= limit) break;
+    }
+    for (auto& w : writers_) w->flush();
+    return sim_.now();
+}
+
+Totals Fabric::totals() const {
+    Totals t;
+    const Nanos now = sim_.now();
+    for (const auto& s : switches_) {
+        const sw::Switch& core = s->core();
+        t.pfc_frames += s->counters().pfc_frames_sent;
+        t.ecn_marks += s->counters().ce_marked;
+        for (std::size_t p = 0; p < core.num_ports(); ++p) {
+            const sw::PortCounters& pc = core.port_counters(static_cast<sw::PortId>(p));
+            for (const uint64_t d : pc.drops) t.switch_drops += d;
+            t.watchdog_drops += pc.drops[static_cast<std::size_t>(sw::DropReason::PfcWatchdog)];
+            for (const uint64_t x : pc.pfc_tx_xoff) t.pfc_xoff += x;
+            for (int q = 0; q < sw::kNumTc; ++q)
+                t.max_queue = std::max(t.max_queue, core.queue_counters(static_cast<sw::PortId>(p), q).watermark);
+        }
+        t.switch_drops += s->counters().not_ip_drops + s->counters().bad_pfc_drops + s->counters().pool_empty_drops;
+    }
+    for (const auto& n : nics_) {
+        const NicCounters& c = n->counters();
+        t.pfc_frames += c.pfc_tx;
+        t.cnps += c.cnp_tx;
+        t.nic_drops += c.bad_frame_drops + c.unknown_qp_drops + c.stalled_drops + c.pool_empty_drops + c.cnp_queue_drops;
+        t.nic_paused += n->paused_time(now);
+    }
+    for (std::size_t i = 0; i < topo_.links.size(); ++i) {
+        for (int d = 0; d < 2; ++d) {
+            const sim::LinkCounters& lc = sim_.link(links_[i][d]).counters();
+            t.frames_delivered += lc.delivered_frames;
+            if (topo_.links[i].fabric) t.fabric_link_bytes += lc.tx_bytes;
+        }
+    }
+    t.sim_events = sim_.counters().events;
+    return t;
+}
+
+std::vector<SwitchEvent> Fabric::events() const {
+    std::vector<SwitchEvent> all;
+    for (const auto& s : switches_) all.insert(all.end(), s->events().begin(), s->events().end());
+    std::stable_sort(all.begin(), all.end(), [](const SwitchEvent& a, const SwitchEvent& b) { return a.at < b.at; });
+    return all;
+}
+
+}  // namespace rocemu::fabric

@@ -1,0 +1,87 @@
+// A whole fabric in virtual time: one Simulator holding a SwitchNode per
+// switch and a GenNic per NIC of a Topology, cabled as the topology says,
+// with flows to run, optional pcap capture of named links and a sampler for
+// time series. One thread, deterministic: the same topology, flows and seed
+// give identical counters and byte-identical pcaps.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dataplane/pcap/pcap.hpp"
+#include "fabric/gen_nic.hpp"
+#include "fabric/switch_node.hpp"
+#include "fabric/topology.hpp"
+#include "sim/sim.hpp"
+
+namespace rocemu::fabric {
+
+// Fabric-wide totals at the end of (or during) a run.
+struct Totals {
+    uint64_t pfc_frames = 0;      // sent by switches and NICs
+    uint64_t pfc_xoff = 0;        // switch XOFFs (incl. refreshes)
+    uint64_t ecn_marks = 0;       // CE marks by switches
+    uint64_t cnps = 0;            // CNPs sent by NICs
+    uint64_t switch_drops = 0;    // every reason
+    uint64_t watchdog_drops = 0;  // PFC watchdog's share of switch_drops
+    uint64_t nic_drops = 0;
+    uint64_t fabric_link_bytes = 0;  // bytes carried by switch-to-switch links, both directions
+    uint64_t sim_events = 0;
+    uint64_t frames_delivered = 0;   // over every link
+    Bytes max_queue{};            // deepest egress queue seen anywhere
+    Nanos nic_paused{};           // total time NICs held data back for PFC
+    bool operator==(const Totals&) const = default;
+};
+
+class Fabric {
+public:
+    Fabric(const Topology& topo, uint64_t seed);
+    Fabric(const Fabric&) = delete;
+    Fabric& operator=(const Fabric&) = delete;
+
+    // Before start(): flows, stalls, captures.
+    uint32_t add_flow(const FlowSpec& f);
+    void stall(uint32_t nic, Nanos at) { nics_[nic]->stall_from(at); }
+    // Taps both directions of the named link into one pcap. False (with a
+    // message) if the link is unknown or the file cannot be written.
+    bool capture(std::string_view link, const std::string& path, std::string& error);
+    void start();
+
+    // Runs until every flow has delivered all its bytes or `limit`, calling
+    // `sample(now)` every `every` of virtual time (if set). Returns the
+    // virtual time reached.
+    Nanos run(Nanos limit, Nanos every = Nanos{0}, const std::function<void(Nanos)>& sample = {});
+    bool all_done() const;
+
+    const Topology& topology() const { return topo_; }
+    sim::Simulator& sim() { return sim_; }
+    const std::vector<std::unique_ptr<SwitchNode>>& switches() const { return switches_; }
+    const std::vector<std::unique_ptr<GenNic>>& nics() const { return nics_; }
+    const std::vector<FlowSpec>& flows() const { return flows_; }
+    const std::vector<FlowStats>& stats() const { return stats_; }
+    Totals totals() const;
+    // The data queue (the one the NIC profile's DSCP maps to).
+    int data_queue() const { return data_queue_; }
+    // Links as built: [topology link][0 = a->b, 1 = b->a].
+    sim::LinkId sim_link(uint32_t topo_link, int dir) const { return links_[topo_link][dir]; }
+    // Every switch's watchdog events, in time order.
+    std::vector<SwitchEvent> events() const;
+
+private:
+    Topology topo_;
+    sim::Simulator sim_;
+    std::vector<std::unique_ptr<SwitchNode>> switches_;
+    std::vector<std::unique_ptr<GenNic>> nics_;
+    std::vector<std::array<sim::LinkId, 2>> links_;
+    std::vector<FlowSpec> flows_;
+    std::vector<FlowStats> stats_;
+    std::vector<std::unique_ptr<pcap::Writer>> writers_;
+    int data_queue_ = 3;
+    uint32_t done_ = 0;
+};
+
+}  // namespace rocemu::fabric

@@ -1,0 +1,301 @@
+#include "fabric/gen_nic.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "dataplane/wire/l2.hpp"
+
+namespace rocemu::fabric {
+
+namespace {
+
+constexpr Bytes kWireOverhead{20};  // preamble, SFD and IFG, as the switch counts them
+constexpr uint16_t kPauseQuanta = 0xFFFF;
+constexpr std::size_t kMaxCnpBacklog = 4096;
+constexpr uint32_t kAckReqEvery = 64;
+
+uint8_t pg_of_dscp(const sw::SwitchConfig& c, uint8_t dscp) { return c.tc_to_pg[c.dscp_to_tc[dscp & 63]]; }
+
+}  // namespace
+
+GenNic::GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, std::vector<FlowStats>& stats)
+    : sim_(sim),
+      spec_(topo.nics[nic_index]),
+      profile_(topo.cfg.nic),
+      line_rate_(topo.cfg.host_link.speed),
+      gateway_mac_(topo.switches[spec_.sw].port_mac[spec_.sw_port]),
+      prio_(pg_of_dscp(topo.cfg.sw.base, profile_.dscp)),
+      rdma_mtu_(profile_.rdma_mtu()),
+      stats_(stats),
+      np_(profile_.cc.dcqcn) {}
+
+sim::NodeId GenNic::attach() {
+    id_ = sim_.add_node(*this);
+    return id_;
+}
+
+void GenNic::add_tx_flow(uint32_t flow, const FlowSpec& f, const NicSpec& dst) {
+    wire::RocePacket p;
+    p.l2.src = wire::MacAddr{spec_.mac};
+    p.l2.dst = wire::MacAddr{gateway_mac_};
+    p.l2.ethertype = wire::ethertype::kIpv4;
+    p.l3.src = wire::IpAddr::from_v4(spec_.ip);
+    p.l3.dst = wire::IpAddr::from_v4(dst.ip);
+    p.l3.dscp = profile_.dscp;
+    p.l3.ecn = wire::ecn::kEct0;
+    p.udp_sport = f.sport;
+    p.bth.dqpn = Qpn{kFlowQpnBase + flow};
+    p.reth.rkey = 0x1000 + flow;
+    p.reth.dma_len = static_cast<uint32_t>(std::min<uint64_t>(f.size.v, UINT32_MAX));
+    tx_.push_back(TxFlow{flow, f, cc::QpCc(profile_.cc, line_rate_), p});
+}
+
+void GenNic::add_rx_flow(uint32_t flow, const FlowSpec& f) {
+    if (rx_index_.size() <= flow) rx_index_.resize(flow + 1, UINT32_MAX);
+    rx_index_[flow] = static_cast<uint32_t>(rx_.size());
+    RxFlow r{flow, f.size.v, Psn{0}, {}, cc::NpQpState{}, {}};
+    r.np.remote_qpn = Qpn{kFlowQpnBase + flow};
+    rx_.push_back(r);
+}
+
+void GenNic::stall_from(Nanos at) { stall_at_ = at; }
+
+void GenNic::start() { rearm(sim_.now()); }
+
+BitsPerSec GenNic::flow_rate(uint32_t flow) const {
+    for (const TxFlow& t : tx_)
+        if (t.flow == flow) return t.cc.rate();
+    return BitsPerSec{0};
+}
+
+void GenNic::on_timer(Nanos now) {
+    for (TxFlow& t : tx_)
+        if (t.cc.next_timer() <= now) t.cc.on_timer(now);
+    if (stall_at_ <= now && next_pause_tx_ == Nanos::max()) next_pause_tx_ = now;
+    try_send(now);
+    rearm(now);
+}
+
+void GenNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
+    sim::FramePool& pool = sim_.pool();
+    const std::span<const uint8_t> f = pool.frame(h);
+    ++c_.rx_frames;
+    switch (wire::classify(f)) {
+        case wire::FrameKind::Pfc: {
+            wire::Pfc pfc;
+            if (!wire::parse_pfc(f, pfc)) {
+                ++c_.bad_frame_drops;
+                break;
+            }
+            ++c_.pfc_rx;
+            for (int p = 0; p < 8; ++p) {
+                if (!((pfc.class_enable >> p) & 1)) continue;
+                const Nanos until = now + line_rate_.serialise(Bytes{uint64_t{pfc.quanta[p]} * 64});
+                if (p == prio_) {
+                    const bool was_paused = paused_until_[p] > now;
+                    if (was_paused) c_.paused_time -= paused_until_[p] - now;
+                    if (pfc.quanta[p] != 0) c_.paused_time += until - now;
+                }
+                paused_until_[p] = until;
+            }
+            break;
+        }
+        case wire::FrameKind::Roce: {
+            if (now >= stall_at_) {
+                ++c_.stalled_drops;
+                break;
+            }
+            wire::RocePacket p;
+            if (wire::parse_roce(f, p) != wire::ParseError::Ok) {
+                ++c_.bad_frame_drops;
+                break;
+            }
+            receive_roce(p, now);
+            break;
+        }
+        default: ++c_.bad_frame_drops; break;
+    }
+    pool.free(h);
+    try_send(now);
+    rearm(now);
+}
+
+void GenNic::receive_roce(const wire::RocePacket& p, Nanos now) {
+    const uint32_t flow = p.bth.dqpn.v - kFlowQpnBase;
+    if (p.bth.opcode == wire::op::CNP) {
+        for (TxFlow& t : tx_) {
+            if (t.flow != flow) continue;
+            t.cc.on_cnp(now);
+            ++stats_[flow].cnp_rx;
+            ++c_.cnp_rx;
+            return;
+        }
+        ++c_.unknown_qp_drops;
+        return;
+    }
+    if (flow >= rx_index_.size() || rx_index_[flow] == UINT32_MAX) {
+        ++c_.unknown_qp_drops;
+        return;
+    }
+    RxFlow& r = rx_[rx_index_[flow]];
+    FlowStats& s = stats_[flow];
+    s.rx_bytes += p.payload_len;
+    ++s.rx_pkts;
+    s.last_rx = now;
+    if (p.bth.psn != r.expected) ++s.rx_out_of_order;
+    if (p.bth.psn >= r.expected) r.expected = p.bth.psn + 1;
+    if (s.rx_bytes >= r.size) s.done = true;
+    if (p.l3.ecn != wire::ecn::kCe) return;
+    ++s.ce_rx;
+    if (profile_.cc.algorithm == cc::CcAlgorithm::kNone) return;
+    r.peer_ip = p.l3.src;
+    if (!np_.on_ce_packet(r.np, now)) return;
+    if (cnp_queue_.size() - cnp_head_ >= kMaxCnpBacklog) {
+        ++c_.cnp_queue_drops;
+        return;
+    }
+    cnp_queue_.push_back(flow);
+}
+
+void GenNic::try_send(Nanos now) {
+    if (now < busy_until_) return;
+    if (next_pause_tx_ <= now) {
+        send_pause(now);
+        return;
+    }
+    if (now >= stall_at_) return;
+    if (cnp_head_ < cnp_queue_.size() && send_cnp(now)) return;
+    if (paused_until_[prio_] > now) return;
+    send_data(now);
+}
+
+void GenNic::send_pause(Nanos now) {
+    sim::FramePool& pool = sim_.pool();
+    const sim::FrameHandle h = pool.alloc();
+    // The refresh keeps the port paused well before the last pause runs out.
+    next_pause_tx_ = now + line_rate_.serialise(Bytes{uint64_t{kPauseQuanta} * 64}) / 2;
+    if (!h.valid()) {
+        ++c_.pool_empty_drops;
+        return;
+    }
+    wire::Pfc pfc;
+    pfc.src = wire::MacAddr{spec_.mac};
+    pfc.class_enable = static_cast<uint8_t>(1u << prio_);
+    pfc.quanta[prio_] = kPauseQuanta;
+    const auto len = static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h)));
+    pool.set_len(h, len);
+    busy_until_ = now + line_rate_.serialise(Bytes{len} + kWireOverhead);
+    ++c_.pfc_tx;
+    ++c_.tx_frames;
+    c_.tx_bytes += len;
+    sim_.transmit(id_, 0, h);
+}
+
+bool GenNic::send_cnp(Nanos now) {
+    const uint32_t flow = cnp_queue_[cnp_head_++];
+    if (cnp_head_ == cnp_queue_.size()) {
+        cnp_queue_.clear();
+        cnp_head_ = 0;
+    }
+    const RxFlow& r = rx_[rx_index_[flow]];
+    sim::FramePool& pool = sim_.pool();
+    const sim::FrameHandle h = pool.alloc();
+    if (!h.valid()) {
+        ++c_.pool_empty_drops;
+        return false;
+    }
+    wire::RocePacket p;
+    p.l2.src = wire::MacAddr{spec_.mac};
+    p.l2.dst = wire::MacAddr{gateway_mac_};
+    p.l2.ethertype = wire::ethertype::kIpv4;
+    p.l3.src = wire::IpAddr::from_v4(spec_.ip);
+    p.l3.dst = r.peer_ip;
+    p.l3.dscp = profile_.cc.dcqcn.cnp_dscp;
+    p.l3.ecn = wire::ecn::kNotEct;
+    p.l3.ip_id = ip_id_++;
+    p.udp_sport = static_cast<uint16_t>(0xC000 | (flow & 0x3FFF));
+    p.bth.opcode = wire::op::CNP;
+    p.bth.becn = true;
+    p.bth.dqpn = Qpn{kFlowQpnBase + flow};
+    const auto len = static_cast<uint32_t>(wire::encode_roce(p, pool.buffer(h)));
+    pool.set_len(h, len);
+    busy_until_ = now + line_rate_.serialise(Bytes{len} + kWireOverhead);
+    ++stats_[flow].cnp_tx;
+    ++c_.cnp_tx;
+    ++c_.tx_frames;
+    c_.tx_bytes += len;
+    sim_.transmit(id_, 0, h);
+    return true;
+}
+
+bool GenNic::send_data(Nanos now) {
+    const std::size_t n = tx_.size();
+    for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = (rr_ + k) % n;
+        TxFlow& t = tx_[i];
+        if (t.sent >= t.spec.size.v || t.spec.start > now || t.cc.next_send_time() > now) continue;
+        sim::FramePool& pool = sim_.pool();
+        const sim::FrameHandle h = pool.alloc();
+        if (!h.valid()) {
+            ++c_.pool_empty_drops;
+            return false;
+        }
+        rr_ = static_cast<uint32_t>((i + 1) % n);
+        const uint64_t left = t.spec.size.v - t.sent;
+        const auto len = static_cast<uint32_t>(std::min<uint64_t>(rdma_mtu_, left));
+        const bool first = t.sent == 0;
+        const bool last = len == left;
+        wire::RocePacket& p = t.tmpl;
+        p.bth.opcode = first && last ? wire::op::WRITE_ONLY
+                       : first      ? wire::op::WRITE_FIRST
+                       : last       ? wire::op::WRITE_LAST
+                                    : wire::op::WRITE_MIDDLE;
+        p.bth.psn = t.psn;
+        p.bth.ackreq = last || (t.psn.value() % kAckReqEvery) == kAckReqEvery - 1;
+        p.l3.ip_id = ip_id_++;
+        if (profile_.spraying)
+            p.udp_sport = static_cast<uint16_t>(0xC000 | ((t.spec.sport + t.psn.value()) & 0x3FFF));
+        p.payload = nullptr;
+        p.payload_len = len;
+        wire::EncodeLayout lay;
+        const std::span<uint8_t> buf = pool.buffer(h);
+        wire::encode_roce_headers(p, buf, lay);
+        std::memset(buf.data() + lay.payload_off, 0, lay.payload_len);
+        wire::finish_roce(buf, lay);
+        const auto frame_len = static_cast<uint32_t>(lay.frame_len);
+        pool.set_len(h, frame_len);
+
+        const Bytes wire_bytes = Bytes{frame_len} + kWireOverhead;
+        busy_until_ = now + line_rate_.serialise(wire_bytes);
+        t.cc.on_tx(wire_bytes, now);
+        t.sent += len;
+        ++t.psn;
+        FlowStats& s = stats_[t.flow];
+        if (first) s.first_tx = now;
+        s.tx_bytes += len;
+        ++s.tx_pkts;
+        ++c_.tx_frames;
+        c_.tx_bytes += frame_len;
+        sim_.transmit(id_, 0, h);
+        return true;
+    }
+    return false;
+}
+
+void GenNic::rearm(Nanos now) {
+    Nanos t = Nanos::max();
+    const Nanos free_at = std::max(now, busy_until_);
+    if (stall_at_ != Nanos::max()) t = std::max(free_at, next_pause_tx_ == Nanos::max() ? stall_at_ : next_pause_tx_);
+    const bool stalled = now >= stall_at_;
+    if (!stalled && cnp_head_ < cnp_queue_.size()) t = std::min(t, free_at);
+    for (const TxFlow& f : tx_) {
+        t = std::min(t, f.cc.next_timer());
+        if (stalled || f.sent >= f.spec.size.v) continue;
+        Nanos ready = std::max({f.spec.start, f.cc.next_send_time(), paused_until_[prio_], free_at});
+        t = std::min(t, ready);
+    }
+    if (t == Nanos::max()) sim_.cancel_timer(id_);
+    else if (t != sim_.timer(id_)) sim_.arm_timer(id_, t);
+}
+
+}  // namespace rocemu::fabric

@@ -1,0 +1,155 @@
+// A traffic-generating RoCEv2 NIC in virtual time. Each flow it sends is an
+// RDMA WRITE stream (real RoCEv2 frames with ICRC, built by the wire layer)
+// paced by the flow's own congestion control (cc::QpCc: DCQCN or none); the
+// port serialises at line rate including preamble and IFG and honours PFC
+// pauses per priority. As a receiver it counts goodput per flow, returns a
+// CNP for CE-marked arrivals (the DCQCN notification point) and can be made
+// to stall, pausing its switch port forever: the stuck receiver of a PFC
+// storm.
+//
+// It models the data path only: no ACKs, no retransmission, no reordering
+// buffer (out-of-order arrivals are counted and accepted, as a spraying NIC's
+// reorder buffer would). The RC transport engine replaces it when it lands.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "cc/cc.hpp"
+#include "cc/dcqcn_np.hpp"
+#include "common/units.hpp"
+#include "dataplane/wire/packet.hpp"
+#include "fabric/topology.hpp"
+#include "sim/sim.hpp"
+
+namespace rocemu::fabric {
+
+// QPNs are unique across the fabric: flow f uses QPN kFlowQpnBase + f at
+// both ends, so a data packet or a CNP names its flow directly.
+inline constexpr uint32_t kFlowQpnBase = 0x100;
+
+struct FlowSpec {
+    uint32_t src = 0;  // NIC indices
+    uint32_t dst = 0;
+    Bytes size{};      // bytes of WRITE payload
+    Nanos start{};
+    uint16_t sport = 0xC000;  // UDP source port: the flow's ECMP entropy
+};
+
+// Receive-side state of one flow, also what the report reads.
+struct FlowStats {
+    uint64_t tx_bytes = 0;  // payload sent
+    uint64_t tx_pkts = 0;
+    uint64_t rx_bytes = 0;  // payload received
+    uint64_t rx_pkts = 0;
+    uint64_t rx_out_of_order = 0;
+    uint64_t ce_rx = 0;
+    uint64_t cnp_tx = 0;
+    uint64_t cnp_rx = 0;
+    Nanos first_tx = Nanos::max();
+    Nanos last_rx{};
+    bool done = false;  // every byte arrived
+};
+
+struct NicCounters {
+    uint64_t tx_frames = 0;
+    uint64_t tx_bytes = 0;
+    uint64_t rx_frames = 0;
+    uint64_t pfc_rx = 0;
+    uint64_t pfc_tx = 0;
+    uint64_t cnp_tx = 0;
+    uint64_t cnp_rx = 0;
+    Nanos paused_time{};  // time with data held back by a received pause
+    // Drops, by reason.
+    uint64_t bad_frame_drops = 0;    // not RoCEv2/PFC, or failed parsing (ICRC)
+    uint64_t unknown_qp_drops = 0;   // names no flow of this NIC
+    uint64_t stalled_drops = 0;      // arrived while the receiver was stuck
+    uint64_t pool_empty_drops = 0;   // no frame buffer to build into
+    uint64_t cnp_queue_drops = 0;    // CNP backlog full
+};
+
+class GenNic : public sim::Node {
+public:
+    GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, std::vector<FlowStats>& stats);
+    GenNic(const GenNic&) = delete;
+    GenNic& operator=(const GenNic&) = delete;
+
+    sim::NodeId attach();
+    sim::NodeId id() const { return id_; }
+
+    // Flows are added before the run starts.
+    void add_tx_flow(uint32_t flow, const FlowSpec& f, const NicSpec& dst);
+    void add_rx_flow(uint32_t flow, const FlowSpec& f);
+    // From `at`, the receiver stops draining and keeps its port paused.
+    void stall_from(Nanos at);
+    void start();
+
+    void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
+    void on_timer(Nanos now) override;
+
+    const NicCounters& counters() const { return c_; }
+    bool paused(Nanos now) const { return paused_until_[prio_] > now; }
+    // Time data was held back by received pauses, up to `now`.
+    Nanos paused_time(Nanos now) const {
+        return c_.paused_time - (paused_until_[prio_] > now ? paused_until_[prio_] - now : Nanos{0});
+    }
+    // The sending rate DCQCN allows a flow right now.
+    BitsPerSec flow_rate(uint32_t flow) const;
+    const NicSpec& spec() const { return spec_; }
+
+private:
+    struct TxFlow {
+        uint32_t flow;
+        FlowSpec spec;
+        cc::QpCc cc;
+        wire::RocePacket tmpl;
+        uint64_t sent = 0;
+        Psn psn{0};
+    };
+    struct RxFlow {
+        uint32_t flow;
+        uint64_t size;
+        Psn expected{0};
+        std::array<uint8_t, 6> src_mac;
+        cc::NpQpState np;
+        wire::IpAddr peer_ip;
+    };
+
+    void try_send(Nanos now);
+    bool send_cnp(Nanos now);
+    bool send_data(Nanos now);
+    void send_pause(Nanos now);
+    void rearm(Nanos now);
+    void receive_roce(const wire::RocePacket& p, Nanos now);
+    void note_pause_end(Nanos now);
+
+    sim::Simulator& sim_;
+    const NicSpec spec_;
+    const NicProfile profile_;
+    BitsPerSec line_rate_;
+    std::array<uint8_t, 6> gateway_mac_;
+    uint8_t prio_ = 3;  // 802.1p priority the data is paused on
+    uint32_t rdma_mtu_;
+    std::vector<FlowStats>& stats_;
+    sim::NodeId id_ = 0;
+
+    std::vector<TxFlow> tx_;
+    std::vector<RxFlow> rx_;
+    std::vector<uint32_t> rx_index_;  // flow -> index into rx_, or UINT32_MAX
+    uint32_t rr_ = 0;
+    cc::DcqcnNp np_;
+
+    std::vector<uint32_t> cnp_queue_;  // flows owed a CNP, FIFO
+    std::size_t cnp_head_ = 0;
+    Nanos busy_until_{};
+    std::array<Nanos, 8> paused_until_{};
+    Nanos pause_started_ = Nanos::max();
+    Nanos stall_at_ = Nanos::max();
+    Nanos next_pause_tx_ = Nanos::max();
+    uint16_t ip_id_ = 0;
+    NicCounters c_;
+};
+
+}  // namespace rocemu::fabric

@@ -1,0 +1,193 @@
+#include "fabric/switch_node.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "dataplane/wire/bytes.hpp"
+#include "dataplane/wire/l2.hpp"
+
+namespace rocemu::fabric {
+
+namespace {
+
+constexpr std::size_t kIpv4MinHeader = 20;
+
+// Reads what the core routes on from an IPv4 frame; false if it is not one.
+bool describe_ipv4(std::span<const uint8_t> f, sw::PacketDesc& d) {
+    wire::EthView eth;
+    if (!wire::parse_eth(f, eth) || eth.l2.ethertype != wire::ethertype::kIpv4) return false;
+    if (f.size() < eth.l3_off + kIpv4MinHeader) return false;
+    const uint8_t* ip = f.data() + eth.l3_off;
+    const std::size_t ihl = static_cast<std::size_t>(ip[0] & 0x0F) * 4;
+    if ((ip[0] >> 4) != 4 || ihl < kIpv4MinHeader || f.size() < eth.l3_off + ihl) return false;
+    d.dscp = ip[1] >> 2;
+    d.ecn = ip[1] & 3;
+    d.ip_proto = ip[9];
+    d.src_v4 = wire::load_be32(ip + 12);
+    d.dst_v4 = wire::load_be32(ip + 16);
+    if (d.ip_proto == wire::kIpProtoUdp && f.size() >= eth.l3_off + ihl + 4) {
+        d.src_port = wire::load_be16(ip + ihl);
+        d.dst_port = wire::load_be16(ip + ihl + 2);
+    }
+    return true;
+}
+
+// A routed hop: new L2 addresses and one less TTL (ICRC does not cover TTL).
+void rewrite_l3_hop(std::span<uint8_t> f, const std::array<uint8_t, 6>& dst, const std::array<uint8_t, 6>& src) {
+    std::copy(dst.begin(), dst.end(), f.data());
+    std::copy(src.begin(), src.end(), f.data() + 6);
+    wire::EthView eth;
+    if (!wire::parse_eth(f, eth)) return;
+    uint8_t* ip = f.data() + eth.l3_off;
+    const std::size_t ihl = static_cast<std::size_t>(ip[0] & 0x0F) * 4;
+    if (ip[8] > 0) --ip[8];
+    ip[10] = ip[11] = 0;
+    wire::store_be16(ip + 10, wire::ip_checksum(ip, ihl));
+}
+
+}  // namespace
+
+SwitchNode::SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_index, uint64_t seed)
+    : sim_(sim),
+      name_(topo.switches[sw_index].name),
+      sw_(topo.switches[sw_index].cfg),
+      rng_(seed),
+      port_mac_(topo.switches[sw_index].port_mac),
+      tx_at_(topo.switches[sw_index].cfg.ports.size(), Nanos::max()) {
+    topo.install_routes(sw_index, sw_.routes());
+}
+
+sim::NodeId SwitchNode::attach() {
+    id_ = sim_.add_node(*this);
+    return id_;
+}
+
+void SwitchNode::on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) {
+    sim::FramePool& pool = sim_.pool();
+    const std::span<const uint8_t> f = pool.frame(h);
+    fx_.clear();
+    const wire::FrameKind kind = wire::classify(f);
+    if (kind == wire::FrameKind::Pfc) {
+        wire::Pfc pfc;
+        if (wire::parse_pfc(f, pfc)) {
+            sw::PfcFrameDesc d;
+            d.class_enable = pfc.class_enable;
+            d.quanta = pfc.quanta;
+            sw_.on_pfc(port, d, now, fx_);
+            core_timer_stale_ = true;
+        } else {
+            ++c_.bad_pfc_drops;
+        }
+        pool.free(h);
+    } else {
+        sw::PacketDesc d;
+        if (!describe_ipv4(f, d)) {
+            ++c_.not_ip_drops;
+            pool.free(h);
+        } else {
+            d.handle = h.v;
+            d.frame_len = Bytes{f.size()};
+            d.in_port = port;
+            sw_.on_packet(d, now, rng_, fx_);
+        }
+    }
+    apply(now);
+}
+
+void SwitchNode::on_timer(Nanos now) {
+    if (core_timer_ > now) {
+        apply(now);
+        return;
+    }
+    // The core stops early when the buffer runs short; it says so by still
+    // being due.
+    do {
+        fx_.clear();
+        sw_.on_timer(now, fx_);
+        core_timer_stale_ = true;
+        apply(now);
+    } while (core_timer_ <= now);
+}
+
+void SwitchNode::send_pfc(sim::PortId port, const sw::PfcFrameDesc& d) {
+    sim::FramePool& pool = sim_.pool();
+    const sim::FrameHandle h = pool.alloc();
+    if (!h.valid()) {
+        ++c_.pool_empty_drops;
+        return;
+    }
+    wire::Pfc pfc;
+    pfc.src = wire::MacAddr{port_mac_[port]};
+    pfc.class_enable = d.class_enable;
+    pfc.quanta = d.quanta;
+    pool.set_len(h, static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h))));
+    ++c_.pfc_frames_sent;
+    sim_.transmit(id_, port, h);
+}
+
+void SwitchNode::apply(Nanos now) {
+    // Dequeues append to the same buffer, so it is walked by index until
+    // no port is due any more.
+    std::size_t i = 0;
+    for (;;) {
+        for (; i < fx_.size(); ++i) apply_one(fx_[i], now);
+        bool dequeued = false;
+        for (std::size_t p = 0; p < tx_at_.size(); ++p) {
+            if (tx_at_[p] > now) continue;
+            tx_at_[p] = Nanos::max();
+            dequeued = true;
+            const auto tx = sw_.dequeue(static_cast<sw::PortId>(p), now, rng_, fx_);
+            // Dequeue-stage CE marks land before the frame meets the wire
+            // (and its capture tap).
+            for (; i < fx_.size(); ++i) apply_one(fx_[i], now);
+            if (tx) sim_.transmit(id_, static_cast<sim::PortId>(p), sim::FrameHandle{tx->handle});
+        }
+        if (!dequeued) break;
+    }
+    fx_.clear();
+    rearm();
+}
+
+void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
+    sim::FramePool& pool = sim_.pool();
+        const sim::FrameHandle h{e.handle};
+        switch (e.kind) {
+            case sw::EffectKind::Enqueued: {
+                const sw::Neighbor& nb = sw_.routes().neighbor(e.neighbor);
+                rewrite_l3_hop(pool.frame(h), nb.mac, port_mac_[e.port]);
+                // A frame now waits in a paused queue: the watchdog's
+                // detection deadline may have started to count.
+                if (sw_.queue_paused(e.port, e.queue, now)) core_timer_stale_ = true;
+                break;
+            }
+            case sw::EffectKind::MarkCe:
+                wire::set_ip_ecn(pool.frame(h), wire::ecn::kCe);
+                ++c_.ce_marked;
+                break;
+            case sw::EffectKind::Drop: pool.free(h); break;
+            case sw::EffectKind::SendPfc:
+                send_pfc(e.port, e.pfc);
+                core_timer_stale_ = true;
+                break;
+            case sw::EffectKind::TxReady: tx_at_[e.port] = std::min(tx_at_[e.port], e.at); break;
+            case sw::EffectKind::WatchdogStorm:
+            case sw::EffectKind::WatchdogRestore:
+                events_.push_back(SwitchEvent{now, fmt::format("{}: {}", name_, sw_.describe(e))});
+                core_timer_stale_ = true;
+                break;
+        }
+}
+
+void SwitchNode::rearm() {
+    if (core_timer_stale_) {
+        core_timer_ = sw_.next_timer();
+        core_timer_stale_ = false;
+    }
+    Nanos t = core_timer_;
+    for (const Nanos at : tx_at_) t = std::min(t, at);
+    if (t == Nanos::max()) sim_.cancel_timer(id_);
+    else if (t != sim_.timer(id_)) sim_.arm_timer(id_, t);
+}
+
+}  // namespace rocemu::fabric

@@ -1,0 +1,72 @@
+// A soft switch in virtual time: the sw::Switch pure core driven as a
+// sim::Node. Frames arrive as bytes; the node reads the headers the core
+// needs into a PacketDesc, then carries out the core's effects on the bytes:
+// L2 rewrite to the next hop (and TTL), CE marking, PFC frames, drops, and
+// handing a dequeued frame to the link when the core says the port is ready.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/rng.hpp"
+#include "fabric/topology.hpp"
+#include "sim/sim.hpp"
+#include "switch/switch.hpp"
+
+namespace rocemu::fabric {
+
+struct SwitchNodeCounters {
+    uint64_t not_ip_drops = 0;     // neither IPv4 nor PFC (ARP, IPv6, runts): not routed here
+    uint64_t bad_pfc_drops = 0;    // 0x8808 frames that do not parse as PFC
+    uint64_t pool_empty_drops = 0; // a PFC frame could not be built: the frame pool is exhausted
+    uint64_t pfc_frames_sent = 0;
+    uint64_t ce_marked = 0;
+};
+
+// A watchdog event, time-stamped, for the run's log.
+struct SwitchEvent {
+    Nanos at;
+    std::string text;
+};
+
+class SwitchNode : public sim::Node {
+public:
+    SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_index, uint64_t seed);
+    SwitchNode(const SwitchNode&) = delete;
+    SwitchNode& operator=(const SwitchNode&) = delete;
+
+    // Registers with the simulator; call once before linking.
+    sim::NodeId attach();
+    sim::NodeId id() const { return id_; }
+
+    void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
+    void on_timer(Nanos now) override;
+
+    const sw::Switch& core() const { return sw_; }
+    const std::string& name() const { return name_; }
+    const SwitchNodeCounters& counters() const { return c_; }
+    const std::vector<SwitchEvent>& events() const { return events_; }
+
+private:
+    void apply(Nanos now);
+    void apply_one(const sw::Effect& e, Nanos now);
+    void rearm();
+    void send_pfc(sim::PortId port, const sw::PfcFrameDesc& d);
+
+    sim::Simulator& sim_;
+    std::string name_;
+    sw::Switch sw_;
+    Rng rng_;
+    sim::NodeId id_ = 0;
+    sw::Effects fx_;
+    std::vector<std::array<uint8_t, 6>> port_mac_;
+    std::vector<Nanos> tx_at_;  // per port: when the core said a frame is ready
+    Nanos core_timer_ = Nanos::max();
+    bool core_timer_stale_ = true;
+    SwitchNodeCounters c_;
+    std::vector<SwitchEvent> events_;
+};
+
+}  // namespace rocemu::fabric

@@ -1,0 +1,114 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "fabric/fabric.hpp"
+
+namespace rocemu::fabric {
+namespace {
+
+Topology make(const std::string& yaml) {
+    const ConfigResult r = parse_fabric_config(yaml, "test.yaml");
+    EXPECT_TRUE(r.config) << r.error;
+    return generate(*r.config);
+}
+
+const char* kLeafSpine =
+    "topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 2, spines: 2}\n"
+    "links: {host: {speed_gbps: 100, delay_ns: 500}, fabric: {speed_gbps: 100, delay_ns: 1000}}\n"
+    "switch: {profile: lossless-100g}\n";
+
+TEST(FabricRun, OneFlowCrossesTheFabricAtLineRate) {
+    Fabric f(make(kLeafSpine), 1);
+    const Bytes size{4 << 20};
+    const uint32_t id = f.add_flow(FlowSpec{0, 3, size, Nanos{0}, 0xC123});
+    f.start();
+    f.run(Nanos::from_ms(10));
+    const FlowStats& s = f.stats()[id];
+    ASSERT_TRUE(s.done);
+    EXPECT_EQ(s.rx_bytes, size.v);
+    EXPECT_EQ(s.rx_out_of_order, 0u);
+    // Goodput: payload over the whole wire cost cannot beat the line, and
+    // an uncongested path should come within a few percent of it.
+    const double secs = (s.last_rx - s.first_tx).seconds();
+    const double gbps = static_cast<double>(size.bits()) / secs / 1e9;
+    const double frame_eff = 4096.0 / (4096 + 78 + 20);
+    EXPECT_LT(gbps, 100 * frame_eff);
+    EXPECT_GT(gbps, 0.95 * 100 * frame_eff);
+    const Totals t = f.totals();
+    EXPECT_EQ(t.switch_drops, 0u);
+    EXPECT_EQ(t.nic_drops, 0u);
+    EXPECT_EQ(t.pfc_frames, 0u);
+}
+
+TEST(FabricRun, IncastWithoutCcIsLosslessThroughPfc) {
+    Fabric f(make("topology: {kind: dumbbell, left_hosts: 4, right_hosts: 1}\nnic: {cc: none}\n"
+                  "switch: {profile: lossless-100g}\n"),
+             1);
+    for (uint32_t s = 0; s < 4; ++s) f.add_flow(FlowSpec{s, 4, Bytes{8 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + s)});
+    f.start();
+    f.run(Nanos::from_ms(50));
+    ASSERT_TRUE(f.all_done());
+    const Totals t = f.totals();
+    EXPECT_GT(t.pfc_xoff, 0u);
+    EXPECT_EQ(t.switch_drops, 0u);
+    EXPECT_EQ(t.cnps, 0u);
+    EXPECT_GT(t.nic_paused, Nanos{0});
+    EXPECT_GT(t.ecn_marks, 0u);  // marking happens; nobody reacts
+}
+
+TEST(FabricRun, DcqcnReactsToMarksWithCnps) {
+    Fabric f(make("topology: {kind: dumbbell, left_hosts: 4, right_hosts: 1}\nnic: {cc: connectx-default}\n"
+                  "switch: {profile: lossless-100g}\n"),
+             1);
+    for (uint32_t s = 0; s < 4; ++s) f.add_flow(FlowSpec{s, 4, Bytes{8 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + s)});
+    f.start();
+    f.run(Nanos::from_ms(50));
+    ASSERT_TRUE(f.all_done());
+    const Totals t = f.totals();
+    EXPECT_GT(t.cnps, 0u);
+    uint64_t cnp_rx = 0;
+    for (const FlowStats& s : f.stats()) cnp_rx += s.cnp_rx;
+    EXPECT_EQ(cnp_rx, t.cnps);  // lossless: every CNP reaches its sender
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(FabricRun, SameSeedGivesIdenticalCountersAndPcaps) {
+    const Topology topo = make(std::string(kLeafSpine) + "nic: {spraying: true}\n");
+    const std::string dir = ::testing::TempDir();
+    Totals totals[2];
+    std::string pcaps[2];
+    for (int run = 0; run < 2; ++run) {
+        Fabric f(topo, 7);
+        for (uint32_t s = 0; s < 4; ++s)
+            f.add_flow(FlowSpec{s, (s + 2) % 4, Bytes{1 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + 17 * s)});
+        const std::string path = dir + "/fabric_det_" + std::to_string(run) + ".pcap";
+        std::string err;
+        ASSERT_TRUE(f.capture("leaf0-spine1", path, err)) << err;
+        f.start();
+        f.run(Nanos::from_ms(20));
+        totals[run] = f.totals();
+        pcaps[run] = slurp(path);
+    }
+    EXPECT_EQ(totals[0], totals[1]);
+    EXPECT_GT(pcaps[0].size(), 1000u);
+    EXPECT_TRUE(pcaps[0] == pcaps[1]);
+}
+
+TEST(FabricRun, UnknownCaptureLinkIsAnError) {
+    Fabric f(make(kLeafSpine), 1);
+    std::string err;
+    EXPECT_FALSE(f.capture("nowhere", "/tmp/x.pcap", err));
+    EXPECT_NE(err.find("'nowhere'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rocemu::fabric
