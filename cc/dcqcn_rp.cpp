@@ -34,7 +34,7 @@ void DcqcnRp::on_cnp(Nanos now) {
         alpha_next_ = now + cfg_->dce_tcp_rtt;
         target_ = rate();
         if (cfg_->rate_to_set_on_first_cnp.v != 0) {
-            const BitsPerSec r = std::clamp(cfg_->rate_to_set_on_first_cnp, cfg_->rpg_min_rate, rate());
+            const BitsPerSec r = std::max(std::min(cfg_->rate_to_set_on_first_cnp, rate()), cfg_->rpg_min_rate);
             target_ = r;
             set_rate(r);
             ++counters_.rate_decreases;

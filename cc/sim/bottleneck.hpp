@@ -59,12 +59,13 @@ struct FlowStats {
 };
 
 struct BottleneckResult {
+    std::string error;  // non-empty if the fabric rejected its configuration
     std::vector<Sample> samples;
     std::vector<FlowStats> flows;
     uint64_t ce_marked = 0;
     uint64_t cnps_sent = 0;
     Bytes max_queue{0};
-    Nanos time_above_pfc_xoff{0};
+    Nanos time_above_pfc_xoff{0};   // kMarkingQueue only
     uint64_t pfc_pauses = 0;        // XOFFs sent to senders
     uint64_t fabric_drops = 0;      // packets the fabric dropped (lossless: should stay 0)
     Nanos last_xoff = Nanos::max();  // Nanos::max() if PFC never fired

@@ -43,9 +43,8 @@ sw::SwitchConfig switch_config(const BottleneckConfig& c) {
 BottleneckResult Bottleneck::run_soft_switch() {
     BottleneckResult res;
     const sw::SwitchConfig scfg = switch_config(cfg_);
-    if (const std::string err = sw::validate(scfg); !err.empty()) {
-        // The only inputs are ours; a rejection means the model is misbuilt.
-        res.fabric_drops = UINT64_MAX;
+    if (std::string err = sw::validate(scfg); !err.empty()) {
+        res.error = "soft switch config: " + err;
         return res;
     }
     sw::Switch fabric(scfg);

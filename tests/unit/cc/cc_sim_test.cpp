@@ -37,6 +37,7 @@ TEST_P(CcSimFairness, ConvergesFairAndFullWithQueueInTheMarkingBand) {
     BottleneckConfig c = scenario("dcqcn-paper", n, 100 + n, 200_ms);
     c.fabric = fabric;
     const BottleneckResult r = Bottleneck(c).run();
+    ASSERT_TRUE(r.error.empty()) << r.error;
     EXPECT_EQ(r.fabric_drops, 0u);
     const Nanos from = c.duration / 2;
     const WindowStats w = window_stats(c, r, from, c.duration);
@@ -81,6 +82,7 @@ TEST(CcSim, NoneAlgorithmLeavesCongestionToPfc) {
         c.cc.algorithm = CcAlgorithm::kNone;
         c.fabric = fabric;
         const BottleneckResult r = Bottleneck(c).run();
+        ASSERT_TRUE(r.error.empty()) << r.error;
         EXPECT_EQ(r.cnps_sent, 0u);
         EXPECT_GT(r.ce_marked, 0u);
         EXPECT_GT(r.pfc_pauses, 10u);
@@ -157,6 +159,7 @@ TEST(CcSimPresets, CompareConvergenceUtilisationAndQueue) {
         c.fabric = Fabric::kSoftSwitch;
         last = c;
         const BottleneckResult r = Bottleneck(c).run();
+        ASSERT_TRUE(r.error.empty()) << r.error;
         const Nanos conv = convergence_time(c, r, 1_ms, 0.95, 0.90);
         EXPECT_LT(conv, c.duration / 2) << p << " did not converge";
         const WindowStats w = window_stats(c, r, c.duration / 2, c.duration);
