@@ -58,8 +58,9 @@ bool Port::start(const PortConfig& cfg, std::string& error) {
         return false;
     }
     device_ = info.device;
-    const uint32_t frame_max = std::max<uint32_t>(cfg.mtu ? cfg.mtu : 1500, 1500) + RTE_ETHER_HDR_LEN +
-                               RTE_ETHER_CRC_LEN + 2 * RTE_VLAN_HLEN;
+    const uint32_t frame_max = std::max<uint32_t>(std::max<uint32_t>(cfg.mtu ? cfg.mtu : 1500, 1500) +
+                                                      RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 2 * RTE_VLAN_HLEN,
+                                                  cfg.min_frame_room);
     const uint16_t data_room =
         static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, frame_max));
     const std::string pool_name = fmt::format("rocemu_mp{}", id_);

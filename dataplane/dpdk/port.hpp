@@ -20,6 +20,7 @@ struct PortConfig {
     uint16_t mtu = 0;                         // 0: keep the device's
     uint16_t rx_desc = 1024, tx_desc = 1024;
     uint32_t mbufs = 8191;                    // fits the 512 MB no-hugepage default twice over
+    uint32_t min_frame_room = 0;              // bytes every mbuf must hold (e.g. the engine's TX buffer)
     Nanos link_wait = Nanos::from_s(3);       // bounded wait for link up at start
 };
 

@@ -1,0 +1,93 @@
+// The transport engine plugged into the poll loop: EngineUpper is the
+// NicUpper that feeds RoCEv2 frames, timers and TX pulls to a
+// transport::Engine, and fill_av() is the step a QP takes before RTR:
+// check the GID index, resolve the destination (ARP) and put the MAC,
+// VLAN/PCP and DSCP/ECN into the engine's address vector.
+//
+//   transport::Engine engine(engine_config(stack));
+//   EngineUpper upper(engine);
+//   Nic<EngineUpper> nic(port, stack, upper, clock);
+//   attr.ah_attr = {...};  // dgid, sgid_index, traffic_class
+//   while ((r = fill_av(nic, attr.ah_attr, qpn.v)).status == Pending) nic.poll();
+//   if (r.status == Error) fail with r.error;  else engine.modify_qp(qpn, attr, mask, upper.effects());
+//
+// The port's mbufs must hold transport::Engine::kMinTxBuf bytes
+// (PortConfig::min_frame_room), which tx_burst requires of every buffer.
+#pragma once
+
+#include <span>
+
+#include "dataplane/dpdk/nic.hpp"
+#include "dataplane/transport/engine.hpp"
+
+namespace rocemu::dpdk {
+
+// The engine's view of this NIC: its MAC, the same GID table (RoCEv1 entries
+// included so indexes match; fill_av refuses them) and the active MTU.
+inline transport::EngineConfig engine_config(const host::HostStack& stack, transport::EngineConfig base = {}) {
+    base.mac = stack.config().mac;
+    base.gids.clear();
+    for (size_t i = 0; i < stack.gids().size(); ++i) base.gids.push_back(stack.gids()[i].gid);
+    switch (stack.active_mtu().v) {
+        case 256: base.active_mtu = transport::PathMtu::Mtu256; break;
+        case 512: base.active_mtu = transport::PathMtu::Mtu512; break;
+        case 1024: base.active_mtu = transport::PathMtu::Mtu1024; break;
+        case 2048: base.active_mtu = transport::PathMtu::Mtu2048; break;
+        default: base.active_mtu = transport::PathMtu::Mtu4096; break;
+    }
+    return base;
+}
+
+class EngineUpper {
+public:
+    static constexpr bool kHandlesRoce = true;
+
+    explicit EngineUpper(transport::Engine& engine) : engine_(engine) {}
+
+    void on_roce(std::span<const uint8_t> frame, Nanos now) { engine_.on_frame(frame, now, fx_); }
+    // PFC pauses belong to the pacer, which is not attached yet; counted only.
+    void on_pfc(std::span<const uint8_t>, Nanos) { ++pfc_frames_; }
+    // Resolutions are picked up by calling fill_av() again.
+    void on_host_effect(const host::HostEffect&, Nanos) {}
+    Nanos next_timer() const { return engine_.next_timer(); }
+    void on_timer(Nanos now) { engine_.on_timer(now, fx_); }
+    size_t pull_tx(std::span<uint8_t> out, Nanos now) {
+        transport::TxFrame f;
+        f.buf = out;
+        return engine_.tx_burst(std::span(&f, 1), now, fx_) ? f.len : 0;
+    }
+
+    transport::Engine& engine() { return engine_; }
+    // CQ events and CNPs the engine reported; the application clears them.
+    transport::Effects& effects() { return fx_; }
+    uint64_t pfc_frames() const { return pfc_frames_; }
+
+private:
+    transport::Engine& engine_;
+    transport::Effects fx_;
+    uint64_t pfc_frames_ = 0;
+};
+
+// Completes `av` for RTR. Pending: an ARP request is out; poll the NIC (and
+// its peer, in one-thread setups) and call again. Error: `error` says what is
+// wrong, e.g. a RoCEv1 or missing GID index and the index to use instead.
+template <NicUpper Upper>
+host::PathResult fill_av(Nic<Upper>& nic, transport::AddressVector& av, uint64_t cookie) {
+    host::AddressVector hav;
+    hav.dgid = av.dgid;
+    hav.sgid_index = av.sgid_index;
+    hav.traffic_class = av.traffic_class;
+    hav.hop_limit = av.hop_limit;
+    hav.flow_label = av.flow_label;
+    host::PathResult r = nic.resolve_path(hav, cookie);
+    if (r.status != host::PathResult::Status::Ready) return r;
+    av.dmac = r.l2.dst;
+    av.vlan = r.l2.vlan;
+    av.vlan_id = r.l2.vid;
+    av.pcp = r.l2.pcp;
+    av.traffic_class = static_cast<uint8_t>(r.l3.dscp << 2 | r.l3.ecn);
+    av.hop_limit = r.l3.ttl;
+    return r;
+}
+
+}  // namespace rocemu::dpdk

@@ -1,0 +1,211 @@
+// The transport engine on the DPDK runtime: two NICs in one process over a
+// crossed net_ring pair, QPs connected through ARP-resolved address vectors.
+#include <gtest/gtest.h>
+#include <rte_eth_ring.h>
+#include <rte_ring.h>
+
+#include <numeric>
+#include <vector>
+
+#include "dataplane/dpdk/eal.hpp"
+#include "dataplane/dpdk/roce_nic.hpp"
+
+namespace rocemu::dpdk {
+namespace {
+
+using namespace rocemu::literals;
+using namespace rocemu::transport;
+
+class EalEnvironment : public ::testing::Environment {
+public:
+    void SetUp() override {
+        std::string error;
+        ASSERT_TRUE(Eal::init({"--log-level", "lib.eal:error"}, error)) << error;
+    }
+    void TearDown() override { Eal::cleanup(); }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+
+host::HostConfig host_config(uint8_t last) {
+    host::HostConfig c;
+    c.mac = wire::MacAddr{{0x02, 0, 0, 0, 0, last}};
+    c.ipv4 = 0x0A000000u + last;
+    c.prefix_len = 24;
+    return c;
+}
+
+// One emulated RDMA NIC: port, host identity, engine and poll loop.
+struct RoceNic {
+    std::unique_ptr<Port> port;
+    host::HostStack stack;
+    std::unique_ptr<Engine> engine;
+    std::unique_ptr<EngineUpper> upper;
+    std::unique_ptr<Nic<EngineUpper>> nic;
+    PdHandle pd;
+    CqHandle cq;
+    Qpn qpn;
+    std::vector<uint8_t> buf = std::vector<uint8_t>(8192);
+    MrHandle mr;
+
+    RoceNic(std::unique_ptr<Port> p, uint8_t last, const TscClock& clock) : port(std::move(p)), stack(host_config(last)) {
+        VerbsError e;
+        engine = Engine::create(engine_config(stack), e);
+        EXPECT_FALSE(e) << e.msg;
+        upper = std::make_unique<EngineUpper>(*engine);
+        nic = std::make_unique<Nic<EngineUpper>>(*port, stack, *upper, clock);
+        pd = engine->alloc_pd().value;
+        cq = engine->create_cq(256).value;
+        mr = engine->reg_mr(pd, buf.data(), buf.size(), kLocalWrite | kRemoteWrite).value;
+        QpInitAttr ia;
+        ia.pd = pd;
+        ia.send_cq = cq;
+        ia.recv_cq = cq;
+        const auto q = engine->create_qp(ia);
+        EXPECT_TRUE(q.ok()) << q.error.msg;
+        qpn = q.value;
+    }
+};
+
+std::unique_ptr<Port> ring_port(const std::string& name, rte_ring* rx, rte_ring* tx) {
+    const int id = rte_eth_from_rings(name.c_str(), &rx, 1, &tx, 1, SOCKET_ID_ANY);
+    EXPECT_GE(id, 0);
+    PortConfig cfg;
+    cfg.mbufs = 1023;
+    cfg.min_frame_room = Engine::kMinTxBuf;
+    std::string error;
+    std::unique_ptr<Port> p = Port::attach(static_cast<uint16_t>(id), cfg, error);
+    EXPECT_TRUE(p) << error;
+    return p;
+}
+
+class DpdkRoceRing : public ::testing::Test {
+protected:
+    void SetUp() override {
+        static int serial = 0;
+        const std::string s = std::to_string(serial++);
+        ab_ = rte_ring_create(("rab" + s).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        ba_ = rte_ring_create(("rba" + s).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        ASSERT_TRUE(ab_ && ba_);
+        n[0] = std::make_unique<RoceNic>(ring_port("roce_a" + s, ba_, ab_), 1, clock);
+        n[1] = std::make_unique<RoceNic>(ring_port("roce_b" + s, ab_, ba_), 2, clock);
+    }
+    void TearDown() override {
+        n[0].reset();
+        n[1].reset();
+        rte_ring_free(ab_);
+        rte_ring_free(ba_);
+    }
+    void poll() {
+        n[0]->nic->poll();
+        n[1]->nic->poll();
+    }
+    template <typename Done>
+    bool poll_until(Done&& done) {
+        const Nanos deadline = n[0]->nic->now() + 3_s;
+        while (!done()) {
+            poll();
+            if (n[0]->nic->now() > deadline) return false;
+        }
+        return true;
+    }
+    // RESET -> INIT -> RTR (through fill_av) -> RTS, each QP aimed at the other.
+    void connect() {
+        for (int i = 0; i < 2; ++i) {
+            RoceNic& me = *n[i];
+            QpAttr a;
+            a.qp_state = QpState::Init;
+            a.qp_access_flags = kRemoteWrite;
+            ASSERT_FALSE(me.engine->modify_qp(me.qpn, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags,
+                                              me.upper->effects()));
+            a.qp_state = QpState::Rtr;
+            a.dest_qp_num = n[1 - i]->qpn;
+            a.rq_psn = Psn{1000u * static_cast<uint32_t>(2 - i)};
+            a.path_mtu = PathMtu::Mtu1024;
+            a.ah_attr.dgid = wire::IpAddr::from_v4(n[1 - i]->stack.config().ipv4);
+            a.ah_attr.sgid_index = 3;
+            host::PathResult r;
+            ASSERT_TRUE(poll_until([&] {
+                r = fill_av(*me.nic, a.ah_attr, me.qpn.v);
+                return r.status != host::PathResult::Status::Pending;
+            }));
+            ASSERT_EQ(r.status, host::PathResult::Status::Ready) << r.error;
+            EXPECT_EQ(a.ah_attr.dmac, n[1 - i]->stack.config().mac);
+            const uint32_t rtr = kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn |
+                                 kAttrMaxDestRdAtomic | kAttrMinRnrTimer;
+            const VerbsError e = me.engine->modify_qp(me.qpn, a, rtr, me.upper->effects());
+            ASSERT_FALSE(e) << e.msg;
+            a.qp_state = QpState::Rts;
+            a.sq_psn = Psn{1000u * static_cast<uint32_t>(i + 1)};
+            const uint32_t rts =
+                kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic;
+            ASSERT_FALSE(me.engine->modify_qp(me.qpn, a, rts, me.upper->effects()));
+        }
+    }
+
+    TscClock clock = TscClock::starting_now();
+    rte_ring* ab_ = nullptr;
+    rte_ring* ba_ = nullptr;
+    std::unique_ptr<RoceNic> n[2];
+};
+
+TEST_F(DpdkRoceRing, WrongGidIndexFailsBeforeRtrAndNamesTheRightOne) {
+    transport::AddressVector av;
+    av.dgid = wire::IpAddr::from_v4(n[1]->stack.config().ipv4);
+    av.sgid_index = 2;
+    host::PathResult r = fill_av(*n[0]->nic, av, 1);
+    EXPECT_EQ(r.status, host::PathResult::Status::Error);
+    EXPECT_EQ(r.error,
+              "GID index 2 is a RoCEv1 GID (::ffff:10.0.0.1) and rocemu speaks RoCEv2 only; "
+              "use GID index 3 (RoCEv2 ::ffff:10.0.0.1)");
+    av.sgid_index = 4;
+    r = fill_av(*n[0]->nic, av, 1);
+    EXPECT_EQ(r.error,
+              "GID index 4 does not exist: this port's GID table (connectx layout) has indexes 0-3; "
+              "use GID index 3 (RoCEv2 ::ffff:10.0.0.1)");
+    EXPECT_EQ(n[0]->nic->stats()[PortStat::TxPackets], 0u);  // nothing went out
+}
+
+TEST_F(DpdkRoceRing, RcSendAndWriteCompleteAcrossThePorts) {
+    connect();
+    RoceNic& a = *n[0];
+    RoceNic& b = *n[1];
+    std::iota(a.buf.begin(), a.buf.begin() + 3000, uint8_t{1});
+
+    RecvWr rwr;
+    rwr.wr_id = 7;
+    rwr.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(b.buf.data()), 4096, b.mr.lkey});
+    ASSERT_FALSE(b.engine->post_recv(b.qpn, std::span(&rwr, 1), b.upper->effects()));
+    SendWr send;
+    send.wr_id = 1;
+    send.opcode = WrOpcode::Send;
+    send.send_flags = kSendSignaled;
+    send.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(a.buf.data()), 3000, a.mr.lkey});
+    SendWr write = send;
+    write.wr_id = 2;
+    write.opcode = WrOpcode::RdmaWrite;
+    write.remote_addr = reinterpret_cast<uint64_t>(b.buf.data() + 4096);
+    write.rkey = b.mr.rkey;
+    const SendWr wrs[] = {send, write};
+    ASSERT_FALSE(a.engine->post_send(a.qpn, wrs, a.upper->effects()));
+
+    std::vector<Wc> wa, wb;
+    ASSERT_TRUE(poll_until([&] {
+        Wc wc[8];
+        for (uint32_t k = a.engine->poll_cq(a.cq, wc), i = 0; i < k; ++i) wa.push_back(wc[i]);
+        for (uint32_t k = b.engine->poll_cq(b.cq, wc), i = 0; i < k; ++i) wb.push_back(wc[i]);
+        return wa.size() == 2 && wb.size() == 1;
+    }));
+    EXPECT_EQ(wa[0].status, WcStatus::Success);
+    EXPECT_EQ(wa[1].status, WcStatus::Success);
+    EXPECT_EQ(wb[0].wr_id, 7u);
+    EXPECT_EQ(wb[0].byte_len, 3000u);
+    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin()));
+    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin() + 4096));
+    // 3000 bytes at MTU 1024 is three packets, twice; every one crossed the rings.
+    EXPECT_GE(a.engine->counters().sent_pkts, 6u);
+    EXPECT_EQ(b.stack.counters().event(host::HostEvent::RxRoce), b.engine->counters().rcvd_pkts);
+    EXPECT_EQ(a.nic->stats()[PortStat::DropTxFull], 0u);
+}
+
+}  // namespace
+}  // namespace rocemu::dpdk
