@@ -1,9 +1,24 @@
-// The virtual-time event queue: a binary min-heap of small plain events
-// ordered by (time, seq). `seq` is assigned at push, so events due at the
-// same nanosecond run in the order they were scheduled. That FIFO rule is
-// what makes a run reproducible without "+1 ns" tie-breaks.
+// The virtual-time event queue: small plain events ordered by (time, seq).
+// `seq` is assigned at push, so events due at the same nanosecond run in the
+// order they were scheduled. That FIFO rule is what makes a run reproducible
+// without "+1 ns" tie-breaks.
+//
+// Two tiers, because nearly every event in a fabric (a frame finishing
+// serialisation, arriving after propagation) is due within microseconds:
+//  - a wheel of kWheelSlots one-nanosecond slots covering
+//    [base, base + kWheelSlots), each slot a FIFO linked through a node pool,
+//    with a two-level bitmap to find the next busy slot: O(1) push and pop;
+//  - a binary heap for everything later, whose events move into the wheel,
+//    in (time, seq) order, as soon as the window reaches them. A direct push
+//    into a slot can only happen after that move, so every slot stays in seq
+//    order.
+// base is the time of the last popped event; pushes must not be earlier.
+// Storage grows to the peak backlog and is then reused: no allocation in
+// steady state.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -29,66 +44,180 @@ struct Event {
 
 class EventQueue {
 public:
-    // Capacity grows by doubling and never shrinks, so a run that has
-    // reached its peak backlog allocates nothing more.
-    void reserve(std::size_t n) { heap_.reserve(n); }
+    static constexpr uint32_t kWheelSlots = 8192;
 
-    void push(Nanos time, EventKind kind, uint32_t target, uint64_t arg) {
-        heap_.push_back(Event{time, next_seq_++, arg, target, kind});
-        sift_up(heap_.size() - 1);
+    void reserve(std::size_t n) {
+        nodes_.reserve(n);
+        far_.reserve(n);
     }
 
-    bool empty() const { return heap_.empty(); }
-    std::size_t size() const { return heap_.size(); }
-    std::size_t capacity() const { return heap_.capacity(); }
+    // Precondition: time >= the time of the last popped event.
+    void push(Nanos time, EventKind kind, uint32_t target, uint64_t arg) {
+        const Event e{time, next_seq_++, arg, target, kind};
+        if (time.v - base_ < static_cast<int64_t>(kWheelSlots))
+            wheel_append(e);
+        else
+            heap_push(e);
+    }
+
+    bool empty() const { return wheel_count_ == 0 && far_.empty(); }
+    std::size_t size() const { return wheel_count_ + far_.size(); }
+    // Events the storage holds without growing.
+    std::size_t capacity() const { return nodes_.capacity() + far_.capacity(); }
     // Events pushed so far; also the seq the next push gets.
     uint64_t pushed() const { return next_seq_; }
 
     // Precondition: !empty().
-    const Event& top() const { return heap_.front(); }
+    const Event& top() const {
+        if (wheel_count_ == 0) return far_.front();
+        return nodes_[head_[next_slot()]].ev;
+    }
 
     // Precondition: !empty().
     Event pop() {
-        const Event out = heap_.front();
-        const Event last = heap_.back();
-        heap_.pop_back();
-        if (!heap_.empty()) sift_down(last);
+        if (wheel_count_ == 0) advance_to(far_.front().time.v);
+        const uint32_t slot = next_slot();
+        const uint32_t idx = head_[slot];
+        const Event out = nodes_[idx].ev;
+        head_[slot] = nodes_[idx].next;
+        if (head_[slot] == kNil) {
+            tail_[slot] = kNil;
+            clear_bit(slot);
+        }
+        nodes_[idx].next = free_;
+        free_ = idx;
+        --wheel_count_;
+        advance_to(out.time.v);
         return out;
     }
 
 private:
+    static constexpr uint32_t kNil = UINT32_MAX;
+    static constexpr uint32_t kMask = kWheelSlots - 1;
+    static constexpr uint32_t kWords = kWheelSlots / 64;
+    static constexpr uint32_t kSummaryWords = (kWords + 63) / 64;
+
+    struct Node {
+        Event ev;
+        uint32_t next = kNil;
+    };
+
     static bool before(const Event& a, const Event& b) {
         return a.time < b.time || (a.time == b.time && a.seq < b.seq);
     }
 
-    void sift_up(std::size_t i) {
-        const Event e = heap_[i];
-        while (i > 0) {
-            const std::size_t parent = (i - 1) / 2;
-            if (!before(e, heap_[parent])) break;
-            heap_[i] = heap_[parent];
-            i = parent;
+    // Moves the window start to `t` and pulls in the far events it now covers.
+    void advance_to(int64_t t) {
+        base_ = t;
+        while (!far_.empty() && far_.front().time.v - base_ < static_cast<int64_t>(kWheelSlots)) {
+            wheel_append(far_.front());
+            heap_pop();
         }
-        heap_[i] = e;
     }
 
-    // Places `e` (the former last element) starting from the root hole.
-    void sift_down(const Event& e) {
-        const std::size_t n = heap_.size();
+    void wheel_append(const Event& e) {
+        uint32_t idx;
+        if (free_ != kNil) {
+            idx = free_;
+            free_ = nodes_[idx].next;
+            nodes_[idx] = Node{e, kNil};
+        } else {
+            idx = static_cast<uint32_t>(nodes_.size());
+            nodes_.push_back(Node{e, kNil});
+        }
+        const uint32_t slot = static_cast<uint32_t>(e.time.v) & kMask;
+        if (tail_[slot] == kNil) {
+            head_[slot] = idx;
+            set_bit(slot);
+        } else {
+            nodes_[tail_[slot]].next = idx;
+        }
+        tail_[slot] = idx;
+        ++wheel_count_;
+    }
+
+    void set_bit(uint32_t slot) {
+        const uint32_t w = slot >> 6;
+        bits_[w] |= uint64_t{1} << (slot & 63);
+        summary_[w >> 6] |= uint64_t{1} << (w & 63);
+    }
+
+    void clear_bit(uint32_t slot) {
+        const uint32_t w = slot >> 6;
+        bits_[w] &= ~(uint64_t{1} << (slot & 63));
+        if (bits_[w] == 0) summary_[w >> 6] &= ~(uint64_t{1} << (w & 63));
+    }
+
+    // The busy slot that comes first in time, scanning circularly from
+    // base's slot. Precondition: wheel_count_ > 0.
+    uint32_t next_slot() const {
+        const uint32_t s = static_cast<uint32_t>(base_) & kMask;
+        const uint32_t w = s >> 6;
+        const uint64_t here = bits_[w] & (~uint64_t{0} << (s & 63));
+        if (here != 0) return (w << 6) | static_cast<uint32_t>(std::countr_zero(here));
+        const uint32_t word = next_word_after(w);
+        return (word << 6) | static_cast<uint32_t>(std::countr_zero(bits_[word]));
+    }
+
+    // The first non-empty bitmap word after `w`, wrapping round. Word `w`
+    // itself can only come back with slots below base's, that is the latest
+    // times, which is where the wrap puts them.
+    uint32_t next_word_after(uint32_t w) const {
+        for (uint32_t i = w + 1; i < kWords;) {
+            const uint32_t sw = i >> 6;
+            const uint64_t m = summary_[sw] & (~uint64_t{0} << (i & 63));
+            if (m != 0) return (sw << 6) | static_cast<uint32_t>(std::countr_zero(m));
+            i = (sw + 1) << 6;
+        }
+        for (uint32_t sw = 0;; ++sw)
+            if (summary_[sw] != 0) return (sw << 6) | static_cast<uint32_t>(std::countr_zero(summary_[sw]));
+    }
+
+    void heap_push(const Event& e) {
+        far_.push_back(e);
+        std::size_t i = far_.size() - 1;
+        while (i > 0) {
+            const std::size_t parent = (i - 1) / 2;
+            if (!before(e, far_[parent])) break;
+            far_[i] = far_[parent];
+            i = parent;
+        }
+        far_[i] = e;
+    }
+
+    void heap_pop() {
+        const Event last = far_.back();
+        far_.pop_back();
+        const std::size_t n = far_.size();
+        if (n == 0) return;
         std::size_t i = 0;
         for (;;) {
             std::size_t child = 2 * i + 1;
             if (child >= n) break;
-            if (child + 1 < n && before(heap_[child + 1], heap_[child])) ++child;
-            if (!before(heap_[child], e)) break;
-            heap_[i] = heap_[child];
+            if (child + 1 < n && before(far_[child + 1], far_[child])) ++child;
+            if (!before(far_[child], last)) break;
+            far_[i] = far_[child];
             i = child;
         }
-        heap_[i] = e;
+        far_[i] = last;
     }
 
-    std::vector<Event> heap_;
+    int64_t base_ = 0;
     uint64_t next_seq_ = 0;
+    std::size_t wheel_count_ = 0;
+    std::vector<Node> nodes_;
+    uint32_t free_ = kNil;
+    std::array<uint32_t, kWheelSlots> head_ = filled(kNil);
+    std::array<uint32_t, kWheelSlots> tail_ = filled(kNil);
+    std::array<uint64_t, kWords> bits_{};
+    std::array<uint64_t, kSummaryWords> summary_{};
+    std::vector<Event> far_;  // binary min-heap on (time, seq)
+
+    static constexpr std::array<uint32_t, kWheelSlots> filled(uint32_t v) {
+        std::array<uint32_t, kWheelSlots> a{};
+        a.fill(v);
+        return a;
+    }
 };
 
 }  // namespace rocemu::sim

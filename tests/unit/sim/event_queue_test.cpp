@@ -77,14 +77,63 @@ TEST(SimEventQueue, InterleavedPushPopMatchesOrderedSetAndStopsGrowing) {
         ASSERT_EQ(e.time.v, std::get<0>(expect));
         ASSERT_EQ(e.seq, std::get<1>(expect));
         ASSERT_EQ(e.target, std::get<2>(expect));
-        // One pop, one push: the backlog stays at 1000.
-        const int64_t t = e.time.v + static_cast<int64_t>(rng.below(100));
+        // One pop, one push: the backlog stays at 1000. Delays within the
+        // wheel window, just past it, and far beyond it.
+        static constexpr uint64_t kSpans[] = {100, EventQueue::kWheelSlots + 50, 10000000};
+        const int64_t t = e.time.v + static_cast<int64_t>(rng.below(kSpans[rng.below(3)]));
         ref.emplace(t, q.pushed(), next_id);
         q.push(Nanos{t}, EventKind::Timer, next_id++, 0);
-        if (step == 1000) cap_after_warmup = q.capacity();
+        if (step == 100000) cap_after_warmup = q.capacity();
     }
     EXPECT_EQ(q.size(), 1000u);
+    // Storage follows the backlog (each tier at most doubles past its own
+    // peak), not the 200k events that went through it.
+    EXPECT_LE(q.capacity(), 4000u);
     EXPECT_EQ(q.capacity(), cap_after_warmup);
+}
+
+// An event queued far ahead is overtaken in push order by one pushed later
+// for the same time once the window has reached it: FIFO must still hold.
+TEST(SimEventQueue, FarEventsKeepFifoWithLaterDirectPushes) {
+    EventQueue q;
+    const Nanos far{5 * EventQueue::kWheelSlots + 17};
+    q.push(far, EventKind::Timer, 1, 0);
+    q.push(Nanos{0}, EventKind::Timer, 100, 0);
+    // Walk time forward the way a simulation does, one hop at a time.
+    for (int64_t t = 0; t < far.v - 10; t += 1000) {
+        const Event e = q.pop();
+        ASSERT_EQ(e.target, 100u);
+        q.push(Nanos{std::min<int64_t>(t + 1000, far.v - 10)}, EventKind::Timer, 100, 0);
+    }
+    q.push(far, EventKind::Timer, 2, 0);
+    q.push(far, EventKind::Timer, 3, 0);
+    std::vector<uint32_t> at_far;
+    while (!q.empty()) {
+        const Event e = q.pop();
+        if (e.time == far) at_far.push_back(e.target);
+    }
+    EXPECT_EQ(at_far, (std::vector<uint32_t>{1, 2, 3}));
+}
+
+TEST(SimEventQueue, WrapsRoundTheWheelManyTimes) {
+    EventQueue q;
+    Rng rng(9);
+    int64_t now = 0;
+    q.push(Nanos{0}, EventKind::Timer, 0, 0);
+    uint64_t popped = 0;
+    // One event chain hopping by up to 1.5 windows: it crosses slot 0 of
+    // the wheel thousands of times and goes through the far heap.
+    while (popped < 50000) {
+        const Event e = q.pop();
+        ASSERT_GE(e.time.v, now);
+        ASSERT_EQ(e.arg, popped);
+        now = e.time.v;
+        ++popped;
+        q.push(Nanos{now + 1 + static_cast<int64_t>(rng.below(EventQueue::kWheelSlots * 3 / 2))}, EventKind::Timer, 0,
+               popped);
+        ASSERT_EQ(q.size(), 1u);
+    }
+    EXPECT_GT(now, static_cast<int64_t>(EventQueue::kWheelSlots) * 1000);
 }
 
 }  // namespace
