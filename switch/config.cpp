@@ -89,8 +89,6 @@ std::string validate(const SwitchConfig& c) {
     if (c.pfc_enable && c.pg_lossless.xoff.v < 2ull * 9216)
         return fmt::format("BUFFER_PROFILE.pg_lossless_profile.xoff: {} below two jumbo frames (18432)",
                            c.pg_lossless.xoff.v);
-    if (!pow2(c.queue_slots) || c.queue_slots < 64 || c.queue_slots > (1u << 20))
-        return fmt::format("SWITCH.queue_slots: {} must be a power of two in [64, 1048576]", c.queue_slots);
     if (c.pause_quanta == 0) return "SWITCH.pause_quanta: 0 out of range [1, 65535]";
     if (c.refresh_percent < 1 || c.refresh_percent > 99)
         return fmt::format("SWITCH.pfc_refresh_percent: {} out of range [1, 99]", c.refresh_percent);
@@ -360,8 +358,7 @@ void read_qos(Reader& r, const YAML::Node& root, SwitchConfig& c) {
 
 void read_switch(Reader& r, const YAML::Node& s, SwitchConfig& c) {
     if (!r.is_map(s, "SWITCH")) return;
-    r.only(s, "SWITCH", {"queue_slots", "pause_quanta", "pfc_refresh_percent", "ecn_marking"});
-    r.set_int(s, "queue_slots", "SWITCH", 64, 1 << 20, c.queue_slots);
+    r.only(s, "SWITCH", {"pause_quanta", "pfc_refresh_percent", "ecn_marking"});
     r.set_int(s, "pause_quanta", "SWITCH", 1, 65535, c.pause_quanta);
     r.set_int(s, "pfc_refresh_percent", "SWITCH", 1, 99, c.refresh_percent);
     if (s["ecn_marking"]) {

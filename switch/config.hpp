@@ -100,7 +100,6 @@ struct SwitchConfig {
     PgProfile pg_lossless{};
     PgProfile pg_lossy{};
     QueueProfile queue_lossy{};  // lossless queues are bounded at ingress, by PFC
-    uint32_t queue_slots = 8192;  // descriptor ring per queue, power of two
 
     uint16_t pause_quanta = 0xFFFF;  // pause time sent with XOFF
     uint32_t refresh_percent = 50;   // refresh XOFF after this share of the pause time

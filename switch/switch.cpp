@@ -23,6 +23,9 @@ constexpr Bytes pause_bytes(uint32_t quanta) { return Bytes{static_cast<uint64_t
 
 std::size_t room(const Effects& fx) { return fx.capacity() - fx.size(); }
 
+// Smallest Ethernet frame without FCS.
+constexpr uint64_t kMinFrame = 60;
+
 // BitsPerSec::serialise with 64-bit arithmetic: a frame's bits times 1e9
 // stays far below 2^64, and this runs for every transmitted frame.
 Nanos wire_time(BitsPerSec speed, Bytes frame_len) {
@@ -35,8 +38,6 @@ Switch::Switch(const SwitchConfig& cfg)
     : cfg_(cfg),
       mmu_(cfg_),
       ports_(cfg_.ports.size()),
-      slots_(cfg_.ports.size() * kNumTc * cfg_.queue_slots),
-      slot_mask_(cfg_.queue_slots - 1),
       pfc_refresh_interval_(cfg_.ports.size()),
       flowlets_(cfg_.routing.flowlet_table_size) {
     for (int q = 0; q < kNumTc; ++q) {
@@ -44,6 +45,17 @@ Switch::Switch(const SwitchConfig& cfg)
         dwrr_quantum_[q] = static_cast<int64_t>(cfg_.scheduler[q].weight) * kDwrrUnit;
         if (cfg_.scheduler[q].strict) strict_mask_ |= static_cast<uint8_t>(1u << q);
     }
+    // The MMU admits at most the shared pool plus every PG's reservation and
+    // every lossless PG's headroom; sized for that in minimum frames, the
+    // pool cannot run dry for real Ethernet frames.
+    uint64_t per_port = 0;
+    for (int pg = 0; pg < kNumTc; ++pg)
+        per_port += cfg_.pg_lossless_at(pg) ? cfg_.pg_lossless.size.v + cfg_.pg_lossless.xoff.v : cfg_.pg_lossy.size.v;
+    const uint64_t max_bytes = cfg_.pool_size.v + per_port * ports_.size();
+    slots_.resize(max_bytes / kMinFrame + 1);
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+        slots_[i].next = i + 1 < slots_.size() ? static_cast<uint32_t>(i + 1) : kNil;
+    free_head_ = 0;
     for (std::size_t p = 0; p < ports_.size(); ++p) {
         const Nanos pause = cfg_.ports[p].speed.serialise(pause_bytes(cfg_.pause_quanta));
         pfc_refresh_interval_[p] = Nanos{std::max<int64_t>(1, pause.v * cfg_.refresh_percent / 100)};
@@ -80,10 +92,17 @@ uint8_t Switch::eligible_mask(const PortState& ps, Nanos now) const {
     return m;
 }
 
-Switch::Slot Switch::pop(PortState& ps, PortId port, int q) {
+Switch::Slot Switch::pop(PortState& ps, int q) {
     QueueState& qs = ps.q[q];
-    const Slot s = slot(port, q, qs.head++);
-    if (qs.empty()) ps.nonempty &= static_cast<uint8_t>(~(1u << q));
+    const uint32_t i = qs.head;
+    const Slot s = slots_[i];
+    qs.head = s.next;
+    if (--qs.count == 0) {
+        qs.tail = kNil;
+        ps.nonempty &= static_cast<uint8_t>(~(1u << q));
+    }
+    slots_[i].next = free_head_;
+    free_head_ = i;
     return s;
 }
 
@@ -201,7 +220,7 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     const Mmu::Verdict v = mmu_.query_ingress(d.in_port, pg, d.frame_len);
     if (v.region == Mmu::Region::Rejected) return drop(d.in_port, d.handle, v.reason, fx);
     if (!mmu_.query_egress(out, q, d.frame_len)) return egress_drop(DropReason::EgressQueueLimit);
-    if (qs.tail - qs.head == cfg_.queue_slots) return egress_drop(DropReason::QueueRingFull);
+    if (free_head_ == kNil) return egress_drop(DropReason::NoDescriptor);
     bool mark = false;
     if (cfg_.wred_stage == WredStage::Enqueue) {
         const RedVerdict rv = red_decide(cfg_.wred[q], mmu_.queue_bytes(out, q), d.ecn, rng);
@@ -211,7 +230,15 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
 
     mmu_.commit(d.in_port, pg, out, q, d.frame_len, v.region);
     op.nonempty |= static_cast<uint8_t>(1u << q);
-    slot(out, q, qs.tail++) = Slot{d.handle, static_cast<uint32_t>(d.frame_len.v), d.in_port, static_cast<uint8_t>(pg), d.ecn};
+    const uint32_t i = free_head_;
+    free_head_ = slots_[i].next;
+    slots_[i] = Slot{d.handle, static_cast<uint32_t>(d.frame_len.v), kNil, d.in_port, static_cast<uint8_t>(pg), d.ecn};
+    if (qs.tail == kNil)
+        qs.head = i;
+    else
+        slots_[qs.tail].next = i;
+    qs.tail = i;
+    ++qs.count;
     ++qs.c.enq_pkts;
     qs.c.enq_bytes += d.frame_len.v;
     qs.c.watermark = std::max(qs.c.watermark, mmu_.queue_bytes(out, q));
@@ -257,7 +284,7 @@ void Switch::release(PortId out, int q, const Slot& s, Effects& fx) {
     }
 }
 
-int Switch::pick_queue(PortState& ps, PortId port, Nanos now) {
+int Switch::pick_queue(PortState& ps, Nanos now) {
     const uint8_t elig = eligible_mask(ps, now);
     if (!elig) return -1;
     if (const uint8_t strict = elig & strict_mask_) return 31 - std::countl_zero(static_cast<unsigned>(strict));
@@ -283,7 +310,7 @@ int Switch::pick_queue(PortState& ps, PortId port, Nanos now) {
             qs.deficit += dwrr_quantum_[q];
             qs.credited = true;
         }
-        const int64_t head_len = slot(port, q, qs.head).len;
+        const int64_t head_len = slots_[qs.head].len;
         if (head_len <= qs.deficit) {
             qs.deficit -= head_len;
             return q;
@@ -302,7 +329,7 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
         for (int q = 0; q < kNumTc; ++q) {
             QueueState& qs = ps.q[q];
             while (qs.storm && !qs.empty() && room(fx) > kEffectReserve) {
-                const Slot s = pop(ps, port, q);
+                const Slot s = pop(ps, q);
                 release(port, q, s, fx);
                 ++qs.c.drops;
                 ++qs.c.wd_drops;
@@ -315,10 +342,10 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
         if (has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
         return std::nullopt;
     }
-    const int q = pick_queue(ps, port, now);
+    const int q = pick_queue(ps, now);
     if (q < 0) return std::nullopt;
     QueueState& qs = ps.q[q];
-    const Slot s = pop(ps, port, q);
+    const Slot s = pop(ps, q);
     if (qs.empty() && !cfg_.scheduler[q].strict) {
         qs.deficit = 0;
         qs.credited = false;

@@ -87,7 +87,9 @@ public:
     const PortCounters& port_counters(PortId p) const { return ports_[p].c; }
     const QueueCounters& queue_counters(PortId p, int q) const { return ports_[p].q[q].c; }
     Bytes queue_depth(PortId p, int q) const { return mmu_.queue_bytes(p, q); }
-    std::size_t queue_packets(PortId p, int q) const { return ports_[p].q[q].tail - ports_[p].q[q].head; }
+    std::size_t queue_packets(PortId p, int q) const { return ports_[p].q[q].count; }
+    // Descriptors preallocated: enough for the whole buffer in 60-byte frames.
+    std::size_t descriptor_capacity() const { return slots_.size(); }
     bool queue_paused(PortId p, int q, Nanos now) const { return paused_at(ports_[p].q[q], now); }
     // Total time queue q of port p has been paused by received PFC, up to now.
     Nanos paused_time(PortId p, int q, Nanos now) const;
@@ -106,16 +108,21 @@ public:
     std::string dump(Nanos now) const;
 
 private:
+    // Queued-packet descriptors live in one pool shared by all queues, like
+    // an MMU's cells: a queue is a linked list through `next`.
     struct Slot {
         uint32_t handle;
         uint32_t len;
+        uint32_t next;
         PortId in_port;
         uint8_t pg;
         uint8_t ecn;
     };
+    static constexpr uint32_t kNil = 0xFFFFFFFF;
     struct QueueState {
-        uint32_t head = 0;  // free-running ring indices
-        uint32_t tail = 0;
+        uint32_t head = kNil;
+        uint32_t tail = kNil;
+        uint32_t count = 0;
         bool paused = false;
         Nanos paused_until{};
         Nanos pause_start{};  // start of the current continuous pause
@@ -124,7 +131,7 @@ private:
         bool storm = false;
         Nanos last_pfc_rx{};
         QueueCounters c{};
-        bool empty() const { return head == tail; }
+        bool empty() const { return count == 0; }
     };
     struct PortState {
         std::array<QueueState, kNumTc> q{};
@@ -141,8 +148,8 @@ private:
     bool eligible(const QueueState& qs, Nanos now) const;
     uint8_t eligible_mask(const PortState& ps, Nanos now) const;
     bool has_eligible(const PortState& ps, Nanos now) const { return eligible_mask(ps, now) != 0; }
-    int pick_queue(PortState& ps, PortId port, Nanos now);
-    Slot pop(PortState& ps, PortId port, int q);
+    int pick_queue(PortState& ps, Nanos now);
+    Slot pop(PortState& ps, int q);
     uint32_t select_member(const std::vector<uint32_t>& members, uint32_t group, int tc, const PacketDesc& d,
                            Nanos now);
     uint32_t least_loaded(const std::vector<uint32_t>& members, uint64_t hash) const;
@@ -156,16 +163,13 @@ private:
     void emit(Effects& fx, const Effect& e);
     void watchdog_detect(PortId port, int q, Nanos now, Effects& fx);
     void watchdog_restore(PortId port, int q, Effects& fx);
-    Slot& slot(PortId port, int q, uint32_t idx) {
-        return slots_[(static_cast<std::size_t>(port) * kNumTc + q) * cfg_.queue_slots + (idx & slot_mask_)];
-    }
 
     const SwitchConfig cfg_;
     Mmu mmu_;
     RouteTable routes_;
     std::vector<PortState> ports_;
     std::vector<Slot> slots_;
-    uint32_t slot_mask_;
+    uint32_t free_head_ = kNil;
     std::array<bool, kNumTc> queue_lossless_{};
     uint8_t strict_mask_ = 0;
     std::array<int64_t, kNumTc> dwrr_quantum_{};

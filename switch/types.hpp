@@ -31,7 +31,7 @@ enum class DropReason : uint8_t {
     SharedPoolFull,        // lossy packet and the shared pool is exhausted
     LosslessHeadroomFull,  // lossless PG overran its headroom: the headroom is too small
     EgressQueueLimit,      // lossy egress queue over its threshold (tail drop)
-    QueueRingFull,         // the queue's preallocated descriptor ring is full
+    NoDescriptor,          // descriptor pool empty: only frames under 60 bytes can cause it
     WredDrop,              // RED decided to drop (non-ECT, or ECN disabled)
     PfcWatchdog,           // queue is in a PFC storm with action drop
     kCount
@@ -39,7 +39,7 @@ enum class DropReason : uint8_t {
 
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(DropReason::kCount)> kDropReasonNames{
     "bad_port",   "no_route",           "neighbor_miss",  "ingress_pg_limit", "shared_pool_full",
-    "lossless_headroom_full", "egress_queue_limit", "queue_ring_full", "wred_drop", "pfc_watchdog",
+    "lossless_headroom_full", "egress_queue_limit", "no_descriptor", "wred_drop", "pfc_watchdog",
 };
 
 constexpr std::string_view drop_reason_name(DropReason r) { return kDropReasonNames[static_cast<std::size_t>(r)]; }

@@ -98,7 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
                 {"BUFFER_PROFILE.pg_lossless_profile.xoff", "100"}},
         BadCase{"PORT: {E0: {}}\nSCHEDULER: {\"1\": {type: WFQ}}", {"SCHEDULER.1.type", "WFQ"}},
         BadCase{"PORT: {E0: {}}\nSCHEDULER: {\"1\": {weight: 0}}", {"SCHEDULER.1.weight", "0", "[1, 100]"}},
-        BadCase{"PORT: {E0: {}}\nSWITCH: {queue_slots: 1000}", {"SWITCH.queue_slots", "1000"}},
+        BadCase{"PORT: {E0: {}}\nSWITCH: {pfc_refresh_percent: 100}", {"SWITCH.pfc_refresh_percent", "100", "[1, 99]"}},
         BadCase{"PORT: {E0: {}}\nSWITCH: {ecn_marking: later}", {"SWITCH.ecn_marking", "later"}},
         BadCase{"PORT: {E0: {}}\nPFC_WD: {detection_time: 50}", {"PFC_WD.detection_time", "50", "[100, 5000]"}},
         BadCase{"PORT: {E0: {}}\nPFC_WD: {action: ignore}", {"PFC_WD.action", "ignore", "drop, forward, alert"}},
@@ -115,8 +115,8 @@ TEST(SwitchConfig, ValidateCatchesProgrammaticMistakes) {
     c = sonic_default_config(0, BitsPerSec::gbps(100));
     EXPECT_NE(validate(c).find("PORT"), std::string::npos);
     c = sonic_default_config(1, BitsPerSec::gbps(100));
-    c.queue_slots = 100;
-    EXPECT_NE(validate(c).find("SWITCH.queue_slots: 100"), std::string::npos);
+    c.pause_quanta = 0;
+    EXPECT_NE(validate(c).find("SWITCH.pause_quanta: 0"), std::string::npos);
 }
 
 }  // namespace

@@ -84,3 +84,35 @@ TEST(SwitchMmu, LossyTrafficDropsWhenThePoolIsFullButLosslessUsesHeadroom) {
 
 }  // namespace
 }  // namespace rocemu::sw::test
+
+namespace rocemu::sw::test {
+namespace {
+
+using namespace rocemu::literals;
+
+TEST(SwitchMmu, DescriptorPoolCoversTheBufferInMinimumFrames) {
+    SwitchConfig cfg = sonic_default_config(2, BitsPerSec::gbps(100));
+    cfg.pool_size = Bytes{6000};
+    Rig r(cfg);
+    // Pool + per port (PG3 and PG4: size + xoff each), in 60-byte frames.
+    const uint64_t max_bytes = 6000 + 2 * 2 * (9540 + 160272);
+    EXPECT_EQ(r.sw->descriptor_capacity(), max_bytes / 60 + 1);
+    // Only frames below the Ethernet minimum can run it dry, and that drop
+    // has its own reason.
+    std::size_t queued = 0;
+    for (;;) {
+        const Effects fx = r.send(r.pkt(0, host_ip(1), kDscpLossless3, 1), 0_ns);
+        if (const Effect* d = find(fx, EffectKind::Drop)) {
+            EXPECT_EQ(d->reason, DropReason::NoDescriptor);
+            break;
+        }
+        ++queued;
+    }
+    EXPECT_EQ(queued, r.sw->descriptor_capacity());
+    Effects fx;
+    ASSERT_TRUE(r.sw->dequeue(1, 0_ns, r.rng, fx));
+    EXPECT_EQ(count(r.send(r.pkt(0, host_ip(1), kDscpLossless3, 1), 0_ns), EffectKind::Enqueued), 1);
+}
+
+}  // namespace
+}  // namespace rocemu::sw::test

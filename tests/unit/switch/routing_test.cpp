@@ -92,7 +92,6 @@ TEST(SwitchEcmp, UdpSourcePortSpreadsEvenly) {
     constexpr int kMembers = 4;
     constexpr int kFlows = 40000;
     SwitchConfig cfg = sonic_default_config(kMembers + 1, BitsPerSec::gbps(100));
-    cfg.queue_slots = 1 << 16;
     Rig r(cfg);
     add_ecmp(r, kMembers);
     std::array<int, kMembers + 1> hits{};
