@@ -79,8 +79,10 @@ void Switch::drop(PortId counted_at, uint32_t handle, DropReason r, Effects& fx)
 
 bool Switch::eligible(const QueueState& qs, Nanos now) const {
     if (qs.empty()) return false;
+    // A storm's drop action drains the queue in dequeue; it never transmits.
+    if (qs.storm && cfg_.pfc_wd.action == WdAction::Drop) return false;
     if (!paused_at(qs, now)) return true;
-    return qs.storm && cfg_.pfc_wd.action != WdAction::Alert;
+    return qs.storm && cfg_.pfc_wd.action == WdAction::Forward;
 }
 
 uint8_t Switch::eligible_mask(const PortState& ps, Nanos now) const {
@@ -335,6 +337,8 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
                 ++qs.c.wd_drops;
                 drop(port, s.handle, DropReason::PfcWatchdog, fx);
             }
+            // Out of effect room: come back for the rest.
+            if (qs.storm && !qs.empty()) arm_tx(port, now, fx);
         }
     }
 
@@ -424,12 +428,15 @@ void Switch::watchdog_detect(PortId port, int q, Nanos now, Effects& fx) {
     qs.storm = true;
     ++ports_[port].storms;
     ++qs.c.wd_storms;
-    if (cfg_.pfc_wd.action != WdAction::Alert && qs.paused) end_pause(qs, now);
     Effect e;
     e.kind = EffectKind::WatchdogStorm;
     e.port = port;
     e.queue = static_cast<uint8_t>(q);
     emit(fx, e);
+    if (cfg_.pfc_wd.action == WdAction::Alert) return;
+    if (qs.paused) end_pause(qs, now);
+    // Forward makes the queue sendable again; drop needs a dequeue to drain it.
+    arm_tx(port, now, fx);
 }
 
 void Switch::watchdog_restore(PortId port, int q, Effects& fx) {

@@ -210,10 +210,13 @@ const Effect* event(const std::vector<Effect>& v, EffectKind k) {
 
 TEST(SwitchPfcWatchdog, DetectsAfterDetectionTimeDropsThenRestores) {
     Rig r(wd_config(WdAction::Drop));
-    for (int i = 0; i < 3; ++i) r.send(r.pkt(0, host_ip(1), kDscpLossless3), 0_ns);
     const Nanos start = 10_us;
     const Nanos stop = 5_ms;
-    auto seen = storm(r, start, stop, start + 1_ms - 1_ns);
+    auto seen = storm(r, start, stop, start + 50_us);
+    // Packets arriving at a paused queue: nothing to send, so no TxReady yet.
+    for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(count(r.send(r.pkt(0, host_ip(1), kDscpLossless3), start + 50_us), EffectKind::TxReady), 0);
+    seen = storm(r, start + 100_us, stop, start + 1_ms - 1_ns);
     EXPECT_EQ(event(seen, EffectKind::WatchdogStorm), nullptr);
     EXPECT_EQ(r.sw->next_timer(), start + 1_ms);
     seen = storm(r, start + 1_ms, stop, start + 1_ms);
@@ -221,6 +224,9 @@ TEST(SwitchPfcWatchdog, DetectsAfterDetectionTimeDropsThenRestores) {
     ASSERT_NE(st, nullptr);
     EXPECT_EQ(st->port, 1);
     EXPECT_EQ(st->queue, 3);
+    const Effect* drain = event(seen, EffectKind::TxReady);
+    ASSERT_NE(drain, nullptr) << "the runtime must be told to call dequeue to drain";
+    EXPECT_EQ(drain->port, 1);
     EXPECT_TRUE(r.sw->watchdog_storm(1, 3));
     EXPECT_EQ(r.sw->queue_counters(1, 3).wd_storms, 1u);
     const std::string log = r.sw->describe(*st);
