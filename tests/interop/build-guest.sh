@@ -5,7 +5,7 @@
 #
 # Everything comes from Debian packages that are downloaded and unpacked, never
 # installed. The result is cached under .cache/guest-<key>, where the key hashes
-# every package version used plus this script, the guest init and rdma_ops.c, so
+# every package version used plus this script and the files in guest/, so
 # a rebuild happens only when one of those changes. .cache/guest always points
 # at the newest build.
 #
@@ -50,7 +50,7 @@ mapfile -t CLOSURE < <(apt-cache depends --recurse --no-recommends --no-suggests
 mapfile -t PINNED < <(apt-cache show --no-all-versions "$KPKG" "${CLOSURE[@]}" |
     awk '/^Package:/ {p=$2} /^Version:/ {print p "=" $2}' | sort -u)
 
-KEY="$( { printf '%s\n' "${PINNED[@]}"; cat "$HERE/build-guest.sh" "$HERE/guest/init" "$HERE/guest/rdma_ops.c"; } |
+KEY="$( { printf '%s\n' "${PINNED[@]}"; cat "$HERE/build-guest.sh" "$HERE"/guest/*; } |
         sha256sum | cut -c1-16)"
 OUT="$CACHE/guest-$KEY"
 if [ -f "$OUT/done" ]; then
@@ -173,8 +173,8 @@ log "rdma_ops"
 gcc -O2 -Wall -Wextra -Werror -std=gnu11 -o "$INITRD/usr/bin/rdma_ops" "$HERE/guest/rdma_ops.c" -libverbs
 copy_needed "$INITRD/usr/bin/rdma_ops"
 
-cp "$HERE/guest/init" "$INITRD/init"
-chmod +x "$INITRD/init"
+install -m 755 "$HERE/guest/init" "$INITRD/init"
+install -m 755 "$HERE/guest/wait-listen" "$INITRD/usr/bin/wait-listen"
 printf 'root:x:0:0:root:/:/bin/sh\n' > "$INITRD/etc/passwd"
 printf '127.0.0.1 localhost\n' > "$INITRD/etc/hosts"
 { printf 'kernel %s\n' "$KVER"; printf '%s\n' "${PINNED[@]}"; } > "$INITRD/etc/rocemu-guest.manifest"

@@ -79,7 +79,6 @@ guest_boot() {
   GUEST_DIR="$GUEST_CACHE/runs/$GUEST_NS"
   GUEST_SHARE="$GUEST_DIR/share"
   GUEST_CONSOLE="$GUEST_DIR/console.log"
-  GUEST_JOB=0
   mkdir -p "$GUEST_SHARE"
   [ -n "$boot_script" ] && cp "$boot_script" "$GUEST_SHARE/boot.sh"
 
@@ -92,7 +91,8 @@ guest_boot() {
   guest_ns_exec ip link set "$GUEST_TAP" mtu "$mtu" up || { guest_shutdown; return 1; }
 
   local accel="${ROCEMU_GUEST_ACCEL:-tcg}"
-  guest_ns_exec qemu-system-x86_64 -accel "$accel" -nodefaults -no-user-config \
+  # exec keeps $! the QEMU process itself, so it can be waited for and killed.
+  (exec ip netns exec "$GUEST_NS" qemu-system-x86_64 -accel "$accel" -nodefaults -no-user-config \
     -m "${GUEST_MEM_MB:-1024}" -smp "${GUEST_SMP:-1}" -display none -no-reboot \
     -serial "file:$GUEST_CONSOLE" \
     -kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
@@ -100,7 +100,7 @@ guest_boot() {
     -netdev "tap,id=n0,ifname=$GUEST_TAP,script=no,downscript=no" \
     -device "virtio-net-pci,netdev=n0,mac=$GUEST_MAC,host_mtu=$mtu" \
     -virtfs "local,path=$GUEST_SHARE,mount_tag=share,security_model=none,multidevs=remap" \
-    > "$GUEST_DIR/qemu.log" 2>&1 &
+    > "$GUEST_DIR/qemu.log" 2>&1) &
   GUEST_QEMU_PID=$!
   GUEST_BOOT_START=$SECONDS
 
@@ -135,8 +135,10 @@ guest__submit() {
 guest_run() {
   local timeout=300
   if [ "${1:-}" = -t ]; then timeout="$2"; shift 2; fi
-  GUEST_JOB=$((GUEST_JOB + 1))
-  local name="run$GUEST_JOB"
+  # The sequence lives in a file: callers often run this in $(...) subshells.
+  local seq=$(( $(cat "$GUEST_DIR/seq" 2>/dev/null || echo 0) + 1 ))
+  echo "$seq" > "$GUEST_DIR/seq"
+  local name="run$seq"
   guest__submit "$name" "$1"
   if ! guest__poll "$timeout" test -e "$GUEST_SHARE/cmd/$name.rc"; then
     cat "$GUEST_SHARE/cmd/$name.out" 2>/dev/null

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Self-test of the rxe interop peer: proves the guest image, the harness, the
+# guest's RDMA stack under TCG and the wire path through the tap, with no
+# rocemu involved. Prints one PASS/FAIL line per check, the measured timings,
+# and "N passed, M failed"; exits non-zero if any check failed.
+#
+# The one place an IP address goes on the tap is check "host pings guest":
+# the address is added, used and removed within that check, to prove the
+# host-to-guest direction. Every other check runs with the tap address-free,
+# as rocemu needs it.
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=guest.sh
+source "$HERE/guest.sh"
+
+PASSED=0
+FAILED=0
+pass() { PASSED=$((PASSED + 1)); echo "PASS $1"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL $1: $2"; }
+check() {   # check NAME DETAIL_ON_FAILURE COMMAND...
+  local name="$1" detail="$2"; shift 2
+  if "$@"; then pass "$name"; else fail "$name" "$detail"; fi
+}
+
+TSHARK_PID=""
+cleanup() {
+  [ -n "$TSHARK_PID" ] && kill "$TSHARK_PID" 2>/dev/null
+  guest_shutdown
+}
+trap cleanup EXIT
+
+"$HERE/install-deps.sh" || exit 1
+t0=$SECONDS
+"$HERE/build-guest.sh" || { fail "build guest" "build-guest.sh failed"; echo "$PASSED passed, $FAILED failed"; exit 1; }
+echo "info: guest image ready in $((SECONDS - t0)) s ($(sed -n 's/^build_seconds //p' "$GUEST_CACHE/guest/manifest") s when built cold)"
+
+# --- MTU 1500 guest, command-loop mode ------------------------------------
+if ! guest_boot --mtu 1500; then
+  fail "boot to ready" "see the messages above"
+  echo "$PASSED passed, $FAILED failed"
+  exit 1
+fi
+pass "boot to ready"
+echo "info: boot to ready ${GUEST_READY_SECONDS} s host time, guest uptime $(guest_fact uptime) s (modules loaded at $(guest_fact uptime_modules_loaded) s)"
+
+out="$(guest_run 'echo hello; exit 7')"; rc=$?
+check "guest_run returns output and exit code" "rc=$rc out='$out'" test "$rc:$out" = "7:hello"
+guest_run -t 2 'sleep 10' > /dev/null 2>&1; rc=$?
+check "guest_run times out" "rc=$rc" test "$rc" = 124
+
+state="$(guest_run 'cat /sys/class/infiniband/rxe0/ports/1/state')"
+check "rxe0 port 1 active" "state='$state'" test "$state" = "4: ACTIVE"
+
+# The IPv4-mapped RoCEv2 GID, found by scanning the table, not by index.
+gid_scan="$(guest_run 'P=/sys/class/infiniband/rxe0/ports/1
+for g in $(grep -lsx 0000:0000:0000:0000:0000:ffff:0a4d:0002 $P/gids/*); do
+  n=${g##*/}; echo "$n $(cat $P/gid_attrs/types/$n)"; done')"
+gidx="$(guest_fact gid_index_ipv4)"
+check "IPv4-mapped RoCE v2 GID found in sysfs" "scan='$gid_scan' ready gid_index_ipv4='$gidx'" \
+  test "$gid_scan" = "$gidx RoCE v2"
+check "IPv4 GID is index 1, as rxe documents" "index=$gidx" test "$gidx" = 1
+
+devinfo="$(guest_run 'ibv_devinfo -v -d rxe0')"
+check "ibv_devinfo: rxe0 active_mtu 1024 at netdev MTU 1500" "$(grep -E 'active_mtu|state' <<< "$devinfo")" \
+  grep -q 'active_mtu:.*1024 (3)' <<< "$devinfo"
+check "ibv_devinfo: atomics supported" "$(grep atomic_cap <<< "$devinfo")" \
+  grep -q 'atomic_cap:.*ATOMIC_HCA' <<< "$devinfo"
+
+PP='ibv_rc_pingpong -d rxe0 -g '"$gidx"' -n 200 -s 4096'
+guest_spawn pp_srv "$PP"
+cli="$(guest_run -t 120 "wait-listen 18515 && $PP 127.0.0.1")"; cli_rc=$?
+srv="$(guest_wait pp_srv 60)"; srv_rc=$?
+check "ibv_rc_pingpong over rxe0 loopback (client)" "rc=$cli_rc: $cli" \
+  eval '[ $cli_rc = 0 ] && grep -q "1638400 bytes in" <<< "$cli"'
+check "ibv_rc_pingpong over rxe0 loopback (server)" "rc=$srv_rc: $srv" \
+  eval '[ $srv_rc = 0 ] && grep -q "1638400 bytes in" <<< "$srv"'
+echo "info: ibv_rc_pingpong 200 x 4096 B in guest: $(grep -m1 'iters in' <<< "$cli")"
+
+OPS="rdma_ops -d rxe0 -g $gidx -s 65536 -n 20"
+guest_spawn ops_srv "$OPS"
+cli="$(guest_run -t 120 "$OPS 127.0.0.1")"; cli_rc=$?
+srv="$(guest_wait ops_srv 60)"; srv_rc=$?
+check "rdma_ops WRITE/READ/FETCH_ADD/CMP_SWAP loopback (client)" "rc=$cli_rc: $cli" \
+  eval '[ $cli_rc = 0 ] && grep -q "client PASS" <<< "$cli"'
+check "rdma_ops server region verified" "rc=$srv_rc: $srv" \
+  eval '[ $srv_rc = 0 ] && grep -q "server PASS" <<< "$srv"'
+
+# rdma_ops must fail when the data does not match: the server checks for 20
+# iterations' worth of atomics while the client performs 19.
+guest_spawn ops_bad "rdma_ops -d rxe0 -g $gidx -n 20 -p 18600"
+guest_run -t 120 "rdma_ops -d rxe0 -g $gidx -n 19 -p 18600 127.0.0.1" > /dev/null 2>&1; cli_rc=$?
+srv="$(guest_wait ops_bad 60 2>&1)"; srv_rc=$?
+check "rdma_ops detects a mismatch" "client rc=$cli_rc server rc=$srv_rc: $srv" \
+  eval '[ $cli_rc = 1 ] && [ $srv_rc = 1 ] && grep -q "FETCH_AND_ADD word is" <<< "$srv"'
+
+errs="$(guest_run 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters &&
+  grep -H . completer_retry_err retry_exceeded_err retry_rnr_exceeded_err rcvd_seq_err send_err rcvd_rnr_err link_downed | grep -v ":0$"')"
+check "rxe hw_counters show no errors" "$errs" test -z "$errs"
+
+# --- wire path through the tap ---------------------------------------------
+# tshark prints each packet as it sees it; checks wait (bounded) for the
+# packets they need in that log instead of guessing when capture has started.
+PCAP="$GUEST_DIR/tap.pcapng"
+CAPLOG="$GUEST_DIR/tshark.out"
+start_capture() {
+  rm -f "$PCAP" "$CAPLOG"
+  (exec ip netns exec "$GUEST_NS" tshark -l -n -i "$GUEST_TAP" -w "$PCAP" -P \
+      > "$CAPLOG" 2> "$GUEST_DIR/tshark.log") &
+  TSHARK_PID=$!
+}
+captured() { [ "$(grep -cE "$1" "$CAPLOG" 2>/dev/null)" -ge "$2" ]; }
+await_capture() { guest__poll "$3" captured "$1" "$2"; }   # REGEX COUNT SECONDS
+stop_capture() {
+  kill -TERM "$TSHARK_PID" 2>/dev/null
+  wait "$TSHARK_PID" 2>/dev/null
+  TSHARK_PID=""
+}
+
+addrs="$(guest_ns_exec ip -o addr show dev "$GUEST_TAP")"
+check "tap has no IP address" "$addrs" test -z "$addrs"
+
+start_capture
+guest_spawn arp "ping -c 30 -W 1 $GUEST_PEER_IP"
+await_capture "Who has 10\\.77\\.0\\.1\\? Tell 10\\.77\\.0\\.2" 3 60; r=$?
+check "guest ARP requests reach the host tap" "$(tail -5 "$CAPLOG"; cat "$GUEST_DIR/tshark.log")" test $r = 0
+guest_run 'killall ping' > /dev/null 2>&1
+stop_capture
+rep="$(tshark -r "$PCAP" -Y 'arp.opcode==2' 2>/dev/null | wc -l)"
+req="$(tshark -r "$PCAP" -Y "arp.opcode==1 && eth.src==$GUEST_MAC" 2>/dev/null | wc -l)"
+check "host kernel does not answer ARP on the address-free tap" "requests=$req replies=$rep" \
+  eval '[ "$req" -ge 3 ] && [ "$rep" = 0 ]'
+
+# The only time the tap carries an address: to prove host-to-guest delivery.
+start_capture
+guest_ns_exec ip addr add "$GUEST_PEER_IP/24" dev "$GUEST_TAP"
+(exec ip netns exec "$GUEST_NS" ping -q -c 100 -i 0.2 10.77.0.2 > /dev/null 2>&1) &
+ping_pid=$!
+await_capture '10\.77\.0\.2 .* 10\.77\.0\.1 .*ICMP.*Echo \(ping\) reply' 3 60; r=$?
+check "host pings guest through the tap (temporary tap IP)" "$(tail -5 "$CAPLOG")" test $r = 0
+kill "$ping_pid" 2>/dev/null
+wait "$ping_pid" 2>/dev/null
+guest_ns_exec ip addr del "$GUEST_PEER_IP/24" dev "$GUEST_TAP"
+stop_capture
+
+t0=$SECONDS
+guest_shutdown
+check "guest powers off and netns is removed" "$(ip netns list | grep rocemu-rxe-$$)" \
+  eval '! ip netns list | grep -q "rocemu-rxe-$$-"'
+echo "info: shutdown took $((SECONDS - t0)) s"
+
+# --- MTU 9000 guest, one-shot mode -----------------------------------------
+script="$GUEST_CACHE/selftest-jumbo.$$.sh"
+cat > "$script" <<'EOF'
+G=$(sed -n 's/^gid_index_ipv4=//p' /share/ready)
+ibv_devinfo -d rxe0 | grep active_mtu
+ibv_rc_pingpong -d rxe0 -g $G -m 4096 -n 50 -s 65536 > /tmp/srv.out 2>&1 &
+wait-listen 18515 || exit 1
+ibv_rc_pingpong -d rxe0 -g $G -m 4096 -n 50 -s 65536 127.0.0.1 || exit 1
+wait $! || exit 2
+cat /tmp/srv.out
+EOF
+if guest_boot --mtu 9000 --boot-script "$script" && guest_wait_exit 300; then
+  out="$(cat "$GUEST_SHARE/boot.out")"; rc="$(cat "$GUEST_SHARE/boot.rc")"
+  check "MTU 9000: rxe0 active_mtu 4096" "$out" grep -q 'active_mtu:.*4096 (5)' <<< "$out"
+  check "MTU 9000: ibv_rc_pingpong -m 4096 loopback, one-shot boot" "rc=$rc: $out" \
+    eval '[ "$rc" = 0 ] && [ "$(grep -c "6553600 bytes in" <<< "$out")" = 2 ]'
+else
+  fail "MTU 9000 one-shot boot" "see the messages above"
+fi
+rm -f "$script"
+guest_shutdown
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]
