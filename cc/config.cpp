@@ -161,12 +161,49 @@ constexpr int kMaxPresetDepth = 2;
 CcConfigResult apply(const YAML::Node& root, int depth);
 CcConfigResult load_preset(std::string_view name, int depth);
 
+// The forms mlxconfig users have at hand: `KEY=VALUE` tokens (as given to
+// `mlxconfig set`, several per line allowed) or `KEY  VALUE` rows (as
+// `mlxconfig query` prints them); '#' starts a comment.
+bool parse_lines(std::string_view text, YAML::Node& out, std::string& err) {
+    out = YAML::Node(YAML::NodeType::Map);
+    std::istringstream in{std::string(text)};
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+        std::istringstream words(line);
+        std::vector<std::string> tok;
+        for (std::string w; words >> w;) tok.push_back(w);
+        if (tok.empty()) continue;
+        if (tok[0].find('=') != std::string::npos) {
+            for (const std::string& t : tok) {
+                const auto eq = t.find('=');
+                if (eq == std::string::npos || eq == 0 || eq + 1 == t.size()) {
+                    err = "line " + std::to_string(n) + ": '" + t + "' is not KEY=VALUE";
+                    return false;
+                }
+                out[t.substr(0, eq)] = t.substr(eq + 1);
+            }
+        } else if (tok.size() == 2) {
+            out[tok[0]] = tok[1];
+        } else {
+            err = "line " + std::to_string(n) + ": expected 'key: value', 'KEY=VALUE' or 'KEY VALUE'";
+            return false;
+        }
+    }
+    return true;
+}
+
 CcConfigResult parse_text(std::string_view text, int depth) {
     YAML::Node root;
     try {
         root = YAML::Load(std::string(text));
     } catch (const YAML::Exception& e) {
         return fail(std::string("YAML syntax error: ") + e.what());
+    }
+    // Lines without a colon parse as one YAML scalar: read them as mlxconfig text.
+    if (root.IsScalar()) {
+        std::string err;
+        if (!parse_lines(text, root, err)) return fail(err);
     }
     return apply(root, depth);
 }

@@ -90,6 +90,28 @@ TEST(CcConfig, TuningGuidePasteIsAccepted) {
     EXPECT_EQ(c.dcqcn.rpg_time_reset, 1_us);
 }
 
+TEST(CcConfig, MlxconfigSetAndQueryTextIsAccepted) {
+    const CcConfig set = must_parse("RPG_AI_RATE_P1=10 RPG_HAI_RATE_P1=100\nCNP_DSCP_P1=26  # guide value\n");
+    EXPECT_EQ(set.dcqcn.rpg_ai_rate, BitsPerSec::mbps(10));
+    EXPECT_EQ(set.dcqcn.rpg_hai_rate, BitsPerSec::mbps(100));
+    EXPECT_EQ(set.dcqcn.cnp_dscp, 26);
+
+    const CcConfig query = must_parse(
+        "        RPG_TIME_RESET_P1                           150\n"
+        "        CLAMP_TGT_RATE_P1                           True(1)\n"
+        "        CNP_802P_PRIO_P1                            5\n");
+    EXPECT_EQ(query.dcqcn.rpg_time_reset, 150_us);
+    EXPECT_TRUE(query.dcqcn.clamp_tgt_rate);
+    EXPECT_EQ(query.dcqcn.cnp_802p_prio, 5);
+
+    std::string e = must_fail("RPG_AI_RATE_P1=5 CNP_DSCP_P1=\n");
+    EXPECT_NE(e.find("'CNP_DSCP_P1='"), std::string::npos) << e;
+    e = must_fail("RPG_AI_RATE_P1 5 6\n");
+    EXPECT_NE(e.find("line 1"), std::string::npos) << e;
+    e = must_fail("RPG_AI_RATE_P1=0\n");
+    EXPECT_NE(e.find("'RPG_AI_RATE_P1' (rpg_ai_rate)"), std::string::npos) << e;
+}
+
 TEST(CcConfig, PresetThenOverridesRegardlessOfOrder) {
     const CcConfig c = must_parse("rpg_hai_rate: 123\npreset: aggressive\nalgorithm: none\n");
     EXPECT_EQ(c.algorithm, CcAlgorithm::kNone);
