@@ -1,8 +1,15 @@
 #include "cc/dcqcn_np.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace rocemu::cc {
+
+std::string DcqcnNp::dump() const {
+    return fmt::format("dcqcn np: ce {} cnp sent {} suppressed: interval {} peer {}", counters_.ce_packets,
+                       counters_.cnp_sent, counters_.cnp_suppressed_interval, counters_.cnp_suppressed_peer);
+}
 
 void encode_cnp_transport(Qpn dest_qpn, std::span<uint8_t, kCnpTransportBytes> out) {
     std::fill(out.begin(), out.end(), uint8_t{0});

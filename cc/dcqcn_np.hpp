@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "cc/config.hpp"
 #include "common/units.hpp"
@@ -67,6 +68,8 @@ public:
     }
 
     const NpCounters& counters() const { return counters_; }
+    // One line of counters, for logs.
+    std::string dump() const;
 
 private:
     const DcqcnConfig* cfg_;

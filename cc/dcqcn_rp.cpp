@@ -1,5 +1,7 @@
 #include "cc/dcqcn_rp.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace rocemu::cc {
@@ -109,6 +111,16 @@ void DcqcnRp::cut(Nanos at) {
     timer_stage_ = byte_stage_ = 0;
     bytes_since_ = 0;
     inc_due_ = at + cfg_->rpg_time_reset;
+}
+
+std::string DcqcnRp::dump() const {
+    static constexpr const char* kPhase[] = {"fast-recovery", "additive", "hyper"};
+    return fmt::format(
+        "dcqcn rp: {} rate {:.3f} Gb/s target {:.3f} Gb/s alpha {}/1024 T {} B {} {} | cnp {} deferred {} cuts {} "
+        "increases {}",
+        active_ ? "limited" : "released", rate().as_gbps(), target_.as_gbps(), alpha_, timer_stage_, byte_stage_,
+        kPhase[static_cast<int>(phase())], counters_.cnp_handled, counters_.cnp_deferred, counters_.rate_decreases,
+        counters_.rate_increases);
 }
 
 IncreasePhase DcqcnRp::phase() const {

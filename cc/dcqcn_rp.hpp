@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "cc/config.hpp"
 #include "cc/pacer.hpp"
@@ -53,6 +54,8 @@ public:
     uint32_t byte_stage() const { return byte_stage_; }
     IncreasePhase phase() const;
     const RpCounters& counters() const { return counters_; }
+    // One line of state and counters, for logs.
+    std::string dump() const;
 
 private:
     void cut(Nanos at);

@@ -69,6 +69,7 @@ TEST(CcNp, PeerThatCannotTakeCnpsNeverGetsOne) {
     for (int us = 0; us < 100; us += 10) EXPECT_FALSE(np.on_ce_packet(rxe, Nanos::from_us(us)));
     EXPECT_EQ(np.counters().cnp_sent, 0u);
     EXPECT_EQ(np.counters().cnp_suppressed_peer, 10u);
+    EXPECT_EQ(np.dump(), "dcqcn np: ce 10 cnp sent 0 suppressed: interval 0 peer 10");
 }
 
 TEST(CcNp, CnpTransportBytesMatchTheWireFormat) {

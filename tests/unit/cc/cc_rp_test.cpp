@@ -334,6 +334,16 @@ TEST(CcRp, FullRecoveryReleasesTheLimiterAndRestartsAlpha) {
     EXPECT_NEAR(static_cast<double>(rp.rate().v), 100e9 * (1 - 1023.0 / 2048.0), 1.0);
 }
 
+TEST(CcRp, DumpShowsStateAndCounters) {
+    const DcqcnConfig cfg;
+    DcqcnRp rp(cfg, kLine);
+    EXPECT_NE(rp.dump().find("released rate 100.000 Gb/s"), std::string::npos) << rp.dump();
+    rp.on_cnp(0_us);
+    EXPECT_NE(rp.dump().find("limited rate 50.049 Gb/s target 100.000 Gb/s alpha 1023/1024"), std::string::npos)
+        << rp.dump();
+    EXPECT_NE(rp.dump().find("cuts 1"), std::string::npos) << rp.dump();
+}
+
 TEST(CcRp, RateToSetOnFirstCnpPinsBothRates) {
     DcqcnConfig cfg;
     cfg.rate_to_set_on_first_cnp = BitsPerSec::mbps(30000);
