@@ -2,6 +2,8 @@
 // port, and packet descriptors for it.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
 
 #include "switch/switch.hpp"
@@ -63,6 +65,17 @@ inline const Effect* find(const Effects& fx, EffectKind k) {
     for (const Effect& e : fx)
         if (e.kind == k) return &e;
     return nullptr;
+}
+
+// The egress port of the frame's Enqueued effect; -1 and a test failure if
+// it was not enqueued.
+inline int enqueued_port(const Effects& fx) {
+    const Effect* e = find(fx, EffectKind::Enqueued);
+    if (!e) {
+        ADD_FAILURE() << "frame was not enqueued";
+        return -1;
+    }
+    return e->port;
 }
 
 }  // namespace rocemu::sw::test
