@@ -25,6 +25,8 @@ std::size_t room(const Effects& fx) { return fx.capacity() - fx.size(); }
 
 // Smallest Ethernet frame without FCS.
 constexpr uint64_t kMinFrame = 60;
+// Ethernet header plus one VLAN tag: what a frame may carry beyond the MTU.
+constexpr uint64_t kL2Header = 18;
 
 // BitsPerSec::serialise with 64-bit arithmetic: a frame's bits times 1e9
 // stays far below 2^64, and this runs for every transmitted frame.
@@ -57,6 +59,7 @@ Switch::Switch(const SwitchConfig& cfg)
         slots_[i].next = i + 1 < slots_.size() ? static_cast<uint32_t>(i + 1) : kNil;
     free_head_ = 0;
     for (std::size_t p = 0; p < ports_.size(); ++p) {
+        max_frame_.push_back(cfg_.ports[p].mtu + kL2Header);
         const Nanos pause = cfg_.ports[p].speed.serialise(pause_bytes(cfg_.pause_quanta));
         pfc_refresh_interval_[p] = Nanos{std::max<int64_t>(1, pause.v * cfg_.refresh_percent / 100)};
         ports_[p].refresh_at.fill(Nanos::max());
@@ -209,6 +212,7 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
         ++qs.c.drops;
         drop(out, d.handle, r, fx);
     };
+    if (d.frame_len.v > max_frame_[out]) return egress_drop(DropReason::MtuExceeded);
     if (qs.storm && cfg_.pfc_wd.action == WdAction::Drop) {
         ++qs.c.wd_drops;
         return egress_drop(DropReason::PfcWatchdog);

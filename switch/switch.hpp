@@ -174,6 +174,7 @@ private:
     uint8_t strict_mask_ = 0;
     std::array<int64_t, kNumTc> dwrr_quantum_{};
     std::vector<Nanos> pfc_refresh_interval_;  // per port, from its speed
+    std::vector<uint64_t> max_frame_;          // per port: MTU + L2 header
 
     struct Flowlet {
         uint32_t group = RouteTable::kUnresolved;

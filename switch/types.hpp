@@ -30,6 +30,7 @@ enum class DropReason : uint8_t {
     IngressPgLimit,        // lossy PG over its shared threshold
     SharedPoolFull,        // lossy packet and the shared pool is exhausted
     LosslessHeadroomFull,  // lossless PG overran its headroom: the headroom is too small
+    MtuExceeded,           // frame longer than the egress port's MTU plus Ethernet and VLAN headers
     EgressQueueLimit,      // lossy egress queue over its threshold (tail drop)
     NoDescriptor,          // descriptor pool empty: only frames under 60 bytes can cause it
     WredDrop,              // RED decided to drop (non-ECT, or ECN disabled)
@@ -39,7 +40,7 @@ enum class DropReason : uint8_t {
 
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(DropReason::kCount)> kDropReasonNames{
     "bad_port",   "no_route",           "neighbor_miss",  "ingress_pg_limit", "shared_pool_full",
-    "lossless_headroom_full", "egress_queue_limit", "no_descriptor", "wred_drop", "pfc_watchdog",
+    "lossless_headroom_full", "mtu_exceeded", "egress_queue_limit", "no_descriptor", "wred_drop", "pfc_watchdog",
 };
 
 constexpr std::string_view drop_reason_name(DropReason r) { return kDropReasonNames[static_cast<std::size_t>(r)]; }

@@ -67,6 +67,8 @@ struct BadCase {
     std::vector<std::string> must_mention;
 };
 
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.yaml; }
+
 class SwitchConfigErrors : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(SwitchConfigErrors, NameKeyValueAndRange) {

@@ -67,6 +67,10 @@ TEST_P(SwitchDwrr, ByteSharesFollowWeights) {
     EXPECT_LT(slack, 0.05);
 }
 
+void PrintTo(const DwrrCase& c, std::ostream* os) {
+    *os << "weights " << c.w0 << ":" << c.w1 << ", frames " << c.len0 << "/" << c.len1 << " B";
+}
+
 INSTANTIATE_TEST_SUITE_P(Weights, SwitchDwrr,
                          ::testing::Values(DwrrCase{1, 3, 1000, 1000}, DwrrCase{14, 15, 1500, 1500},
                                            DwrrCase{2, 6, 1500, 256}, DwrrCase{5, 1, 256, 1500}));
@@ -97,6 +101,19 @@ TEST(SwitchScheduler, SerialisesAtPortSpeedAndSignalsReadiness) {
     EXPECT_EQ(r.sw->port_counters(1).tx_bytes, 2000u);
     EXPECT_EQ(r.sw->queue_counters(1, 1).watermark, Bytes{2000});
     EXPECT_EQ(r.sw->queue_depth(1, 1), Bytes{0});
+}
+
+TEST(SwitchScheduler, FramesOverTheEgressMtuDrop) {
+    SwitchConfig cfg = sonic_default_config(3, BitsPerSec::gbps(100));
+    cfg.ports[1].mtu = 1500;
+    Rig r(cfg);
+    EXPECT_EQ(count(r.send(r.pkt(0, host_ip(1), kDscpTc1, 1518), 0_ns), EffectKind::Enqueued), 1);
+    const Effects fx = r.send(r.pkt(0, host_ip(1), kDscpTc1, 1519), 0_ns);
+    ASSERT_NE(find(fx, EffectKind::Drop), nullptr);
+    EXPECT_EQ(find(fx, EffectKind::Drop)->reason, DropReason::MtuExceeded);
+    EXPECT_EQ(r.sw->port_counters(1).drops[static_cast<int>(DropReason::MtuExceeded)], 1u);
+    // Port 2 keeps the default 9100.
+    EXPECT_EQ(count(r.send(r.pkt(0, host_ip(2), kDscpTc1, 9118), 0_ns), EffectKind::Enqueued), 1);
 }
 
 TEST(SwitchScheduler, LossyQueueTailDropsAtItsThreshold) {
