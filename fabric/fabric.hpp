@@ -59,6 +59,7 @@ public:
 
     const Topology& topology() const { return topo_; }
     sim::Simulator& sim() { return sim_; }
+    Nanos now() const { return sim_.now(); }
     const std::vector<std::unique_ptr<SwitchNode>>& switches() const { return switches_; }
     const std::vector<std::unique_ptr<GenNic>>& nics() const { return nics_; }
     const std::vector<FlowSpec>& flows() const { return flows_; }

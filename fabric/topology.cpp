@@ -233,11 +233,8 @@ ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& 
     }
 
     if (const YAML::Node s = root["switch"]) {
-        r.only(s, "switch", {"profile", "queue_slots", "adaptive_routing"});
+        r.only(s, "switch", {"profile", "adaptive_routing"});
         r.string(s, "profile", "switch.profile", c.sw.name);
-        r.uint(s, "queue_slots", "switch.queue_slots", 64, 1u << 20, c.sw.queue_slots);
-        if ((c.sw.queue_slots & (c.sw.queue_slots - 1)) != 0)
-            r.fail("switch.queue_slots", fmt::format("{} is not a power of two", c.sw.queue_slots));
         std::string ar;
         r.string(s, "adaptive_routing", "switch.adaptive_routing", ar);
         if (ar == "off") c.sw.adaptive = sw::ArMode::Off;
@@ -298,7 +295,6 @@ public:
         s.index = index;
         s.cfg = t.cfg.sw.base;
         s.cfg.ports.clear();
-        s.cfg.queue_slots = t.cfg.sw.queue_slots;
         if (t.cfg.sw.adaptive) {
             s.cfg.routing.adaptive[3] = *t.cfg.sw.adaptive;
             s.cfg.routing.adaptive[4] = *t.cfg.sw.adaptive;

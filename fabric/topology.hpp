@@ -40,7 +40,6 @@ struct NicProfile {
 struct SwitchProfile {
     std::string name = "sonic-default";  // embedded name or a file
     sw::SwitchConfig base{};             // ports are replaced per switch
-    uint32_t queue_slots = 2048;
     std::optional<sw::ArMode> adaptive;  // overrides the profile for TCs 3 and 4
 };
 

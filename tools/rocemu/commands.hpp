@@ -8,6 +8,7 @@ namespace rocemu::cli {
 
 void add_pcap_command(CLI::App& app, int& status);
 void add_demo_command(CLI::App& app, int& status);
+void add_fabric_command(CLI::App& app, int& status);
 void add_counters_command(CLI::App& app, int& status);
 #ifdef ROCEMU_WITH_DPDK
 void add_host_command(CLI::App& app, int& status);

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     int status = 0;
     rocemu::cli::add_pcap_command(app, status);
     rocemu::cli::add_demo_command(app, status);
+    rocemu::cli::add_fabric_command(app, status);
     rocemu::cli::add_counters_command(app, status);
 #ifdef ROCEMU_WITH_DPDK
     rocemu::cli::add_host_command(app, status);

@@ -146,9 +146,8 @@ TEST(FabricTopology, NicProfileCarriesCcSprayingAndMtu) {
 
 TEST(FabricTopology, SwitchProfileAndAdaptiveOverrideApplyToEverySwitch) {
     const Topology t = generate(parse_ok("topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 2, spines: 2}\n"
-                                         "switch: {profile: lossless-100g, queue_slots: 512, adaptive_routing: per_packet}"));
+                                         "switch: {profile: lossless-100g, adaptive_routing: per_packet}"));
     for (const SwitchSpec& s : t.switches) {
-        EXPECT_EQ(s.cfg.queue_slots, 512u);
         EXPECT_EQ(s.cfg.routing.adaptive[3], sw::ArMode::PerPacket);
         EXPECT_EQ(s.cfg.pfc_enable, 1u << 3);  // from the profile
     }

@@ -1,0 +1,174 @@
+#include "fabric/report.hpp"
+
+#include <cstdlib>
+#include <functional>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace rocemu::fabric {
+
+Recorder::Recorder(const Fabric& f, std::string prefix)
+    : f_(f), prefix_(std::move(prefix)), last_rx_(f.stats().size(), 0), last_t_(f.now()) {}
+
+Recorder::Series& Recorder::series(std::vector<Series>& s, std::size_t i, const std::string& name) {
+    if (s.size() <= i) s.resize(i + 1);
+    if (s[i].name.empty()) s[i].name = name;
+    return s[i];
+}
+
+void Recorder::sample(Nanos now) {
+    const double dt = (now - last_t_).seconds();
+    std::vector<double> rates(f_.stats().size());
+    for (std::size_t i = 0; i < rates.size(); ++i) {
+        const uint64_t rx = f_.stats()[i].rx_bytes;
+        rates[i] = dt > 0 ? static_cast<double>(rx - last_rx_[i]) * 8 / dt / 1e9 : 0;
+        last_rx_[i] = rx;
+    }
+    rates_.push_back(std::move(rates));
+    times_.push_back(now);
+    last_t_ = now;
+
+    const int q = f_.data_queue();
+    std::size_t qi = 0, pi = 0;
+    for (const auto& s : f_.switches()) {
+        const sw::Switch& core = s->core();
+        for (std::size_t p = 0; p < core.num_ports(); ++p, ++qi, ++pi) {
+            const auto port = static_cast<sw::PortId>(p);
+            const std::string name = fmt::format("{}:{}", s->name(), core.config().ports[p].name);
+            Series& qs = series(queues_, qi, name);
+            const double depth = static_cast<double>(core.queue_depth(port, q).v);
+            qs.v.push_back(depth);
+            qs.nonzero |= depth > 0;
+            Series& ps = series(pauses_, pi, name);
+            const bool paused = core.queue_paused(port, q, now);
+            ps.v.push_back(paused);
+            ps.nonzero |= paused;
+        }
+    }
+    for (const auto& n : f_.nics()) {
+        Series& ps = series(pauses_, pi++, n->spec().name);
+        const bool paused = n->paused(now);
+        ps.v.push_back(paused);
+        ps.nonzero |= paused;
+    }
+    const Totals t = f_.totals();
+    totals_.push_back({t.cnps, t.ecn_marks, t.pfc_frames});
+}
+
+namespace {
+
+void write_wide(const std::string& path, const std::vector<Nanos>& times, const std::vector<std::string>& names,
+                const std::function<double(std::size_t row, std::size_t col)>& value) {
+    std::ofstream out(path);
+    out << "time_us";
+    for (const auto& n : names) out << ',' << n;
+    out << '\n';
+    for (std::size_t r = 0; r < times.size(); ++r) {
+        out << fmt::format("{:.3f}", times[r].us());
+        for (std::size_t c = 0; c < names.size(); ++c) out << fmt::format(",{:.6g}", value(r, c));
+        out << '\n';
+    }
+}
+
+void plot(std::ofstream& gp, const std::string& csv, const std::string& svg, const std::string& title,
+          const std::string& ylabel, std::size_t columns, bool steps) {
+    if (columns == 0) return;
+    gp << fmt::format("set output '{}'\nset title \"{}\"\nset ylabel '{}'\n", svg, title, ylabel);
+    gp << fmt::format("plot for [i=2:{}] '{}' using 1:i with {} title columnheader(i)\n", columns + 1, csv,
+                      steps ? "steps" : "lines");
+}
+
+}  // namespace
+
+std::vector<std::string> Recorder::write(const std::string& dir) const {
+    std::filesystem::create_directories(dir);
+    std::vector<std::string> files;
+    auto path = [&](const std::string& what) { return fmt::format("{}/{}_{}", dir, prefix_, what); };
+
+    std::vector<std::string> flow_names;
+    for (std::size_t i = 0; i < f_.flows().size(); ++i) {
+        const FlowSpec& fl = f_.flows()[i];
+        flow_names.push_back(
+            fmt::format("f{}_{}-{}", i, f_.topology().nics[fl.src].name, f_.topology().nics[fl.dst].name));
+    }
+    write_wide(path("flows.csv"), times_, flow_names, [&](std::size_t r, std::size_t c) { return rates_[r][c]; });
+    files.push_back(path("flows.csv"));
+
+    auto write_series = [&](const std::vector<Series>& all, const std::string& what) {
+        std::vector<const Series*> used;
+        std::vector<std::string> names;
+        for (const Series& s : all)
+            if (s.nonzero) {
+                used.push_back(&s);
+                names.push_back(s.name);
+            }
+        write_wide(path(what), times_, names, [&](std::size_t r, std::size_t c) { return used[c]->v[r]; });
+        files.push_back(path(what));
+        return names.size();
+    };
+    const std::size_t nq = write_series(queues_, "queues.csv");
+    const std::size_t np = write_series(pauses_, "pfc.csv");
+    write_wide(path("totals.csv"), times_, {"cnps", "ecn_marks", "pfc_frames"},
+               [&](std::size_t r, std::size_t c) { return static_cast<double>(totals_[r][c]); });
+    files.push_back(path("totals.csv"));
+
+    std::ofstream gp(path("plots.gp"));
+    gp << "set terminal svg size 1000,500 dynamic\nset datafile separator ','\nset key outside right\n"
+          "set xlabel 'virtual time (us)'\nset grid\n";
+    const std::string base = fmt::format("{}_", prefix_);
+    plot(gp, base + "flows.csv", base + "flows.svg", prefix_ + ": per-flow goodput", "Gbit/s", flow_names.size(),
+         false);
+    plot(gp, base + "queues.csv", base + "queues.svg", prefix_ + ": data queue depth", "bytes", nq, false);
+    plot(gp, base + "pfc.csv", base + "pfc.svg", prefix_ + ": PFC pause state (1 = paused)", "paused", np, true);
+    plot(gp, base + "totals.csv", base + "totals.svg", prefix_ + ": cumulative CNPs, ECN marks, PFC frames", "count",
+         3, false);
+    files.push_back(path("plots.gp"));
+    return files;
+}
+
+bool render_plots(const std::string& dir, std::string& message) {
+    if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        message = "gnuplot not found: CSVs written, plots skipped (scripts are in the report folder)";
+        return false;
+    }
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        if (e.path().extension() != ".gp") continue;
+        const std::string cmd =
+            fmt::format("cd '{}' && gnuplot '{}' 2>/dev/null", dir, e.path().filename().string());
+        if (std::system(cmd.c_str()) != 0) {
+            message = fmt::format("gnuplot failed on {}", e.path().string());
+            return false;
+        }
+    }
+    message = "plots rendered as SVG";
+    return true;
+}
+
+double jain(const std::vector<double>& x) {
+    double s = 0, s2 = 0;
+    for (const double v : x) {
+        s += v;
+        s2 += v * v;
+    }
+    return s2 > 0 ? s * s / (static_cast<double>(x.size()) * s2) : 1.0;
+}
+
+std::string format_table(const std::vector<std::vector<std::string>>& rows) {
+    std::vector<std::size_t> w;
+    for (const auto& r : rows)
+        for (std::size_t c = 0; c < r.size(); ++c) {
+            if (w.size() <= c) w.push_back(0);
+            w[c] = std::max(w[c], r[c].size());
+        }
+    std::string out;
+    for (const auto& r : rows) {
+        for (std::size_t c = 0; c < r.size(); ++c)
+            out += fmt::format("{:>{}}{}", r[c], w[c], c + 1 == r.size() ? "" : "  ");
+        out += '\n';
+    }
+    return out;
+}
+
+}  // namespace rocemu::fabric

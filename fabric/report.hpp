@@ -1,0 +1,61 @@
+// What a run leaves behind: time series sampled from a Fabric (per-flow rate,
+// queue depth per queue, PFC pause state, CNP/ECN/PFC totals) written as CSV
+// files, gnuplot SVG plots of them, and plain-text tables.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fabric/fabric.hpp"
+
+namespace rocemu::fabric {
+
+class Recorder {
+public:
+    // Samples `f`; `prefix` names the files (e.g. "ecmp" -> ecmp_flows.csv).
+    Recorder(const Fabric& f, std::string prefix);
+
+    void sample(Nanos now);
+
+    // Writes <prefix>_flows.csv (per-flow goodput, Gbit/s), _queues.csv
+    // (bytes in every data queue that ever held any), _pfc.csv (1 while a
+    // switch queue or NIC is paused, for those ever paused), _totals.csv
+    // (cumulative CNPs, ECN marks, PFC frames), and a gnuplot script
+    // rendering each to SVG. Returns the files written.
+    std::vector<std::string> write(const std::string& dir) const;
+
+    std::size_t samples() const { return times_.size(); }
+    // Goodput of flow f in sample i (Gbit/s over the preceding interval).
+    double flow_rate(std::size_t i, std::size_t f) const { return rates_[i][f]; }
+    Nanos time(std::size_t i) const { return times_[i]; }
+
+private:
+    struct Series {
+        std::string name;
+        std::vector<double> v;
+        bool nonzero = false;
+    };
+    Series& series(std::vector<Series>& s, std::size_t i, const std::string& name);
+
+    const Fabric& f_;
+    std::string prefix_;
+    std::vector<Nanos> times_;
+    std::vector<std::vector<double>> rates_;  // [sample][flow]
+    std::vector<uint64_t> last_rx_;
+    Nanos last_t_{};
+    std::vector<Series> queues_, pauses_;
+    std::vector<std::array<uint64_t, 3>> totals_;  // cnps, ecn marks, pfc frames
+};
+
+// Renders every *.gp script in `dir` with gnuplot if it is installed.
+// Returns false (with a message) if gnuplot is missing or failed.
+bool render_plots(const std::string& dir, std::string& message);
+
+// Jain's fairness index of the values: 1 = perfectly fair, 1/n = one takes all.
+double jain(const std::vector<double>& x);
+
+// Pads columns to a table: rows[0] is the header.
+std::string format_table(const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace rocemu::fabric

@@ -1,0 +1,61 @@
+// The six scenarios of rocemu's playbook and the nccl-tests-style sweep.
+// Each scenario runs a few variants of one fabric in virtual time, prints
+// what it expects, a summary table and a verdict computed from the run, and
+// can leave a report folder (CSV time series, gnuplot SVGs, pcaps).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fabric/topology.hpp"
+#include "fabric/workload.hpp"
+
+namespace rocemu::fabric {
+
+struct ScenarioOptions {
+    uint64_t seed = 1;
+    bool reduced = false;        // the CI size: fewer hosts, smaller messages
+    std::string out_dir;         // report folder; empty writes nothing
+    std::string pcap_link;       // capture this link of every variant
+    std::optional<FabricConfig> fabric;  // replaces the scenario's own fabric where one applies
+    // Receives a progress line now and then (overwrite-style, no newline).
+    std::function<void(const std::string&)> progress;
+};
+
+struct ScenarioResult {
+    std::string name;
+    std::string expectation;
+    std::vector<std::vector<std::string>> table;  // header row first
+    bool pass = false;
+    std::string verdict;
+    std::map<std::string, double> metrics;  // "<variant>.<metric>", for tests and scripts
+    std::vector<std::string> files;         // report files written
+    std::vector<std::string> log;           // watchdog events and similar
+};
+
+std::span<const std::string_view> scenario_names();
+std::string_view scenario_description(std::string_view name);
+// Throws std::invalid_argument for an unknown name or a fabric that does not
+// fit the scenario.
+ScenarioResult run_scenario(std::string_view name, const ScenarioOptions& opts);
+
+// nccl-tests style: one run per size, each a fresh fabric.
+struct SweepRow {
+    Bytes size{};
+    Nanos time{};
+    double algbw_gbs = 0;  // GB/s, as nccl-tests prints
+    double busbw_gbs = 0;
+    uint64_t pfc = 0, ecn = 0, cnp = 0;
+    uint64_t drops = 0;
+};
+std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes,
+                                const ScenarioOptions& opts);
+std::string format_sweep(Pattern p, std::span<const SweepRow> rows);
+
+}  // namespace rocemu::fabric

@@ -1,0 +1,221 @@
+// `rocemu fabric show|run` and `rocemu scenario`: whole fabrics in virtual
+// time. `fabric run` sweeps a collective's message size like nccl-tests, or
+// runs one scenario on the given fabric; `scenario` runs a playbook scenario
+// on its own fabric and prints its expectation and verdict.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fabric/report.hpp"
+#include "fabric/scenario.hpp"
+#include "fabric/topology.hpp"
+#include "tools/rocemu/commands.hpp"
+
+namespace rocemu::cli {
+
+namespace {
+
+using namespace rocemu::fabric;
+
+struct FabricArgs {
+    std::string config;
+    bool use_default = false;
+    std::string scenario;
+    std::string workload = "ring_allreduce";
+    std::vector<std::string> sizes{"1M", "4M", "16M"};
+    uint64_t seed = 1;
+    std::string out = "rocemu-report";
+    std::string pcap;
+    bool reduced = false;
+};
+
+std::optional<FabricConfig> load(const FabricArgs& a) {
+    const ConfigResult r = a.use_default || a.config.empty() ? default_fabric_config() : load_fabric_config(a.config);
+    if (!r.config) {
+        fmt::print(stderr, "rocemu: {}\n", r.error);
+        return std::nullopt;
+    }
+    return r.config;
+}
+
+std::optional<Bytes> parse_size(const std::string& s) {
+    if (s.empty()) return std::nullopt;
+    uint64_t mult = 1;
+    std::string digits = s;
+    switch (s.back()) {
+        case 'K': case 'k': mult = 1ull << 10; digits.pop_back(); break;
+        case 'M': case 'm': mult = 1ull << 20; digits.pop_back(); break;
+        case 'G': case 'g': mult = 1ull << 30; digits.pop_back(); break;
+        default: break;
+    }
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    return Bytes{std::stoull(digits) * mult};
+}
+
+void progress_line(const std::string& line) {
+    fmt::print(stderr, "\r{:<110}", line);
+    std::fflush(stderr);
+}
+
+int finish_report(const ScenarioOptions& o, const std::vector<std::string>& files) {
+    if (o.out_dir.empty() || files.empty()) return 0;
+    std::string msg;
+    render_plots(o.out_dir, msg);
+    fmt::print("report: {} ({} files; {})\n", std::filesystem::absolute(o.out_dir).string(), files.size(), msg);
+    return 0;
+}
+
+}  // namespace
+
+int run_scenario_cli(const std::string& name, const ScenarioOptions& o) {
+    std::vector<std::string> names;
+    if (name == "all")
+        for (auto n : scenario_names()) names.emplace_back(n);
+    else
+        names.push_back(name);
+    bool all_pass = true;
+    std::vector<std::string> files;
+    for (const std::string& n : names) {
+        fmt::print("== scenario {}: {}\n", n, scenario_description(n));
+        ScenarioResult r;
+        try {
+            ScenarioOptions with_progress = o;
+            with_progress.progress = progress_line;
+            r = run_scenario(n, with_progress);
+        } catch (const std::exception& e) {
+            fmt::print(stderr, "\nrocemu scenario: {}\n", e.what());
+            return 2;
+        }
+        fmt::print(stderr, "\r{:<110}\r", "");
+        fmt::print("expect: {}\n\n{}\n", r.expectation, format_table(r.table));
+        for (const std::string& l : r.log) fmt::print("  {}\n", l);
+        fmt::print("verdict: {}  {}\n\n", r.pass ? "PASS" : "FAIL", r.verdict);
+        all_pass &= r.pass;
+        files.insert(files.end(), r.files.begin(), r.files.end());
+    }
+    finish_report(o, files);
+    return all_pass ? 0 : 1;
+}
+
+void add_scenario_subcommand(CLI::App& app, int& status);
+
+// Registers both `fabric` and `scenario`.
+void add_fabric_command(CLI::App& app, int& status) {
+    add_scenario_subcommand(app, status);
+    auto a = std::make_shared<FabricArgs>();
+    CLI::App* fab = app.add_subcommand("fabric", "Whole fabrics in virtual time");
+    fab->require_subcommand(1);
+
+    CLI::App* show = fab->add_subcommand("show", "Parse a fabric file and print what it expands to");
+    show->add_option("-c,--config", a->config, "fabric YAML (configs/fabrics/)");
+    show->add_flag("--default", a->use_default, "the embedded default fabric");
+    show->callback([a, &status] {
+        const auto cfg = load(*a);
+        if (!cfg) {
+            status = 2;
+            return;
+        }
+        const Topology t = generate(*cfg);
+        fmt::print("{}\n", t.summary());
+        for (const NicSpec& n : t.nics)
+            fmt::print("  {:<8} {:<15} on {}:{}\n", n.name, format_ipv4(n.ip), t.switches[n.sw].name,
+                       t.switches[n.sw].cfg.ports[n.sw_port].name);
+        fmt::print("links:");
+        for (const LinkSpec& l : t.links) fmt::print(" {}", l.name);
+        fmt::print("\n");
+    });
+
+    CLI::App* run = fab->add_subcommand("run", "Run a workload size sweep (nccl-tests columns) or a scenario");
+    run->add_option("-c,--config", a->config, "fabric YAML (configs/fabrics/)");
+    run->add_flag("--default", a->use_default, "the embedded default fabric (also when no --config)");
+    run->add_option("--scenario", a->scenario, "run this scenario on the fabric instead of a sweep");
+    run->add_option("-w,--workload", a->workload, "incast, permutation, all_to_all or ring_allreduce")
+        ->capture_default_str();
+    run->add_option("--sizes", a->sizes, "message sizes (suffix K, M, G)")->delimiter(',')->capture_default_str();
+    run->add_option("--seed", a->seed, "run seed")->capture_default_str();
+    run->add_option("-o,--out", a->out, "report folder")->capture_default_str();
+    run->add_option("--pcap", a->pcap, "capture this link (e.g. leaf0-spine1) into the report folder");
+    run->callback([a, &status] {
+        const auto cfg = load(*a);
+        if (!cfg) {
+            status = 2;
+            return;
+        }
+        ScenarioOptions o;
+        o.seed = a->seed;
+        o.out_dir = a->out;
+        o.pcap_link = a->pcap;
+        o.fabric = *cfg;
+        if (!a->scenario.empty()) {
+            status = run_scenario_cli(a->scenario, o);
+            return;
+        }
+        const auto p = parse_pattern(a->workload);
+        if (!p) {
+            fmt::print(stderr, "rocemu fabric run: --workload '{}' is not one of incast, permutation, all_to_all, "
+                               "ring_allreduce\n", a->workload);
+            status = 2;
+            return;
+        }
+        std::vector<Bytes> sizes;
+        for (const std::string& s : a->sizes) {
+            const auto b = parse_size(s);
+            if (!b || b->v == 0) {
+                fmt::print(stderr, "rocemu fabric run: --sizes '{}' is not a size like 4096, 64K, 16M or 1G\n", s);
+                status = 2;
+                return;
+            }
+            sizes.push_back(*b);
+        }
+        o.progress = progress_line;
+        const Topology t = generate(*cfg);
+        fmt::print("{}\n", t.summary());
+        std::vector<SweepRow> rows;
+        try {
+            rows = run_sweep(t, *p, sizes, o);
+        } catch (const std::exception& e) {
+            fmt::print(stderr, "\nrocemu fabric run: {}\n", e.what());
+            status = 2;
+            return;
+        }
+        fmt::print(stderr, "\r{:<110}\r", "");
+        fmt::print("{}", format_sweep(*p, rows));
+        std::vector<std::string> files;
+        for (const auto& e : std::filesystem::directory_iterator(a->out)) files.push_back(e.path().string());
+        status = finish_report(o, files);
+    });
+}
+
+void add_scenario_subcommand(CLI::App& app, int& status) {
+    auto name = std::make_shared<std::string>();
+    auto o = std::make_shared<ScenarioOptions>();
+    o->out_dir = "rocemu-report";
+    auto config = std::make_shared<std::string>();
+    std::string list;
+    for (auto n : scenario_names()) list += fmt::format("\n  {:<10} {}", n, scenario_description(n));
+    CLI::App* cmd = app.add_subcommand("scenario", "Run a playbook scenario and print its verdict:" + list + "\n  all");
+    cmd->add_option("name", *name, "scenario name, or all")->required();
+    cmd->add_option("--seed", o->seed, "run seed")->capture_default_str();
+    cmd->add_option("-o,--out", o->out_dir, "report folder")->capture_default_str();
+    cmd->add_option("--pcap", o->pcap_link, "capture this link of every variant into the report folder");
+    cmd->add_flag("--reduced", o->reduced, "the CI size: fewer hosts, smaller messages");
+    cmd->add_option("-c,--config", *config, "fabric YAML to use where the scenario takes one (ecmp)");
+    cmd->callback([name, o, config, &status] {
+        if (!config->empty()) {
+            const ConfigResult r = load_fabric_config(*config);
+            if (!r.config) {
+                fmt::print(stderr, "rocemu: {}\n", r.error);
+                status = 2;
+                return;
+            }
+            o->fabric = r.config;
+        }
+        status = run_scenario_cli(*name, *o);
+    });
+}
+
+}  // namespace rocemu::cli
