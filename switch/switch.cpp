@@ -501,12 +501,16 @@ Nanos Switch::next_timer() const {
 
 std::string Switch::describe(const Effect& e) const {
     const std::string_view port = e.port < cfg_.ports.size() ? std::string_view(cfg_.ports[e.port].name) : "?";
+    // The watchdog works per queue; operators think in PFC priorities.
+    std::string prios;
+    for (int p = 0; p < kNumTc; ++p)
+        if (cfg_.tc_to_queue[p] == e.queue) prios += fmt::format("{}{}", prios.empty() ? "" : ",", p);
     switch (e.kind) {
         case EffectKind::WatchdogStorm:
-            return fmt::format("PFC watchdog: storm detected on {} queue {} (action {})", port, e.queue,
-                               kWdActionNames[static_cast<std::size_t>(cfg_.pfc_wd.action)]);
+            return fmt::format("PFC watchdog: storm detected on {} priority {} (queue {}, action {})", port, prios,
+                               e.queue, kWdActionNames[static_cast<std::size_t>(cfg_.pfc_wd.action)]);
         case EffectKind::WatchdogRestore:
-            return fmt::format("PFC watchdog: storm restored on {} queue {}", port, e.queue);
+            return fmt::format("PFC watchdog: storm restored on {} priority {} (queue {})", port, prios, e.queue);
         case EffectKind::Drop:
             return fmt::format("drop handle {} at {}: {}", e.handle, port, drop_reason_name(e.reason));
         case EffectKind::SendPfc:

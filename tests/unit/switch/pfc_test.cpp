@@ -231,7 +231,7 @@ TEST(SwitchPfcWatchdog, DetectsAfterDetectionTimeDropsThenRestores) {
     EXPECT_EQ(r.sw->queue_counters(1, 3).wd_storms, 1u);
     const std::string log = r.sw->describe(*st);
     EXPECT_NE(log.find("Ethernet4"), std::string::npos) << log;
-    EXPECT_NE(log.find("queue 3"), std::string::npos) << log;
+    EXPECT_NE(log.find("priority 3"), std::string::npos) << log;
     EXPECT_NE(log.find("drop"), std::string::npos) << log;
     // The stormed port's own traffic on that priority is dropped at ingress.
     const Effects from_storm = r.send(r.pkt(1, host_ip(0), kDscpLossless3), start + 1_ms);
