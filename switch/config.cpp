@@ -136,8 +136,18 @@ public:
         }
     }
 
+    // A scalar's text; a list or mapping where a value belongs is an error
+    // naming the key, not a yaml-cpp conversion exception.
+    std::optional<std::string> text(const YAML::Node& n, const std::string& key) {
+        if (n.IsScalar()) return n.as<std::string>();
+        fail(fmt::format("{}: expected a single value", key));
+        return std::nullopt;
+    }
+
     std::optional<int64_t> integer(const YAML::Node& n, const std::string& key, int64_t lo, int64_t hi) {
-        const std::string s = n.as<std::string>();
+        const auto t = text(n, key);
+        if (!t) return std::nullopt;
+        const std::string& s = *t;
         int64_t v = 0;
         auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
         if (ec != std::errc{} || p != s.data() + s.size()) {
@@ -164,7 +174,9 @@ public:
 
     void set_bool(const YAML::Node& parent, const char* name, const std::string& path, bool& out) {
         if (!parent[name]) return;
-        const std::string s = parent[name].as<std::string>();
+        const auto t = text(parent[name], path + "." + name);
+        if (!t) return;
+        const std::string& s = *t;
         if (s == "true")
             out = true;
         else if (s == "false")
@@ -177,9 +189,12 @@ public:
     std::optional<uint8_t> index_set(const YAML::Node& n, const std::string& key) {
         std::vector<std::string> items;
         if (n.IsSequence()) {
-            for (const auto& i : n) items.push_back(i.as<std::string>());
+            for (const auto& i : n)
+                if (auto t = text(i, key)) items.push_back(*t);
         } else {
-            std::stringstream ss(n.as<std::string>());
+            const auto t = text(n, key);
+            if (!t) return std::nullopt;
+            std::stringstream ss(*t);
             for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
         }
         uint8_t bits = 0;
@@ -295,7 +310,7 @@ void read_qos(Reader& r, const YAML::Node& root, SwitchConfig& c) {
             r.only(kv.second, path, {"type", "weight"});
             SchedulerConfig sc;
             if (kv.second["type"]) {
-                const std::string t = kv.second["type"].as<std::string>();
+                const std::string t = r.text(kv.second["type"], path + ".type").value_or("DWRR");
                 if (t == "STRICT")
                     sc.strict = true;
                 else if (t != "DWRR")
@@ -319,7 +334,7 @@ void read_qos(Reader& r, const YAML::Node& root, SwitchConfig& c) {
             WredProfile p;
             r.set_bool(kv.second, "wred_green_enable", path, p.wred_green_enable);
             if (kv.second["ecn"]) {
-                const std::string e = kv.second["ecn"].as<std::string>();
+                const std::string e = r.text(kv.second["ecn"], path + ".ecn").value_or("ecn_none");
                 if (e == "ecn_all" || e == "ecn_green")
                     p.ecn = EcnMode::All;
                 else if (e != "ecn_none")
@@ -342,7 +357,9 @@ void read_qos(Reader& r, const YAML::Node& root, SwitchConfig& c) {
             if (!qs || !r.is_map(kv.second, path)) return;
             r.only(kv.second, path, {"wred_profile"});
             if (!kv.second["wred_profile"]) continue;
-            const std::string name = kv.second["wred_profile"].as<std::string>();
+            const auto name_text = r.text(kv.second["wred_profile"], path + ".wred_profile");
+            if (!name_text) return;
+            const std::string& name = *name_text;
             const WredProfile* found = nullptr;
             for (const auto& [n, p] : profiles)
                 if (n == name) found = &p;
@@ -362,7 +379,7 @@ void read_switch(Reader& r, const YAML::Node& s, SwitchConfig& c) {
     r.set_int(s, "pause_quanta", "SWITCH", 1, 65535, c.pause_quanta);
     r.set_int(s, "pfc_refresh_percent", "SWITCH", 1, 99, c.refresh_percent);
     if (s["ecn_marking"]) {
-        const std::string m = s["ecn_marking"].as<std::string>();
+        const std::string m = r.text(s["ecn_marking"], "SWITCH.ecn_marking").value_or("enqueue");
         if (m == "enqueue")
             c.wred_stage = WredStage::Enqueue;
         else if (m == "dequeue")
@@ -383,7 +400,7 @@ void read_pfc_wd(Reader& r, const YAML::Node& w, SwitchConfig& c) {
     c.pfc_wd.detection_time = Nanos::from_ms(static_cast<double>(det));
     c.pfc_wd.restoration_time = Nanos::from_ms(static_cast<double>(res));
     if (w["action"]) {
-        const std::string a = w["action"].as<std::string>();
+        const std::string a = r.text(w["action"], "PFC_WD.action").value_or("drop");
         bool found = false;
         for (std::size_t i = 0; i < kWdActionNames.size(); ++i)
             if (kWdActionNames[i] == a) {
@@ -404,7 +421,7 @@ void read_routing(Reader& r, const YAML::Node& n, SwitchConfig& c) {
             {"L4_SRC_PORT", kHashSrcPort}, {"L4_DST_PORT", kHashDstPort}, {"IN_PORT", kHashInPort}};
         c.routing.hash_fields = 0;
         for (const auto& f : h) {
-            const std::string s = f.as<std::string>();
+            const std::string s = r.text(f, "ROUTING.ecmp_hash").value_or("");
             bool found = false;
             for (const auto& [name, bit] : kFields)
                 if (name == s) {
@@ -424,7 +441,7 @@ void read_routing(Reader& r, const YAML::Node& n, SwitchConfig& c) {
             const std::string path = "ROUTING.adaptive_routing." + kv.first.as<std::string>();
             const auto tcs = r.index_set(kv.first, path);
             if (!tcs) return;
-            const std::string m = kv.second.as<std::string>();
+            const std::string m = r.text(kv.second, path).value_or("off");
             ArMode mode = ArMode::Off;
             if (m == "per_packet")
                 mode = ArMode::PerPacket;

@@ -108,6 +108,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"PORT: {E0: {}}\nROUTING: {adaptive_routing: {\"3\": sometimes}}",
                 {"ROUTING.adaptive_routing.3", "sometimes"}},
         BadCase{"PORT: {E0: {}}\nPFC: {}", {"PFC", "unknown key"}},
+        BadCase{"PORT: {E0: {speed: {fast: 1}}}", {"PORT.E0.speed", "expected a single value"}},
+        BadCase{"PORT: {E0: {}}\nPFC_WD: {action: [drop]}", {"PFC_WD.action", "expected a single value"}},
         BadCase{"PORT: [", {"YAML syntax"}}));
 
 TEST(SwitchConfig, ValidateCatchesProgrammaticMistakes) {
