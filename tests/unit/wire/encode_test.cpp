@@ -108,13 +108,19 @@ TEST(Encode, EveryOpcodeRoundTripsThroughParse) {
                 EXPECT_EQ(q.aeth.syndrome, p.aeth.syndrome);
                 EXPECT_EQ(q.aeth.msn, p.aeth.msn);
             }
-            if (info.has(Hdr::AtomicAckEth)) EXPECT_EQ(q.atomic_ack, p.atomic_ack);
+            if (info.has(Hdr::AtomicAckEth)) {
+                EXPECT_EQ(q.atomic_ack, p.atomic_ack);
+            }
             if (info.has(Hdr::Deth)) {
                 EXPECT_EQ(q.deth.qkey, p.deth.qkey);
                 EXPECT_EQ(q.deth.src_qp, p.deth.src_qp);
             }
-            if (info.has(Hdr::ImmDt)) EXPECT_EQ(q.imm, p.imm);
-            if (info.has(Hdr::Ieth)) EXPECT_EQ(q.ieth_rkey, p.ieth_rkey);
+            if (info.has(Hdr::ImmDt)) {
+                EXPECT_EQ(q.imm, p.imm);
+            }
+            if (info.has(Hdr::Ieth)) {
+                EXPECT_EQ(q.ieth_rkey, p.ieth_rkey);
+            }
             // Byte-exact: encoding the parse again gives the same frame.
             std::vector<uint8_t> again(9216);
             ASSERT_EQ(encode_roce(q, again), n);
