@@ -9,7 +9,7 @@ set -euo pipefail
 
 PKGS=(
   qemu-system-x86 cpio kmod binutils gcc libibverbs-dev
-  iproute2 tshark zstd xz-utils
+  iproute2 tshark zstd xz-utils python3
 )
 
 missing=()

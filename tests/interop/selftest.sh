@@ -4,10 +4,10 @@
 # rocemu involved. Prints one PASS/FAIL line per check, the measured timings,
 # and "N passed, M failed"; exits non-zero if any check failed.
 #
-# The one place an IP address goes on the tap is check "host pings guest":
-# the address is added, used and removed within that check, to prove the
-# host-to-guest direction. Every other check runs with the tap address-free,
-# as rocemu needs it.
+# The one place an IP address goes on the tap is the "temporary tap IP"
+# block: added, used by the host ping and by the RoCEv2 wire capture (whose
+# out-of-band TCP exchange needs a host endpoint), then removed. Every other
+# check runs with the tap address-free, as rocemu needs it.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -131,7 +131,8 @@ req="$(tshark -r "$PCAP" -Y "arp.opcode==1 && eth.src==$GUEST_MAC" 2>/dev/null |
 check "host kernel does not answer ARP on the address-free tap" "requests=$req replies=$rep" \
   eval '[ "$req" -ge 3 ] && [ "$rep" = 0 ]'
 
-# The only time the tap carries an address: to prove host-to-guest delivery.
+# The only time the tap carries an address: to prove host-to-guest delivery
+# and to give the rdma_ops exchange below a TCP endpoint on the host side.
 start_capture
 guest_ns_exec ip addr add "$GUEST_PEER_IP/24" dev "$GUEST_TAP"
 (exec ip netns exec "$GUEST_NS" ping -q -c 100 -i 0.2 10.77.0.2 > /dev/null 2>&1) &
@@ -140,8 +141,44 @@ await_capture '10\.77\.0\.2 .* 10\.77\.0\.1 .*ICMP.*Echo \(ping\) reply' 3 60; r
 check "host pings guest through the tap (temporary tap IP)" "$(tail -5 "$CAPLOG")" test $r = 0
 kill "$ping_pid" 2>/dev/null
 wait "$ping_pid" 2>/dev/null
-guest_ns_exec ip addr del "$GUEST_PEER_IP/24" dev "$GUEST_TAP"
 stop_capture
+
+# RoCEv2 from the guest's rxe onto the wire. oob_stub.py plays the rdma_ops
+# server without any RDMA, so the client's RDMA WRITE is never acknowledged
+# and rxe retransmits it until rdma_ops gives up after 3 s.
+start_capture
+(exec ip netns exec "$GUEST_NS" python3 "$HERE/oob_stub.py" > "$GUEST_DIR/oob_stub.log" 2>&1) &
+stub_pid=$!
+stub_listening() { guest_ns_exec ss -ltn | grep -q ':18515 '; }
+guest__poll 30 stub_listening
+out="$(guest_run -t 60 "rdma_ops -d rxe0 -g $gidx -s 64 -n 1 -t 3 $GUEST_PEER_IP" 2>&1)"; rc=$?
+wait "$stub_pid"
+await_capture 'RC RDMA Write Only QP=0x000011' 2 30
+stop_capture
+check "rdma_ops reports the missing responder" "rc=$rc: $out" \
+  eval '[ $rc = 1 ] && grep -q "RDMA WRITE: no completion within 3 s" <<< "$out"'
+client_psn="$(sed -n 's/^client record: [0-9a-f]*:[0-9a-f]*:\([0-9a-f]*\):.*/\1/p' "$GUEST_DIR/oob_stub.log")"
+ROCE="$GUEST_DIR/roce.pcap"
+tshark -r "$PCAP" -Y 'udp.dstport==4791 && !icmp' -F pcap -w "$ROCE" 2>/dev/null
+fields="$(tshark -r "$ROCE" -T fields -e ip.src -e ip.dst -e infiniband.bth.opcode -e infiniband.bth.destqp \
+  -e infiniband.bth.psn -e infiniband.reth.r_key -e infiniband.reth.va -e infiniband.reth.dmalen 2>/dev/null | sort | uniq -c)"
+want="$(printf '10.77.0.2\t10.77.0.1\t10\t0x000011\t%d\t0x00001234\t0x0000000000010010\t64' "0x${client_psn:-0}")"
+frames="$(awk '{print $1}' <<< "$fields")"
+check "rxe RDMA WRITE on the wire: BTH and RETH as negotiated" "psn=$client_psn fields: $fields" \
+  eval '[ -n "$client_psn" ] && [ "$(wc -l <<< "$fields")" = 1 ] && [ "$(sed "s/^ *[0-9]* //" <<< "$fields")" = "$want" ]'
+check "rxe retransmits the unacknowledged WRITE with the same PSN" "frames=$frames" \
+  test "${frames:-0}" -ge 2
+icrc="$(python3 "$HERE/roce_icrc_check.py" "$ROCE")"; rc=$?
+check "ICRC of every captured RoCEv2 frame verifies" "$icrc" test $rc = 0
+# The first frame's payload starts 24 + 16 + 14 + 20 + 8 + 12 + 16 bytes in.
+python3 -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); d[110] ^= 1; open(sys.argv[2], "wb").write(d)' \
+  "$ROCE" "$GUEST_DIR/roce-corrupt.pcap"
+icrc="$(python3 "$HERE/roce_icrc_check.py" "$GUEST_DIR/roce-corrupt.pcap")"; rc=$?
+check "ICRC check rejects a frame with one flipped payload bit" "$icrc" test $rc = 1
+unreach="$(tshark -r "$PCAP" -Y 'icmp.type==3 && icmp.code==3' 2>/dev/null | wc -l)"
+check "with an IP on the tap the host kernel answers UDP 4791 with port-unreachable" "count=$unreach" \
+  test "$unreach" -ge 1
+guest_ns_exec ip addr del "$GUEST_PEER_IP/24" dev "$GUEST_TAP"
 
 t0=$SECONDS
 guest_shutdown
