@@ -295,3 +295,38 @@ TEST(SwitchPfcWatchdog, EmptyQueueIsNoStormUntilSomethingIsStuck) {
 
 }  // namespace
 }  // namespace rocemu::sw::test
+
+namespace rocemu::sw::test {
+namespace {
+
+using namespace rocemu::literals;
+
+TEST(SwitchPfcGeneration, TimerWorkSpreadsOverCallsWhenTheEffectBufferIsShort) {
+    constexpr int kPorts = 64;
+    SwitchConfig cfg = sonic_default_config(kPorts, BitsPerSec::gbps(100));
+    cfg.pg_lossless = PgProfile{Bytes{0}, Bytes{0}, Bytes{40000}, Bytes{500}, Threshold{false, 0, Bytes{2000}}};
+    Rig r(cfg);
+    for (int p = 0; p < kPorts; ++p)
+        for (int i = 0; i < 2; ++i) r.send(r.pkt(static_cast<PortId>(p), host_ip((p + 1) % kPorts), kDscpLossless3), 0_ns);
+    for (int p = 0; p < kPorts; ++p) ASSERT_TRUE(r.sw->pg_xoff(static_cast<PortId>(p), 3));
+
+    const Nanos due = r.sw->next_timer();
+    ASSERT_LT(due, Nanos::max());
+    int refreshes = 0;
+    int calls = 0;
+    while (r.sw->next_timer() <= due) {
+        Effects fx;
+        while (fx.size() < Effects::capacity() - 40) fx.push_back(Effect{});
+        r.sw->on_timer(due, fx);
+        refreshes += count(fx, EffectKind::SendPfc);
+        ++calls;
+        ASSERT_LT(calls, 100);
+    }
+    EXPECT_EQ(refreshes, kPorts);
+    EXPECT_GT(calls, 1);
+    EXPECT_EQ(r.sw->effects_overflow(), 0u);
+    for (int p = 0; p < kPorts; ++p) EXPECT_EQ(r.sw->port_counters(static_cast<PortId>(p)).pfc_tx_xoff[3], 2u);
+}
+
+}  // namespace
+}  // namespace rocemu::sw::test
