@@ -57,7 +57,7 @@ const char* to_string(LinkDrop d) {
 }
 
 Link::Link(LinkId id, LinkEnd src, LinkEnd dst, const LinkConfig& cfg, uint64_t seed)
-    : id_(id), src_(src), dst_(dst), cfg_(cfg), rng_(seed), ring_(16) {
+    : id_(id), src_(src), dst_(dst), ring_(16), rng_(seed), cfg_(cfg) {
     const std::size_t k = std::max<std::size_t>(cfg_.paths.size(), 1);
     for (std::size_t i = 0; i < k; ++i) last_arrival_.push_back(Nanos{0});
 }

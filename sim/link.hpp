@@ -42,10 +42,6 @@ enum class CorruptMode : uint8_t {
 struct LinkConfig {
     BitsPerSec rate = BitsPerSec::gbps(100);
     Nanos propagation{0};
-    // K-path spraying: when non-empty, a RoCE frame takes path
-    // (UDP source port % K) and that path's delay replaces `propagation`.
-    // Other frames (PFC, ARP) take path 0. Paths may overtake each other.
-    FixedVec<Nanos, kMaxPaths> paths;
     // Bytes that may wait behind the frame being serialised.
     Bytes queue_limit{UINT64_MAX};
     double loss = 0.0;       // per frame, after serialisation
@@ -56,6 +52,10 @@ struct LinkConfig {
     // a frame never arrives before an earlier frame of the same path.
     Nanos jitter{0};
     bool jitter_reorders = false;
+    // K-path spraying: when non-empty, a RoCE frame takes path
+    // (UDP source port % K) and that path's delay replaces `propagation`.
+    // Other frames (PFC, ARP) take path 0. Paths may overtake each other.
+    FixedVec<Nanos, kMaxPaths> paths;
 };
 
 // Empty if `cfg` is valid, else one message naming the key, the value and
@@ -135,27 +135,25 @@ private:
     void ring_push(FrameHandle h);
     FrameHandle ring_pop();
 
+    // Per-frame state first, so a frame touches as few cache lines as it can.
     LinkId id_;
     LinkEnd src_, dst_;
-    LinkConfig cfg_;
-    Rng rng_;
-    pcap::Writer* tap_tx_ = nullptr;
-    pcap::Writer* tap_rx_ = nullptr;
-
     bool up_ = true;
-    uint32_t epoch_ = 0;  // bumped when the link goes down, voiding frames in flight
     bool transmitting_ = false;
+    uint32_t epoch_ = 0;  // bumped when the link goes down, voiding frames in flight
     // The transmitter is busy until busy_ps_ + busy_frac_ / rate picoseconds.
     int64_t busy_ps_ = 0;
     uint64_t busy_frac_ = 0;
-    FixedVec<Nanos, kMaxPaths> last_arrival_;
-
-    std::vector<FrameHandle> ring_;  // power-of-two sized FIFO
     uint32_t ring_head_ = 0;
     uint32_t queued_frames_ = 0;
     Bytes queued_bytes_{0};
-
+    std::vector<FrameHandle> ring_;  // power-of-two sized FIFO
+    pcap::Writer* tap_tx_ = nullptr;
+    pcap::Writer* tap_rx_ = nullptr;
+    Rng rng_;
+    LinkConfig cfg_;
     LinkCounters counters_;
+    FixedVec<Nanos, kMaxPaths> last_arrival_;
 };
 
 }  // namespace rocemu::sim

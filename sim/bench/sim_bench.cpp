@@ -1,7 +1,10 @@
 // Throughput of the virtual-time runtime: frames stream through a chain of
 // forwarding nodes at line rate. Prints events/s, simulated frames/s (one
-// frame crossing one link) and wall time per simulated frame for 16 and 256
-// nodes, so the cost per packet can be compared across sizes.
+// frame crossing one link) and time per simulated frame for 16 and 256
+// nodes, so the cost per packet can be compared across sizes. Then the
+// runtime's own share of the fabric target: one simulated second of a 2:1
+// incast at 40 Gbit/s, with two paced senders and a plain forwarding node
+// standing in for NICs and the switch.
 #include <chrono>
 #include <ctime>
 #include <cstdint>
@@ -92,6 +95,65 @@ Result run_chain(uint32_t nodes, uint64_t frame_hop_budget) {
             static_cast<double>(c1 - c0) / CLOCKS_PER_SEC, sim.now()};
 }
 
+// Sends a 1024-byte frame every `gap` from its timer.
+class PacedSender : public Node {
+public:
+    PacedSender(Simulator& sim, Nanos gap) : sim_(sim), id_(sim.add_node(*this)), gap_(gap) {}
+    NodeId id() const { return id_; }
+    void on_frame(PortId, FrameHandle h, Nanos) override { sim_.pool().free(h); }
+    void on_timer(Nanos now) override {
+        const FrameHandle h = sim_.pool().alloc();
+        if (h.valid()) {
+            sim_.pool().set_len(h, kFrameLen);
+            sim_.transmit(id_, 0, h);
+        }
+        sim_.arm_timer(id_, now + gap_);
+    }
+
+private:
+    Simulator& sim_;
+    NodeId id_;
+    Nanos gap_;
+};
+
+// Ports 0 and 1 in, port 2 out.
+class Merge : public Node {
+public:
+    explicit Merge(Simulator& sim) : sim_(sim), id_(sim.add_node(*this)) {}
+    NodeId id() const { return id_; }
+    void on_frame(PortId, FrameHandle h, Nanos) override { sim_.transmit(id_, 2, h); }
+
+private:
+    Simulator& sim_;
+    NodeId id_;
+};
+
+void run_incast() {
+    Simulator sim(SimConfig{.seed = 42, .max_frames = 1u << 16});
+    // 1024 B every 410 ns is 19.98 Gbit/s per sender: together just under
+    // the 40 Gbit/s bottleneck, as DCQCN would settle them.
+    PacedSender a(sim, Nanos{410}), b(sim, Nanos{410});
+    Merge sw(sim);
+    ChainNode sink(sim, false, true, 0);
+    LinkConfig cfg;
+    cfg.rate = BitsPerSec::gbps(40);
+    cfg.propagation = Nanos{1000};
+    sim.connect(a.id(), 0, sw.id(), 0, cfg);
+    sim.connect(b.id(), 0, sw.id(), 1, cfg);
+    sim.connect(sw.id(), 2, sink.id(), 0, cfg);
+    sim.arm_timer(a.id(), Nanos{0});
+    sim.arm_timer(b.id(), Nanos{205});
+
+    const std::clock_t c0 = std::clock();
+    const auto t0 = std::chrono::steady_clock::now();
+    sim.run_until(Nanos{1000000000});
+    const auto t1 = std::chrono::steady_clock::now();
+    const std::clock_t c1 = std::clock();
+    std::printf("incast 2:1 at 40 Gbit/s, 1 simulated second: %llu frames received, %llu events, %.3f s wall, %.3f s cpu\n",
+                static_cast<unsigned long long>(sink.received()), static_cast<unsigned long long>(sim.counters().events),
+                std::chrono::duration<double>(t1 - t0).count(), static_cast<double>(c1 - c0) / CLOCKS_PER_SEC);
+}
+
 }  // namespace
 
 int main() {
@@ -110,5 +172,6 @@ int main() {
                     static_cast<double>(r.frame_hops) / r.cpu_s / 1e6, ns_per_frame, r.sim_time.ms());
         if (nodes == 256) std::printf("cost per simulated frame, 256 vs 16 nodes: %.2fx\n", ns_per_frame / first);
     }
+    run_incast();
     return 0;
 }
