@@ -102,13 +102,14 @@ FrameHandle Link::on_deliver(uint64_t arg, Nanos now, FramePool& pool) {
     return h;
 }
 
-void Link::set_up(bool up, FramePool& pool) {
-    if (up_ == up) return;
+bool Link::set_up(bool up, FramePool& pool) {
+    if (up_ == up) return false;
     up_ = up;
-    if (up) return;
+    if (up) return true;
     ++epoch_;
     while (queued_frames_ > 0) drop(LinkDrop::LinkDown, ring_pop(), pool);
     queued_bytes_ = Bytes{0};
+    return true;
 }
 
 Nanos Link::busy_until_ceil() const { return Nanos{(busy_ps_ + (busy_frac_ != 0 ? 1 : 0) + 999) / 1000}; }

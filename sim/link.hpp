@@ -103,8 +103,9 @@ public:
     bool on_tx_done(Nanos now, EventQueue& q, FramePool& pool);
     // A Deliver event. The frame for the receiver, or invalid if it was dropped.
     FrameHandle on_deliver(uint64_t arg, Nanos now, FramePool& pool);
-    // Going down drops the queue and everything still on the wire.
-    void set_up(bool up, FramePool& pool);
+    // Going down drops the queue and everything still on the wire. False if
+    // the link was already in that state.
+    bool set_up(bool up, FramePool& pool);
 
     // Frames entering the wire (stamped when serialisation starts) and
     // frames leaving it (stamped on arrival) are written to these, if set.

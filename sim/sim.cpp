@@ -130,9 +130,11 @@ bool Simulator::step() {
             if (h.valid()) nodes_[l.dst().node]->on_frame(l.dst().port, h, now_);
             break;
         }
-        case EventKind::LinkState:
-            links_[e.target].set_up(e.arg != 0, pool_);
+        case EventKind::LinkState: {
+            Link& l = links_[e.target];
+            if (l.set_up(e.arg != 0, pool_)) nodes_[l.src().node]->on_link_state(l.src().port, e.arg != 0, now_);
             break;
+        }
     }
     return true;
 }

@@ -36,6 +36,13 @@ public:
         (void)port;
         (void)now;
     }
+    // The link out of `port` went down or came back up (carrier). Taking a
+    // cable down means scheduling both of its links, so each end hears once.
+    virtual void on_link_state(PortId port, bool up, Nanos now) {
+        (void)port;
+        (void)up;
+        (void)now;
+    }
 };
 
 struct SimConfig {
@@ -69,8 +76,9 @@ public:
     // --- What nodes call ------------------------------------------------------
     Nanos now() const { return now_; }
     FramePool& pool() { return pool_; }
-    // Hands `h` to the link out of `port`; the link owns it from here on,
-    // including when it drops it (the result says so, a counter says why).
+    // Hands `h` (a valid handle the node owns) to the link out of `port`;
+    // the link owns it from here on, including when it drops it (the result
+    // says so, a counter says why).
     Link::Send transmit(NodeId node, PortId port, FrameHandle h);
     // True if the port has a link and nothing is serialising or queued on it.
     bool tx_idle(NodeId node, PortId port) const;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 #include "dataplane/pcap/pcap.hpp"
 #include "test_nodes.hpp"
@@ -153,6 +154,27 @@ TEST(SimRun, TransmitOnAPortWithoutALinkIsCountedAndFreed) {
     EXPECT_EQ(sim.pool().in_use(), 0u);
     EXPECT_FALSE(sim.tx_idle(n.id(), 3));
     EXPECT_EQ(sim.out_link(n.id(), 3), Simulator::kNoLink);
+}
+
+TEST(SimRun, LinkStateChangesReachTheSendingEndOnce) {
+    struct Watcher : Node {
+        std::vector<std::tuple<PortId, bool, Nanos>> seen;
+        void on_frame(PortId, FrameHandle, Nanos) override {}
+        void on_link_state(PortId port, bool up, Nanos now) override { seen.emplace_back(port, up, now); }
+    };
+    Simulator sim(SimConfig{});
+    Watcher a, b;
+    const NodeId ia = sim.add_node(a), ib = sim.add_node(b);
+    const auto [ab, ba] = sim.connect(ia, 4, ib, 9, LinkConfig{});
+    sim.schedule_link_state(ab, 10_ns, false);
+    sim.schedule_link_state(ba, 10_ns, false);
+    sim.schedule_link_state(ab, 15_ns, false);  // already down: no news
+    sim.schedule_link_state(ab, 20_ns, true);
+    sim.schedule_link_state(ba, 30_ns, true);
+    sim.run_until_idle();
+    using S = std::tuple<PortId, bool, Nanos>;
+    EXPECT_EQ(a.seen, (std::vector<S>{{4, false, 10_ns}, {4, true, 20_ns}}));
+    EXPECT_EQ(b.seen, (std::vector<S>{{9, false, 10_ns}, {9, true, 30_ns}}));
 }
 
 // Forwards everything arriving on ports 0 and 1 out of port 2.
