@@ -1,6 +1,7 @@
 #include "switch/config.hpp"
 
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -159,6 +160,28 @@ public:
             return std::nullopt;
         }
         return v;
+    }
+
+    std::optional<double> real(const YAML::Node& n, const std::string& key, double lo, double hi) {
+        const auto t = text(n, key);
+        if (!t) return std::nullopt;
+        char* end = nullptr;
+        const double v = std::strtod(t->c_str(), &end);
+        if (t->empty() || end != t->c_str() + t->size()) {
+            fail(fmt::format("{}: '{}' is not a number (allowed [{}, {}])", key, *t, lo, hi));
+            return std::nullopt;
+        }
+        if (!(v >= lo && v <= hi)) {
+            fail(fmt::format("{}: {} out of range [{}, {}]", key, v, lo, hi));
+            return std::nullopt;
+        }
+        return v;
+    }
+
+    void set_nanos(const YAML::Node& parent, const char* name, const std::string& path, Nanos& out) {
+        int64_t v = out.v;
+        set_int(parent, name, path, 0, int64_t{1} << 62, v);
+        out = Nanos{v};
     }
 
     template <typename T>
@@ -459,7 +482,84 @@ void read_routing(Reader& r, const YAML::Node& n, SwitchConfig& c) {
     r.set_int(n, "flowlet_table_size", "ROUTING", 1, 1 << 24, c.routing.flowlet_table_size);
 }
 
+void read_link(Reader& r, const YAML::Node& n, LinkConfig& c) {
+    const std::string path = "LINK";
+    if (!r.is_map(n, path)) return;
+    r.only(n, path,
+           {"speed", "propagation_delay_ns", "loss_rate", "corrupt_rate", "corrupt_as", "reorder_rate",
+            "reorder_delay_ns", "down_up", "pfc_storm"});
+    uint64_t mbps = c.speed.v / 1000000;
+    r.set_int(n, "speed", path, 1, 800000, mbps);
+    c.speed = BitsPerSec::mbps(static_cast<double>(mbps));
+    r.set_nanos(n, "propagation_delay_ns", path, c.propagation_delay);
+    for (auto [key, out] : {std::pair{"loss_rate", &c.loss_rate}, std::pair{"corrupt_rate", &c.corrupt_rate},
+                            std::pair{"reorder_rate", &c.reorder_rate}})
+        if (n[key])
+            if (auto v = r.real(n[key], path + "." + key, 0.0, 1.0)) *out = *v;
+    if (n["corrupt_as"]) {
+        const std::string a = r.text(n["corrupt_as"], "LINK.corrupt_as").value_or("fcs");
+        if (a == "fcs")
+            c.corrupt_as = Corruption::BadFcs;
+        else if (a == "icrc")
+            c.corrupt_as = Corruption::BadIcrc;
+        else
+            r.fail(fmt::format("LINK.corrupt_as: '{}' not allowed (allowed: fcs, icrc)", a));
+    }
+    r.set_nanos(n, "reorder_delay_ns", path, c.reorder_delay);
+    if (const auto du = n["down_up"]) {
+        if (!du.IsSequence()) return r.fail("LINK.down_up: expected a list of {at_ns, up}");
+        for (std::size_t i = 0; i < du.size(); ++i) {
+            const std::string item = fmt::format("LINK.down_up[{}]", i);
+            if (!r.is_map(du[i], item)) return;
+            r.only(du[i], item, {"at_ns", "up"});
+            if (!du[i]["at_ns"] || !du[i]["up"]) return r.fail(item + ": needs at_ns and up");
+            Nanos at{};
+            bool up = true;
+            r.set_nanos(du[i], "at_ns", item, at);
+            r.set_bool(du[i], "up", item, up);
+            c.up_down.emplace_back(at, up);
+        }
+    }
+    if (const auto st = n["pfc_storm"]) {
+        const std::string sp = "LINK.pfc_storm";
+        if (!r.is_map(st, sp)) return;
+        r.only(st, sp, {"start_ns", "stop_ns", "period_ns", "priorities", "quanta"});
+        PfcStorm storm;
+        storm.start = Nanos{0};
+        storm.period = Nanos::from_us(10);
+        r.set_nanos(st, "start_ns", sp, storm.start);
+        r.set_nanos(st, "stop_ns", sp, storm.stop);
+        r.set_nanos(st, "period_ns", sp, storm.period);
+        if (storm.period <= Nanos{0}) r.fail(fmt::format("{}.period_ns: {} must be > 0", sp, storm.period.v));
+        uint8_t prios = 1 << 3;
+        if (st["priorities"])
+            if (auto bits = r.index_set(st["priorities"], sp + ".priorities")) prios = *bits;
+        uint16_t quanta = 0xFFFF;
+        r.set_int(st, "quanta", sp, 1, 65535, quanta);
+        storm.frame.class_enable = prios;
+        for (int p = 0; p < kNumTc; ++p)
+            if ((prios >> p) & 1) storm.frame.quanta[p] = quanta;
+        c.storm = storm;
+    }
+}
+
 }  // namespace
+
+LinkConfigResult parse_link_config(std::string_view yaml_text) {
+    LinkConfigResult out;
+    Reader r;
+    try {
+        const YAML::Node root = YAML::Load(std::string(yaml_text));
+        LinkConfig c;
+        read_link(r, root, c);
+        if (r.ok()) out.config = std::move(c);
+    } catch (const YAML::Exception& e) {
+        r.fail(fmt::format("LINK: YAML: {}", e.what()));
+    }
+    out.error = r.error;
+    if (!r.ok()) out.config.reset();
+    return out;
+}
 
 ConfigResult parse_switch_config(std::string_view yaml_text) {
     ConfigResult out;

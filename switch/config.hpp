@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/units.hpp"
+#include "switch/link.hpp"
 #include "switch/types.hpp"
 
 namespace rocemu::sw {
@@ -132,5 +133,14 @@ struct ConfigResult {
 // Parse YAML text: keys absent from the text keep SONiC's defaults.
 ConfigResult parse_switch_config(std::string_view yaml_text);
 ConfigResult load_switch_config(const std::string& path);
+
+struct LinkConfigResult {
+    std::optional<LinkConfig> config;
+    std::string error;
+};
+
+// One link's emulation and faults, as a YAML mapping (see
+// configs/switch/link-faults.yaml); errors name LINK.<key>.
+LinkConfigResult parse_link_config(std::string_view yaml_text);
 
 }  // namespace rocemu::sw

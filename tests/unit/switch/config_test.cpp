@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "switch/config.hpp"
@@ -121,6 +123,62 @@ TEST(SwitchConfig, ValidateCatchesProgrammaticMistakes) {
     c = sonic_default_config(1, BitsPerSec::gbps(100));
     c.pause_quanta = 0;
     EXPECT_NE(validate(c).find("SWITCH.pause_quanta: 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rocemu::sw
+
+namespace rocemu::sw {
+namespace {
+
+using namespace rocemu::literals;
+
+TEST(SwitchLinkConfig, ExampleFileParses) {
+    std::ifstream in(std::string(ROCEMU_SOURCE_DIR) + "/configs/switch/link-faults.yaml");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const LinkConfigResult r = parse_link_config(ss.str());
+    ASSERT_TRUE(r.config) << r.error;
+    const LinkConfig& c = *r.config;
+    EXPECT_EQ(c.speed, BitsPerSec::gbps(100));
+    EXPECT_EQ(c.propagation_delay, 500_ns);
+    EXPECT_DOUBLE_EQ(c.loss_rate, 0.0001);
+    EXPECT_DOUBLE_EQ(c.corrupt_rate, 0.00001);
+    EXPECT_EQ(c.corrupt_as, Corruption::BadIcrc);
+    EXPECT_DOUBLE_EQ(c.reorder_rate, 0.01);
+    EXPECT_EQ(c.reorder_delay, 2_us);
+    ASSERT_EQ(c.up_down.size(), 2u);
+    EXPECT_EQ(c.up_down[0], std::make_pair(5_ms, false));
+    EXPECT_EQ(c.up_down[1], std::make_pair(6_ms, true));
+    ASSERT_TRUE(c.storm);
+    EXPECT_EQ(c.storm->start, 10_ms);
+    EXPECT_EQ(c.storm->stop, 20_ms);
+    EXPECT_EQ(c.storm->period, 20_us);
+    EXPECT_EQ(c.storm->frame.class_enable, 1 << 3);
+    EXPECT_EQ(c.storm->frame.quanta[3], 65535);
+    // The parsed link behaves as configured.
+    Link link(c);
+    Rng rng(3);
+    EXPECT_EQ(link.transmit(Bytes{100}, 5500_us, rng).fate, LinkFate::LostLinkDown);
+    EXPECT_TRUE(link.poll_storm(10_ms));
+}
+
+TEST(SwitchLinkConfig, ErrorsNameTheKey) {
+    struct Case {
+        const char* yaml;
+        const char* key;
+    };
+    for (const Case c : {Case{"loss_rate: 1.5", "LINK.loss_rate: 1.5 out of range"},
+                         Case{"loss_rate: often", "LINK.loss_rate: 'often' is not a number"},
+                         Case{"corrupt_as: crc", "LINK.corrupt_as: 'crc'"},
+                         Case{"down_up: [{at_ns: 5}]", "LINK.down_up[0]: needs at_ns and up"},
+                         Case{"pfc_storm: {period_ns: 0}", "LINK.pfc_storm.period_ns: 0"},
+                         Case{"pfc_storm: {priorities: \"8\"}", "LINK.pfc_storm.priorities: 8"},
+                         Case{"jitter_ns: 5", "LINK.jitter_ns: unknown key"}}) {
+        const LinkConfigResult r = parse_link_config(c.yaml);
+        EXPECT_FALSE(r.config) << c.yaml;
+        EXPECT_NE(r.error.find(c.key), std::string::npos) << r.error;
+    }
 }
 
 }  // namespace
