@@ -151,6 +151,7 @@ guest_run() {
 
 guest_spawn() {
   local name="$1" body="$2"
+  rm -f "$GUEST_SHARE/cmd/bg-$name".* "$GUEST_SHARE/cmd/spawn-$name".*
   printf '%s\n' "$body" > "$GUEST_SHARE/cmd/bg-$name.body"
   guest__submit "spawn-$name" \
     "( sh \"\$SHARE/cmd/bg-$name.body\" > \"\$SHARE/cmd/bg-$name.out\" 2>&1; echo \$? > \"\$SHARE/cmd/bg-$name.rc.tmp\"; mv \"\$SHARE/cmd/bg-$name.rc.tmp\" \"\$SHARE/cmd/bg-$name.rc\" ) < /dev/null > /dev/null 2>&1 &"

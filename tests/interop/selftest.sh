@@ -67,7 +67,9 @@ check "ibv_devinfo: rxe0 active_mtu 1024 at netdev MTU 1500" "$(grep -E 'active_
 check "ibv_devinfo: atomics supported" "$(grep atomic_cap <<< "$devinfo")" \
   grep -q 'atomic_cap:.*ATOMIC_HCA' <<< "$devinfo"
 
-PP='ibv_rc_pingpong -d rxe0 -g '"$gidx"' -n 200 -s 4096'
+# -e: completion events instead of busy polling. Client and server share the
+# guest's one vCPU, and two busy pollers make each round trip ~10x slower.
+PP='ibv_rc_pingpong -e -d rxe0 -g '"$gidx"' -n 200 -s 4096'
 guest_spawn pp_srv "$PP"
 cli="$(guest_run -t 120 "wait-listen 18515 && $PP 127.0.0.1")"; cli_rc=$?
 srv="$(guest_wait pp_srv 60)"; srv_rc=$?
@@ -94,9 +96,13 @@ srv="$(guest_wait ops_bad 60 2>&1)"; srv_rc=$?
 check "rdma_ops detects a mismatch" "client rc=$cli_rc server rc=$srv_rc: $srv" \
   eval '[ $cli_rc = 1 ] && [ $srv_rc = 1 ] && grep -q "FETCH_AND_ADD word is" <<< "$srv"'
 
-errs="$(guest_run 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters &&
-  grep -H . completer_retry_err retry_exceeded_err retry_rnr_exceeded_err rcvd_seq_err send_err rcvd_rnr_err link_downed | grep -v ":0$"')"
-check "rxe hw_counters show no errors" "$errs" test -z "$errs"
+# Errors that end a QP or lose data must be zero. Retransmissions are not:
+# a host busy with other work can stall the TCG vCPU past rxe's 67 ms ACK
+# timeout, and the data checks above already prove nothing was lost.
+counters="$(guest_run 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters && grep -H . *')"
+errs="$(grep -E '^(retry_exceeded_err|retry_rnr_exceeded_err|send_err|link_downed|rcvd_rnr_err|send_rnr_err):' <<< "$counters" | grep -v ':0$')"
+check "rxe hw_counters show no fatal errors" "$errs" test -z "$errs"
+echo "info: rxe retransmission counters: $(grep -E '^(completer_retry_err|rcvd_seq_err|duplicate_request|out_of_seq_request):' <<< "$counters" | tr '\n' ' ')"
 
 # --- wire path through the tap ---------------------------------------------
 # tshark prints each packet as it sees it; checks wait (bounded) for the
@@ -191,9 +197,9 @@ script="$GUEST_CACHE/selftest-jumbo.$$.sh"
 cat > "$script" <<'EOF'
 G=$(sed -n 's/^gid_index_ipv4=//p' /share/ready)
 ibv_devinfo -d rxe0 | grep active_mtu
-ibv_rc_pingpong -d rxe0 -g $G -m 4096 -n 50 -s 65536 > /tmp/srv.out 2>&1 &
+ibv_rc_pingpong -e -d rxe0 -g $G -m 4096 -n 50 -s 65536 > /tmp/srv.out 2>&1 &
 wait-listen 18515 || exit 1
-ibv_rc_pingpong -d rxe0 -g $G -m 4096 -n 50 -s 65536 127.0.0.1 || exit 1
+ibv_rc_pingpong -e -d rxe0 -g $G -m 4096 -n 50 -s 65536 127.0.0.1 || exit 1
 wait $! || exit 2
 cat /tmp/srv.out
 EOF
