@@ -1,0 +1,249 @@
+#include "switch/dpdk/runtime.hpp"
+
+#include <rte_ethdev.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "dataplane/wire/l2.hpp"
+#include "switch/dpdk/frame.hpp"
+
+namespace rocemu::sw::live {
+
+namespace {
+// Handles cover every mbuf the ports' pools hold, so a received frame always gets one.
+constexpr std::size_t kHandlesPerPort = 8192;
+
+std::span<uint8_t> bytes(rte_mbuf* m) { return {rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m)}; }
+
+bool later(const auto& a, const auto& b) { return a.release != b.release ? a.release > b.release : a.seq > b.seq; }
+}  // namespace
+
+SwitchRuntime::SwitchRuntime(Switch& sw, std::vector<dpdk::Port*> ports, std::vector<LinkConfig> links,
+                             dpdk::Capture* capture, RuntimeOptions opt)
+    : sw_(sw), capture_(capture), opt_(opt), rng_(opt.seed) {
+    ports_.reserve(ports.size());
+    for (std::size_t i = 0; i < ports.size(); ++i) {
+        ports_.push_back(PortRt{.port = ports[i], .mac = ports[i]->mac(), .link = Link(links[i])});
+        PortRt& r = ports_.back();
+        r.delay.reserve(kDelayCap);
+        r.board = std::make_unique<SwitchBoard>(static_cast<uint16_t>(i), sw.config().ports[i].name, ports[i]->name());
+        if (opt_.telemetry) telemetry_add(r.board.get());
+    }
+    handles_.assign(kHandlesPerPort * ports_.size(), nullptr);
+    free_.reserve(handles_.size());
+    for (std::size_t h = handles_.size(); h-- > 0;) free_.push_back(static_cast<uint32_t>(h));
+    scratch_.resize(port_counter_names().size());
+}
+
+SwitchRuntime::~SwitchRuntime() {
+    for (PortRt& r : ports_) {
+        for (uint16_t i = 0; i < r.ctrl_n; ++i) rte_pktmbuf_free(r.ctrl[i]);
+        for (uint16_t i = 0; i < r.tx_n; ++i) rte_pktmbuf_free(r.tx[i]);
+        for (const Delayed& d : r.delay) rte_pktmbuf_free(d.m);
+        if (opt_.telemetry) telemetry_remove(r.board.get());
+    }
+    for (rte_mbuf* m : handles_)
+        if (m) rte_pktmbuf_free(m);
+}
+
+rte_mbuf* SwitchRuntime::take(uint32_t handle) {
+    rte_mbuf* m = handles_[handle];
+    handles_[handle] = nullptr;
+    free_.push_back(handle);
+    return m;
+}
+
+uint32_t SwitchRuntime::poll(Nanos now) {
+    uint32_t received = 0;
+    for (PortId p = 0; p < ports_.size(); ++p) {
+        const std::size_t before = ports_[p].st[RtStat::RxFrames];
+        receive(p, now);
+        received += static_cast<uint32_t>(ports_[p].st[RtStat::RxFrames] - before);
+    }
+    while (sw_.next_timer() <= now) {
+        sw_.on_timer(now, fx_);
+        apply();
+    }
+    for (PortId p = 0; p < ports_.size(); ++p) {
+        while (const auto f = ports_[p].link.poll_storm(now)) send_pfc(p, *f);
+        transmit(p, now);
+        flush(p, now);
+    }
+    if (now - last_publish_ >= opt_.publish_every) publish(now);
+    return received;
+}
+
+void SwitchRuntime::receive(PortId p, Nanos now) {
+    PortRt& r = ports_[p];
+    rte_mbuf* rx[kBurst];
+    const uint16_t n = rte_eth_rx_burst(r.port->id(), 0, rx, kBurst);
+    if (!n) return;
+    if (capture_) capture_->record(r.port->id(), rx, n, false);
+    std::size_t nd = 0;
+    PfcFrameDesc pfc;
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = rx[i];
+        r.st.add(RtStat::RxFrames);
+        r.st.add(RtStat::RxBytes, rte_pktmbuf_pkt_len(m));
+        RtStat drop = RtStat::kCount;
+        if (m->nb_segs != 1) {
+            drop = RtStat::DropMultiSegment;
+        } else {
+            PacketDesc& d = descs_[nd];
+            switch (parse_frame(bytes(m), p, 0, d, pfc)) {
+                case RxKind::Data:
+                    if (opt_.ttl_decrement && decrement_ttl(bytes(m)) == TtlResult::Expired) drop = RtStat::DropTtlExpired;
+                    else if (free_.empty()) drop = RtStat::DropNoHandle;
+                    else {
+                        d.handle = free_.back();
+                        free_.pop_back();
+                        handles_[d.handle] = m;
+                        ++nd;
+                        continue;
+                    }
+                    break;
+                case RxKind::Pfc:
+                    r.st.add(RtStat::RxPfc);
+                    sw_.on_pfc(p, pfc, now, fx_);
+                    apply();
+                    rte_pktmbuf_free(m);
+                    continue;
+                case RxKind::Pause:
+                    r.st.add(RtStat::RxPause);
+                    rte_pktmbuf_free(m);
+                    continue;
+                case RxKind::NotIp: drop = RtStat::DropNotIp; break;
+                case RxKind::Truncated: drop = RtStat::DropTruncated; break;
+            }
+        }
+        r.st.add(drop);
+        rte_pktmbuf_free(m);
+    }
+    for (std::size_t done = 0; done < nd;) {
+        done += sw_.on_burst(descs_.data() + done, nd - done, now, rng_, fx_);
+        apply();
+    }
+}
+
+void SwitchRuntime::apply() {
+    for (const Effect& e : fx_) {
+        switch (e.kind) {
+            case EffectKind::Enqueued: {
+                const Neighbor& nb = sw_.routes().neighbor(e.neighbor);
+                rewrite_l2(bytes(handles_[e.handle]), nb.mac, ports_[e.port].mac);
+                break;
+            }
+            case EffectKind::Drop: rte_pktmbuf_free(take(e.handle)); break;
+            case EffectKind::MarkCe: wire::set_ip_ecn(bytes(handles_[e.handle]), kEcnCe); break;
+            case EffectKind::SendPfc: send_pfc(e.port, e.pfc); break;
+            case EffectKind::TxReady: ports_[e.port].ready_at = e.at; break;
+            case EffectKind::WatchdogStorm:
+            case EffectKind::WatchdogRestore: spdlog::warn("{}", sw_.describe(e)); break;
+        }
+    }
+    fx_.clear();
+}
+
+void SwitchRuntime::send_pfc(PortId p, const PfcFrameDesc& pfc) {
+    PortRt& r = ports_[p];
+    rte_mbuf* m = r.ctrl_n < kCtrlCap ? rte_pktmbuf_alloc(r.port->pool()) : nullptr;
+    char* data = m ? rte_pktmbuf_append(m, wire::kPfcFrameLen) : nullptr;
+    if (!data) {
+        r.st.add(RtStat::PfcNoMbuf);
+        rte_pktmbuf_free(m);
+        return;
+    }
+    build_pfc(pfc, r.mac, std::span(reinterpret_cast<uint8_t*>(data), wire::kPfcFrameLen));
+    if (capture_) capture_->record(r.port->id(), &m, 1, true);
+    r.ctrl[r.ctrl_n++] = m;
+    ++buffered_;
+}
+
+// The core paces the port: a frame may start when its TxReady time has come
+// and the wire is free. Frames are dequeued at their own start times (which
+// trail `now` when the loop was busy), so the rate over time is the port's.
+void SwitchRuntime::transmit(PortId p, Nanos now) {
+    PortRt& r = ports_[p];
+    while (r.ready_at <= now && r.tx_n < kBurst && r.delay.size() < kDelayCap) {
+        const Nanos t = std::max(r.ready_at, sw_.tx_free_at(p));
+        if (t > now) {
+            r.ready_at = t;
+            break;
+        }
+        r.ready_at = Nanos::max();
+        const std::optional<TxDesc> tx = sw_.dequeue(p, t, rng_, fx_);
+        apply();
+        if (tx) deliver(p, *tx, now);
+    }
+}
+
+void SwitchRuntime::deliver(PortId p, const TxDesc& tx, Nanos now) {
+    PortRt& r = ports_[p];
+    rte_mbuf* m = take(tx.handle);
+    const LinkDelivery d = r.link.transmit(tx.frame_len, tx.start, rng_);
+    RtStat drop = RtStat::kCount;
+    if (d.fate == LinkFate::LostLinkDown) drop = RtStat::DropLinkDown;
+    else if (d.fate == LinkFate::LostRandom) drop = RtStat::DropLinkLoss;
+    else if (d.corruption == Corruption::BadFcs) drop = RtStat::DropLinkFcs;
+    if (drop != RtStat::kCount) {
+        r.st.add(drop);
+        rte_pktmbuf_free(m);
+        return;
+    }
+    if (d.corruption == Corruption::BadIcrc && corrupt_icrc(bytes(m))) r.st.add(RtStat::CorruptIcrc);
+    // Serialisation is the core's pacing; the device gets the frame when it
+    // starts on the wire, plus the propagation (and any reordering) delay.
+    const Nanos release = tx.start + (d.arrival - d.tx_end);
+    if (release <= now && r.delay.empty()) {
+        queue_tx(r, m);
+        return;
+    }
+    r.delay.push_back(Delayed{release, seq_++, m});
+    std::push_heap(r.delay.begin(), r.delay.end(), [](const Delayed& a, const Delayed& b) { return later(a, b); });
+    ++delayed_;
+}
+
+void SwitchRuntime::queue_tx(PortRt& r, rte_mbuf* m) {
+    if (capture_) capture_->record(r.port->id(), &m, 1, true);
+    r.tx[r.tx_n++] = m;
+    ++buffered_;
+}
+
+// PFC first, data only once every PFC frame is out. What the device does not
+// take stays buffered for the next turn: nothing queued is dropped here.
+void SwitchRuntime::flush(PortId p, Nanos now) {
+    PortRt& r = ports_[p];
+    while (!r.delay.empty() && r.delay.front().release <= now && r.tx_n < kTxCap) {
+        std::pop_heap(r.delay.begin(), r.delay.end(), [](const Delayed& a, const Delayed& b) { return later(a, b); });
+        rte_mbuf* m = r.delay.back().m;
+        r.delay.pop_back();
+        --delayed_;
+        queue_tx(r, m);
+    }
+    const auto send = [&](rte_mbuf** pkts, uint16_t& n, bool pfc) {
+        if (!n) return;
+        uint64_t bytes_total = 0;
+        for (uint16_t i = 0; i < n; ++i) bytes_total += rte_pktmbuf_pkt_len(pkts[i]);
+        const uint16_t sent = rte_eth_tx_burst(r.port->id(), 0, pkts, n);
+        for (uint16_t i = sent; i < n; ++i) bytes_total -= rte_pktmbuf_pkt_len(pkts[i]);
+        r.st.add(RtStat::TxFrames, sent);
+        r.st.add(RtStat::TxBytes, bytes_total);
+        if (pfc) r.st.add(RtStat::TxPfc, sent);
+        std::copy(pkts + sent, pkts + n, pkts);
+        n = static_cast<uint16_t>(n - sent);
+        buffered_ -= sent;
+    };
+    send(r.ctrl.data(), r.ctrl_n, true);
+    if (!r.ctrl_n) send(r.tx.data(), r.tx_n, false);
+}
+
+void SwitchRuntime::publish(Nanos now) {
+    for (PortId p = 0; p < ports_.size(); ++p) {
+        collect_port_counters(sw_, p, now, ports_[p].st, ports_[p].link.counters(), scratch_);
+        ports_[p].board->publish(scratch_);
+    }
+    last_publish_ = now;
+}
+
+}  // namespace rocemu::sw::live
