@@ -38,6 +38,10 @@ concept NicUpper = requires(U u, const U cu, std::span<const uint8_t> in, std::s
     { u.pull_tx(out, now) } -> std::same_as<size_t>;  // writes one frame into `out`; 0 when idle
 };
 
+// An upper that can answer CounterQuery (engine and per-QP counters) on the loop thread.
+template <typename U>
+concept AnswersQueries = requires(U u, CounterQuery& q) { u.answer(q); };
+
 // An upper with no RDMA: RoCEv2 frames are dropped and counted.
 struct NoTransport {
     static constexpr bool kHandlesRoce = false;
@@ -63,6 +67,7 @@ public:
         NicConfig cfg = {})
         : port_(port), host_(host), upper_(upper), clock_(clock), capture_(capture), cfg_(cfg),
           board_(port.id(), port.name()) {
+        board_.answers_queries = AnswersQueries<Upper>;
         telemetry_add(&board_);
     }
     ~Nic() {
@@ -90,6 +95,7 @@ public:
         if (tx_n_ && (tx_n_ == kBurst || now_ - last_flush_ >= cfg_.tx_drain)) flush();
         if (now_ - last_publish_ >= cfg_.publish_every) {
             board_.publish(stats_, host_.counters());
+            if constexpr (AnswersQueries<Upper>) board_.mailbox().serve([this](CounterQuery& q) { upper_.answer(q); });
             last_publish_ = now_;
         }
         return n;

@@ -57,6 +57,30 @@ public:
         return engine_.tx_burst(std::span(&f, 1), now, fx_) ? f.len : 0;
     }
 
+    // Engine-wide or per-QP counters for telemetry; runs on the loop thread.
+    void answer(CounterQuery& q) const {
+        auto put = [&q](const char* name, uint64_t v) { q.values.emplace_back(name, v); };
+        switch (q.kind) {
+            case CounterQuery::Kind::Engine:
+                q.found = true;
+                transport::for_each_counter(engine_.counters(), put);
+                return;
+            case CounterQuery::Kind::QpList:
+                q.found = true;
+                for (uint32_t i = 0; i < engine_.config().max_qp; ++i) {
+                    const Qpn qpn{transport::Engine::kFirstQpn + i};
+                    if (engine_.qp_counters(qpn)) q.values.emplace_back("qpn", qpn.v);
+                }
+                return;
+            case CounterQuery::Kind::Qp:
+                if (const transport::Counters* c = engine_.qp_counters(Qpn{q.qpn})) {
+                    q.found = true;
+                    transport::for_each_counter(*c, put);
+                }
+                return;
+        }
+    }
+
     transport::Engine& engine() { return engine_; }
     // CQ events and CNPs the engine reported; the application clears them.
     transport::Effects& effects() { return fx_; }

@@ -1,5 +1,8 @@
 #include "dataplane/dpdk/stats.hpp"
 
+#include <chrono>
+#include <thread>
+
 namespace rocemu::dpdk {
 
 const char* to_string(PortStat s) {
@@ -47,6 +50,26 @@ std::vector<std::pair<std::string, uint64_t>> CounterBoard::snapshot() const {
     std::vector<std::pair<std::string, uint64_t>> out;
     for (size_t i = 0; i < names_.size(); ++i) out.emplace_back(names_[i], value(i));
     return out;
+}
+
+bool QueryMailbox::ask(CounterQuery& q, int timeout_ms) {
+    std::lock_guard lock(askers_);
+    query_ = q;
+    state_.store(kAsked, std::memory_order_release);
+    for (int waited = 0;; ++waited) {
+        if (state_.load(std::memory_order_acquire) == kAnswered) break;
+        if (waited >= timeout_ms) {
+            int expected = kAsked;
+            if (state_.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) return false;
+            // The loop took the question just now: its answer is moments away.
+            while (state_.load(std::memory_order_acquire) != kAnswered) std::this_thread::yield();
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    q = std::move(query_);
+    state_.store(kIdle, std::memory_order_release);
+    return true;
 }
 
 }  // namespace rocemu::dpdk

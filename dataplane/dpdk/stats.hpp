@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,42 @@ struct PortStats {
     uint64_t operator[](PortStat s) const { return v[static_cast<size_t>(s)]; }
 };
 
+// A question for the layer above a NIC (the transport engine), whose state
+// only the poll-loop thread may touch. Another thread (telemetry) posts the
+// question and waits; the loop answers between bursts, at most every
+// publish period. The loop never blocks on it.
+struct CounterQuery {
+    enum class Kind : uint8_t { Engine, QpList, Qp };
+    Kind kind = Kind::Engine;
+    uint32_t qpn = 0;
+    bool found = false;  // set by the answerer: the QP (or engine) exists
+    std::vector<std::pair<std::string, uint64_t>> values;  // QpList: ("qpn", n) per QP
+};
+
+class QueryMailbox {
+public:
+    // Asking thread: posts `q`, waits up to `timeout_ms` for the answer.
+    // False if the loop did not answer in time (`q` is then unchanged).
+    bool ask(CounterQuery& q, int timeout_ms);
+
+    // Loop thread: answers a pending question with answer(CounterQuery&).
+    template <typename F>
+    void serve(F&& answer) {
+        int expected = kAsked;
+        if (state_.load(std::memory_order_acquire) != kAsked ||
+            !state_.compare_exchange_strong(expected, kAnswering, std::memory_order_acq_rel))
+            return;
+        answer(query_);
+        state_.store(kAnswered, std::memory_order_release);
+    }
+
+private:
+    enum : int { kIdle, kAsked, kAnswering, kAnswered };
+    std::mutex askers_;  // one question at a time
+    std::atomic<int> state_{kIdle};
+    CounterQuery query_;
+};
+
 class CounterBoard {
 public:
     CounterBoard(uint16_t port_id, std::string port_name);
@@ -51,6 +88,10 @@ public:
     uint64_t value(std::string_view name) const;  // 0 for an unknown name
     std::vector<std::pair<std::string, uint64_t>> snapshot() const;
 
+    // Set before the board is shared: whether the loop answers CounterQuery.
+    bool answers_queries = false;
+    QueryMailbox& mailbox() const { return mailbox_; }
+
 private:
     static constexpr size_t kValues = static_cast<size_t>(PortStat::kCount) +
                                       static_cast<size_t>(host::HostEvent::kCount) +
@@ -59,6 +100,7 @@ private:
     std::string port_name_;
     std::vector<std::string> names_;
     std::array<std::atomic<uint64_t>, kValues> values_{};
+    mutable QueryMailbox mailbox_;
 };
 
 }  // namespace rocemu::dpdk

@@ -4,11 +4,14 @@
 #include <rte_eth_ring.h>
 #include <rte_ring.h>
 
+#include <atomic>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "dataplane/dpdk/eal.hpp"
 #include "dataplane/dpdk/roce_nic.hpp"
+#include "dataplane/dpdk/telemetry_client.hpp"
 
 namespace rocemu::dpdk {
 namespace {
@@ -205,6 +208,90 @@ TEST_F(DpdkRoceRing, RcSendAndWriteCompleteAcrossThePorts) {
     EXPECT_GE(a.engine->counters().sent_pkts, 6u);
     EXPECT_EQ(b.stack.counters().event(host::HostEvent::RxRoce), b.engine->counters().rcvd_pkts);
     EXPECT_EQ(a.nic->stats()[PortStat::DropTxFull], 0u);
+}
+
+TEST_F(DpdkRoceRing, EngineAndQpCountersAreAnsweredByTheLoopToAnotherThread) {
+    connect();
+    RoceNic& a = *n[0];
+    SendWr write;
+    write.wr_id = 1;
+    write.opcode = WrOpcode::RdmaWrite;
+    write.send_flags = kSendSignaled;
+    write.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(a.buf.data()), 100, a.mr.lkey});
+    write.remote_addr = reinterpret_cast<uint64_t>(n[1]->buf.data());
+    write.rkey = n[1]->mr.rkey;
+    ASSERT_FALSE(a.engine->post_send(a.qpn, std::span(&write, 1), a.upper->effects()));
+    Wc wc;
+    ASSERT_TRUE(poll_until([&] { return a.engine->poll_cq(a.cq, std::span(&wc, 1)) == 1; }));
+
+    CounterQuery qp, list, missing;
+    qp.kind = CounterQuery::Kind::Qp;
+    qp.qpn = a.qpn.v;
+    list.kind = CounterQuery::Kind::QpList;
+    missing.kind = CounterQuery::Kind::Qp;
+    missing.qpn = 0x999;
+    std::atomic<bool> done{false};
+    bool answered[3] = {};
+    std::thread asker([&] {
+        answered[0] = a.nic->board().mailbox().ask(qp, 2000);
+        answered[1] = a.nic->board().mailbox().ask(list, 2000);
+        answered[2] = a.nic->board().mailbox().ask(missing, 2000);
+        done = true;
+    });
+    ASSERT_TRUE(poll_until([&] { return done.load(); }));
+    asker.join();
+    EXPECT_TRUE(answered[0] && answered[1] && answered[2]);
+    EXPECT_TRUE(a.nic->board().answers_queries);
+    ASSERT_TRUE(qp.found);
+    uint64_t sent = 0;
+    for (const auto& [name, v] : qp.values)
+        if (name == "sent_pkts") sent = v;
+    EXPECT_EQ(sent, a.engine->qp_counters(a.qpn)->sent_pkts);
+    EXPECT_GE(sent, 1u);
+    ASSERT_EQ(list.values.size(), 1u);
+    EXPECT_EQ(list.values[0].second, a.qpn.v);
+    EXPECT_FALSE(missing.found);
+}
+
+// The same counters, through this process's own telemetry socket, read the
+// way `rocemu counters` reads them.
+TEST_F(DpdkRoceRing, TelemetrySocketServesPortEngineAndQpCounters) {
+    connect();
+    std::optional<std::vector<PortReport>> ports;
+    std::string error;
+    std::atomic<bool> done{false};
+    std::thread reader([&] {
+        ports = read_counters(Eal::file_prefix(), error);
+        done = true;
+    });
+    ASSERT_TRUE(poll_until([&] { return done.load(); }));
+    reader.join();
+    ASSERT_TRUE(ports) << error;
+    ASSERT_EQ(ports->size(), 2u);
+    const PortReport& a = (*ports)[0].id == n[0]->port->id() ? (*ports)[0] : (*ports)[1];
+    EXPECT_EQ(a.name, n[0]->port->name());
+    auto field = [](const Fields& f, const std::string& k) {
+        for (const auto& [name, v] : f)
+            if (name == k) return v;
+        return std::string("missing");
+    };
+    EXPECT_EQ(field(a.counters, "tx_arp_request"), "1");
+    EXPECT_EQ(field(a.counters, "rx_arp_reply"), "1");
+    ASSERT_TRUE(a.engine);
+    EXPECT_NE(field(*a.engine, "sent_pkts"), "missing");
+    ASSERT_EQ(a.qps.size(), 1u);
+    EXPECT_EQ(a.qps[0].qpn, static_cast<long>(n[0]->qpn.v));
+    EXPECT_NE(field(a.qps[0].counters, "rcvd_pkts"), "missing");
+}
+
+TEST(DpdkQueryMailbox, AnUnservedQuestionTimesOut) {
+    QueryMailbox box;
+    CounterQuery q;
+    EXPECT_FALSE(box.ask(q, 5));
+    // A late server finds nothing to answer.
+    bool called = false;
+    box.serve([&](CounterQuery&) { called = true; });
+    EXPECT_FALSE(called);
 }
 
 }  // namespace
