@@ -35,6 +35,11 @@ for t in dpkg-deb depmod modprobe cpio readelf gcc zstd; do
 done
 [ -f /usr/include/infiniband/verbs.h ] || die "libibverbs-dev missing: run tests/interop/install-deps.sh"
 
+# Harnesses running in parallel share one cache: build one image at a time.
+mkdir -p "$CACHE"
+exec 9> "$CACHE/.build.lock"
+flock 9
+
 # Resolving versions through apt-cache takes seconds; while apt's package
 # lists and the inputs here are unchanged, the previous answer still holds.
 inputs_hash() {

@@ -54,6 +54,21 @@ guest__poll() {
 
 guest_ns_exec() { ip netns exec "$GUEST_NS" "$@"; }
 
+# A harness killed outright leaves its netns, and maybe its QEMU, behind. The
+# netns name carries the harness pid: reap those whose harness is gone, and
+# run directories older than a day.
+guest__reap_stale() {
+  local ns owner pid
+  for ns in $(ip netns list 2>/dev/null | awk '/^rocemu-rxe-[0-9]+-/ {print $1}'); do
+    owner="${ns#rocemu-rxe-}"; owner="${owner%%-*}"
+    kill -0 "$owner" 2>/dev/null && continue
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  find "$GUEST_CACHE/runs" -mindepth 1 -maxdepth 1 -mmin +1440 -exec rm -rf {} + 2>/dev/null
+  return 0
+}
+
 guest_boot() {
   local mtu=1500 ip="$GUEST_DEFAULT_IP" boot_script=""
   while [ $# -gt 0 ]; do
@@ -72,6 +87,7 @@ guest_boot() {
   fi
 
   "$GUEST_HERE/build-guest.sh" || return 1
+  guest__reap_stale
   local img="$GUEST_CACHE/guest"
   GUEST_NS="rocemu-rxe-$$-$RANDOM"
   GUEST_TAP=rxetap0
@@ -199,6 +215,7 @@ guest__main() {
   local args=()
   while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do args+=("$1" "$2"); shift 2; done
   trap guest_shutdown EXIT
+  trap 'exit 130' INT TERM
   case "$mode" in
     oneshot)
       local script="$GUEST_CACHE/oneshot.$$.sh"

@@ -29,19 +29,26 @@ cleanup() {
   guest_shutdown
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 "$HERE/install-deps.sh" || exit 1
 t0=$SECONDS
 "$HERE/build-guest.sh" || { fail "build guest" "build-guest.sh failed"; echo "$PASSED passed, $FAILED failed"; exit 1; }
-echo "info: guest image ready in $((SECONDS - t0)) s ($(sed -n 's/^build_seconds //p' "$GUEST_CACHE/guest/manifest") s when built cold)"
+echo "info: guest image ready in $((SECONDS - t0)) s ($(sed -n 's/^build_seconds //p' "$GUEST_CACHE/guest/manifest") s to build the image)"
 
 # --- MTU 1500 guest, command-loop mode ------------------------------------
+# A netns left by a harness that no longer runs must be reaped by guest_boot.
+true & dead_pid=$!
+wait "$dead_pid"
+ip netns add "rocemu-rxe-$dead_pid-0"
 if ! guest_boot --mtu 1500; then
   fail "boot to ready" "see the messages above"
   echo "$PASSED passed, $FAILED failed"
   exit 1
 fi
 pass "boot to ready"
+check "guest_boot reaps the netns of a dead harness" "$(ip netns list | grep "rocemu-rxe-$dead_pid-")" \
+  eval '! ip netns list | grep -q "^rocemu-rxe-$dead_pid-0"'
 echo "info: boot to ready ${GUEST_READY_SECONDS} s host time, guest uptime $(guest_fact uptime) s (modules loaded at $(guest_fact uptime_modules_loaded) s)"
 
 out="$(guest_run 'echo hello; exit 7')"; rc=$?
@@ -78,6 +85,13 @@ check "ibv_rc_pingpong over rxe0 loopback (client)" "rc=$cli_rc: $cli" \
 check "ibv_rc_pingpong over rxe0 loopback (server)" "rc=$srv_rc: $srv" \
   eval '[ $srv_rc = 0 ] && grep -q "1638400 bytes in" <<< "$srv"'
 echo "info: ibv_rc_pingpong 200 x 4096 B in guest: $(grep -m1 'iters in' <<< "$cli")"
+
+UD='ibv_ud_pingpong -e -d rxe0 -g '"$gidx"' -n 100 -s 512'
+guest_spawn ud_srv "$UD"
+cli="$(guest_run -t 120 "wait-listen 18515 && $UD 127.0.0.1")"; cli_rc=$?
+srv="$(guest_wait ud_srv 60)"; srv_rc=$?
+check "ibv_ud_pingpong over rxe0 loopback" "client rc=$cli_rc: $cli / server rc=$srv_rc: $srv" \
+  eval '[ $cli_rc = 0 ] && [ $srv_rc = 0 ] && [ "$(printf "%s\n%s\n" "$cli" "$srv" | grep -c "102400 bytes in")" = 2 ]'
 
 OPS="rdma_ops -d rxe0 -g $gidx -s 65536 -n 20"
 guest_spawn ops_srv "$OPS"
