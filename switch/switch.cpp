@@ -175,6 +175,7 @@ void Switch::send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx) {
 }
 
 void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
+    timer_dirty_ = true;
     mmu_.set_xoff(in, pg, true);
     ports_[in].refresh_at[pg] = now + pfc_refresh_interval_[in];
     send_pfc(in, static_cast<uint8_t>(1u << pg), cfg_.pause_quanta, fx);
@@ -245,6 +246,8 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
         slots_[qs.tail].next = i;
     qs.tail = i;
     ++qs.count;
+    // A paused queue that fills starts counting towards the watchdog.
+    if (qs.paused) timer_dirty_ = true;
     ++qs.c.enq_pkts;
     qs.c.enq_bytes += d.frame_len.v;
     qs.c.watermark = std::max(qs.c.watermark, mmu_.queue_bytes(out, q));
@@ -405,6 +408,7 @@ void Switch::expire_pause(QueueState& qs, Nanos now) {
 
 void Switch::on_pfc(PortId port, const PfcFrameDesc& f, Nanos now, Effects& fx) {
     if (port >= ports_.size()) return;
+    timer_dirty_ = true;
     PortState& ps = ports_[port];
     for (int p = 0; p < kNumTc; ++p) {
         if (!((f.class_enable >> p) & 1)) continue;
@@ -429,6 +433,7 @@ void Switch::on_pfc(PortId port, const PfcFrameDesc& f, Nanos now, Effects& fx) 
 
 void Switch::watchdog_detect(PortId port, int q, Nanos now, Effects& fx) {
     QueueState& qs = ports_[port].q[q];
+    timer_dirty_ = true;
     qs.storm = true;
     ++ports_[port].storms;
     ++qs.c.wd_storms;
@@ -456,6 +461,7 @@ void Switch::watchdog_restore(PortId port, int q, Effects& fx) {
 }
 
 void Switch::on_timer(Nanos now, Effects& fx) {
+    timer_dirty_ = true;
     const PfcWdConfig& wd = cfg_.pfc_wd;
     for (std::size_t pi = 0; pi < ports_.size(); ++pi) {
         if (room(fx) < kEffectReserve) return;
@@ -482,6 +488,14 @@ void Switch::on_timer(Nanos now, Effects& fx) {
 }
 
 Nanos Switch::next_timer() const {
+    if (timer_dirty_) {
+        next_timer_cache_ = compute_next_timer();
+        timer_dirty_ = false;
+    }
+    return next_timer_cache_;
+}
+
+Nanos Switch::compute_next_timer() const {
     const PfcWdConfig& wd = cfg_.pfc_wd;
     Nanos t = Nanos::max();
     for (const PortState& ps : ports_) {

@@ -78,7 +78,8 @@ public:
     // Pause expiries, XOFF refreshes and watchdog detection and restoration.
     // Stops early when `fx` runs short; call again while next_timer() <= now.
     void on_timer(Nanos now, Effects& fx);
-    // Earliest time on_timer has work, or Nanos::max(). Costs O(ports x 8).
+    // Earliest time on_timer has work, or Nanos::max(). Cached: O(ports x 8)
+    // only after something that can bring a deadline forward.
     Nanos next_timer() const;
 
     // When the wire of `port` is free for the next frame.
@@ -182,6 +183,12 @@ private:
         Nanos last{};
     };
     std::vector<Flowlet> flowlets_;
+
+    // May be earlier than the true next deadline (then on_timer finds
+    // nothing due and recomputes), never later.
+    mutable Nanos next_timer_cache_{};
+    mutable bool timer_dirty_ = true;
+    Nanos compute_next_timer() const;
 
     uint64_t effects_overflow_ = 0;
     uint64_t bad_port_drops_ = 0;

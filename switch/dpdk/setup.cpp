@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <fstream>
+#include <sstream>
 #include <map>
 
 #include "dataplane/dpdk/host/host_config.hpp"
@@ -144,6 +146,30 @@ std::optional<LiveSetup> make_live_setup(const SwitchConfig& cfg, const LiveOpti
         link.propagation_delay = pc.propagation_delay;
         s.links.push_back(link);
     }
+    for (const std::string& l : o.link_files) {
+        const size_t eq = l.find('=');
+        const auto idx = eq == std::string::npos ? std::nullopt : port_index(s.config, std::string_view(l).substr(0, eq));
+        if (!idx) {
+            error = fmt::format("--link-file {}: expected NAME=FILE with NAME a bound port ({})", l, port_names(s.config));
+            return std::nullopt;
+        }
+        std::ifstream in(l.substr(eq + 1));
+        std::stringstream text;
+        text << in.rdbuf();
+        if (!in) {
+            error = fmt::format("--link-file {}: cannot read {}", l, l.substr(eq + 1));
+            return std::nullopt;
+        }
+        const LinkConfigResult lr = parse_link_config(text.str());
+        if (!lr.config) {
+            error = fmt::format("--link-file {}: {}", l, lr.error);
+            return std::nullopt;
+        }
+        LinkConfig& link = s.links[static_cast<size_t>(*idx)];
+        const BitsPerSec speed = link.speed;
+        link = *lr.config;
+        link.speed = speed;  // the core paces the port at its configured speed; the link must agree
+    }
     for (const std::string& l : o.links) {
         const size_t colon = l.find(':');
         const auto idx = colon == std::string::npos ? std::nullopt : port_index(s.config, std::string_view(l).substr(0, colon));
@@ -192,12 +218,12 @@ std::optional<LiveSetup> make_live_setup(const SwitchConfig& cfg, const LiveOpti
             const size_t c = via.find(',');
             const std::string_view one = via.substr(0, c);
             via = c == std::string_view::npos ? std::string_view{} : via.substr(c + 1);
-            const auto ip = host::parse_ipv4(one);
-            if (!ip || !by_ip.count(*ip)) {
+            const uint32_t ip = host::parse_ipv4(one).value_or(0);
+            if (!by_ip.count(ip)) {
                 error = fmt::format("--route {}: next hop '{}' is not a --neighbor", r, one);
                 return std::nullopt;
             }
-            e.via.push_back(*ip);
+            e.via.push_back(ip);
         }
         if (e.via.empty()) {
             error = fmt::format("--route {}: no next hop", r);

@@ -19,6 +19,7 @@ struct LiveOptions {
     std::vector<std::string> neighbors;  // IP=MAC@NAME
     std::vector<std::string> routes;     // PREFIX/LEN=IP[,IP...] (IPs of neighbors: an ECMP group)
     std::vector<std::string> links;      // NAME:key=value[,key=value...]
+    std::vector<std::string> link_files; // NAME=FILE.yaml, as parse_link_config() reads (speed: the port's)
 };
 
 struct NeighborEntry {
