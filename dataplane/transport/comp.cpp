@@ -70,6 +70,7 @@ void Engine::comp_error(Qp& qp, SendWqe& w, WcStatus st, Effects& fx) {
 // or stopped, and a WQE that failed its local checks reported once it is the
 // oldest.
 void Engine::comp_progress(Qp& qp, Nanos now, Effects& fx) {
+    qp.gap_retry_armed = false;
     qp.retry_left = qp.attr.retry_cnt;
     qp.rnr_left = qp.attr.rnr_retry;
     // An ACK may cover PSNs the requester rewound to resend: skip them.
@@ -129,8 +130,15 @@ bool Engine::comp_ack_upto(Qp& qp, Psn psn, Nanos now, Effects& fx) {
     return true;
 }
 
+// Go-back-N from `from`. Signals that arrive before the retry has made
+// progress and name the same PSN (reordered responses, re-ACKs of the
+// duplicates the retry itself causes) do not retry again: without this,
+// reordering would make retries multiply.
 void Engine::comp_retry(Qp& qp, Psn from, Nanos now, Effects& fx) {
     if (qp.sq_comp == qp.sq_head) return;
+    if (qp.gap_retry_armed && qp.gap_retry_psn == from) return;
+    qp.gap_retry_armed = true;
+    qp.gap_retry_psn = from;
     if (qp.retry_left == 0) {
         ++qp.counters.retry_exceeded_err;
         ++counters_.retry_exceeded_err;
@@ -154,6 +162,7 @@ void Engine::comp_timers(Qp& qp, Nanos now, Effects& fx) {
     }
     if (now >= qp.rto_deadline) {
         qp.rto_deadline = Nanos::max();
+        qp.gap_retry_armed = false;
         if (qp.sq_comp != qp.sq_head && qp.wqe(qp.sq_comp).psn_assigned) comp_retry(qp, qp.comp_psn, now, fx);
     }
 }

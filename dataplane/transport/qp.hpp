@@ -87,7 +87,9 @@ struct Qp {
     Nanos rnr_deadline = Nanos::max();
     uint8_t retry_left = 7;
     uint8_t rnr_left = 7;
-    bool sq_drain_notified = false;
+    // Set by a retry, cleared by progress or the timer (see comp_retry).
+    bool gap_retry_armed = false;
+    Psn gap_retry_psn;
 
     // Spraying requester.
     std::vector<Psn> rexmit;  // ring of PSNs to resend selectively

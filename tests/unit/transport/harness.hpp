@@ -57,6 +57,7 @@ public:
     Filter filter;
     std::vector<std::vector<uint8_t>> sent[2];  // every frame each side put on the wire
     bool keep_log = false;
+    std::function<void(uint64_t steps)> trace;
     uint64_t frames = 0;
 
     Engine& operator[](int s) { return *eng[s]; }
@@ -93,7 +94,8 @@ public:
 
     // Runs until `done` holds or nothing is left; returns whether `done` held.
     bool run(const std::function<bool()>& done, Nanos limit = Nanos::from_s(100)) {
-        for (;;) {
+        for (uint64_t n = 0;; ++n) {
+            if (trace && n % 100000 == 0) trace(n);
             if (done()) return true;
             if (!step(limit)) return done();
         }
