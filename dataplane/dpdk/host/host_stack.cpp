@@ -52,6 +52,8 @@ const char* to_string(HostEvent e) {
         case HostEvent::RxEchoReply: return "rx_echo_reply";
         case HostEvent::RxRoce: return "rx_roce";
         case HostEvent::RxPfc: return "rx_pfc";
+        case HostEvent::RxNeighborSolicit: return "rx_neighbor_solicit";
+        case HostEvent::TxNeighborAdvert: return "tx_neighbor_advert";
         case HostEvent::ArpResolved: return "arp_resolved";
         case HostEvent::ArpFailed: return "arp_failed";
         case HostEvent::kCount: break;
@@ -139,7 +141,7 @@ RxResult HostStack::on_frame(std::span<uint8_t> frame, Nanos now, HostEffects& f
     switch (eth.l2.ethertype) {
         case wire::ethertype::kArp: return handle_arp(frame, now, fx);
         case wire::ethertype::kIpv4: return handle_ipv4(frame, eth.l2, eth.l3_off, fx);
-        case wire::ethertype::kIpv6: return handle_ipv6(frame, eth.l3_off);
+        case wire::ethertype::kIpv6: return handle_ipv6(frame, eth.l2, eth.l3_off, fx);
         default: return drop(HostDrop::UnsupportedEthertype);
     }
 }
@@ -232,13 +234,52 @@ RxResult HostStack::handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, si
     return {RxVerdict::Reply, HostDrop::None, static_cast<uint16_t>(l3_off + ip.total_len)};
 }
 
-RxResult HostStack::handle_ipv6(std::span<uint8_t> frame, size_t l3_off) {
-    if (wire::classify(frame) != wire::FrameKind::Roce) return drop(HostDrop::Ipv6Unsupported);
-    wire::IpAddr dst;
-    std::memcpy(dst.b.data(), frame.data() + l3_off + 24, 16);
-    if (gids_.find_v2(dst) < 0) return drop(HostDrop::RoceNotForUs);
-    count(HostEvent::RxRoce);
-    return {RxVerdict::Transport, HostDrop::None, 0};
+RxResult HostStack::handle_ipv6(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx) {
+    Ipv6Header ip;
+    if (!parse_ipv6(frame, l3_off, ip)) return drop(HostDrop::Truncated);
+    if (wire::classify(frame) == wire::FrameKind::Roce) {
+        if (gids_.find_v2(ip.dst) < 0) return drop(HostDrop::RoceNotForUs);
+        count(HostEvent::RxRoce);
+        return {RxVerdict::Transport, HostDrop::None, 0};
+    }
+    if (ip.next_header != kIpProtoIcmp6) return drop(HostDrop::Ipv6Unsupported);
+    const wire::IpAddr ours = link_local_gid(cfg_.mac);
+    uint8_t* ipb = frame.data() + l3_off;
+    uint8_t* icmp = ipb + kIpv6HeaderLen;
+    const size_t icmp_len = ip.payload_len;
+    if (icmp_len < 8) return drop(HostDrop::Truncated);
+    if (icmp[0] != kIcmp6NeighborSolicit && icmp[0] != kIcmp6EchoRequest) return drop(HostDrop::Ipv6Unsupported);
+    if (icmp6_checksum(ip.src, ip.dst, icmp, icmp_len) != 0) return drop(HostDrop::IcmpBadChecksum);
+    if (icmp[0] == kIcmp6NeighborSolicit) {
+        if (icmp_len < 24 || ip.hop_limit != 255) return drop(HostDrop::IpBadHeader);
+        wire::IpAddr target;
+        std::memcpy(target.b.data(), icmp + 8, 16);
+        if (target != ours) return drop(HostDrop::IpNotForUs);
+        count(HostEvent::RxNeighborSolicit);
+        // A solicitation from the unspecified address (duplicate detection) is answered to all nodes.
+        const bool dad = ip.src == wire::IpAddr{};
+        const wire::IpAddr dst = dad ? kAllNodes : ip.src;
+        HostEffect* e = emit(fx, HostEffect::Kind::SendFrame);
+        if (!e) return {RxVerdict::Consumed, HostDrop::None, 0};
+        const size_t n = encode_neighbor_advert(our_l2(dad ? ipv6_multicast_mac(kAllNodes) : l2.src, wire::ethertype::kIpv6), ours, dst,
+                                                ours, cfg_.mac, !dad, e->frame);
+        e->len = static_cast<uint16_t>(std::max(n, kEthMinFrame));
+        count(HostEvent::TxNeighborAdvert);
+        return {RxVerdict::Consumed, HostDrop::None, 0};
+    }
+    if (ip.dst != ours) return drop(HostDrop::IpNotForUs);
+    count(HostEvent::RxEchoRequest);
+    std::memcpy(frame.data(), l2.src.b.data(), 6);
+    std::memcpy(frame.data() + 6, cfg_.mac.b.data(), 6);
+    if (l2.vlan && cfg_.vlan) frame[14] = static_cast<uint8_t>((frame[14] & 0x1F) | (cfg_.pcp & 7) << 5);
+    std::memcpy(ipb + 8, ours.b.data(), 16);
+    std::memcpy(ipb + 24, ip.src.b.data(), 16);
+    ipb[7] = 64;
+    icmp[0] = kIcmp6EchoReply;
+    store_be16(icmp + 2, 0);
+    store_be16(icmp + 2, icmp6_checksum(ours, ip.src, icmp, icmp_len));
+    count(HostEvent::TxEchoReply);
+    return {RxVerdict::Reply, HostDrop::None, static_cast<uint16_t>(l3_off + kIpv6HeaderLen + icmp_len)};
 }
 
 void HostStack::on_timer(Nanos now, HostEffects& fx) {

@@ -1,5 +1,6 @@
 // A NIC's host identity: the part of a RoCE NIC that is not RDMA. It answers
-// ARP for its IPv4 address, replies to ICMP echo so `ping` works, resolves a
+// ARP for its IPv4 address and neighbour solicitation for its IPv6 link-local
+// address, replies to ICMP and ICMPv6 echo so `ping` works, resolves a
 // QP's destination before RTR (ARP, or the MAC inside a link-local GID), fills
 // in the L2/L3 fields of the QP's packets (VLAN and PCP, DSCP and ECN), and
 // hands RoCEv2 and PFC frames on. It is I/O-free: frames and `now` come in,
@@ -17,6 +18,7 @@
 #include "dataplane/dpdk/host/arp_cache.hpp"
 #include "dataplane/dpdk/host/gid.hpp"
 #include "dataplane/dpdk/host/ipv4.hpp"
+#include "dataplane/dpdk/host/ipv6.hpp"
 #include "dataplane/wire/packet.hpp"
 
 namespace rocemu::host {
@@ -52,7 +54,7 @@ enum class HostDrop : uint8_t {
     IcmpBadChecksum,
     IcmpUnsupported,
     RoceNotForUs,
-    Ipv6Unsupported,
+    Ipv6Unsupported,  // IPv6 that is neither RoCEv2, echo nor neighbour solicitation
     EffectsFull,
     kCount,
 };
@@ -70,6 +72,8 @@ enum class HostEvent : uint8_t {
     RxEchoReply,
     RxRoce,
     RxPfc,
+    RxNeighborSolicit,
+    TxNeighborAdvert,
     ArpResolved,
     ArpFailed,
     kCount,
@@ -170,7 +174,7 @@ public:
 private:
     RxResult handle_arp(std::span<uint8_t> frame, Nanos now, HostEffects& fx);
     RxResult handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx);
-    RxResult handle_ipv6(std::span<uint8_t> frame, size_t l3_off);
+    RxResult handle_ipv6(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx);
     RxResult drop(HostDrop d);
     void count(HostEvent e) { ++counters_.events[static_cast<size_t>(e)]; }
     HostEffect* emit(HostEffects& fx, HostEffect::Kind kind);

@@ -348,5 +348,95 @@ TEST(DpdkHostStack, AnnounceSendsAGratuitousArp) {
     EXPECT_EQ(l2.dst, wire::MacAddr::broadcast());
 }
 
+// An ICMPv6 message (type, then `body` after the 4-byte type/code/checksum)
+// from B's link-local address, as a kernel would send it.
+std::vector<uint8_t> icmp6_from_b(const wire::MacAddr& dst_mac, const wire::IpAddr& dst, uint8_t type,
+                                  std::vector<uint8_t> body, uint8_t hop_limit = 255) {
+    const wire::IpAddr src = link_local_gid(kMacB);
+    std::vector<uint8_t> icmp{type, 0, 0, 0};
+    icmp.insert(icmp.end(), body.begin(), body.end());
+    const uint16_t c = icmp6_checksum(src, dst, icmp.data(), icmp.size());
+    icmp[2] = static_cast<uint8_t>(c >> 8);
+    icmp[3] = static_cast<uint8_t>(c);
+    std::vector<uint8_t> f(14 + 40);
+    std::copy(dst_mac.b.begin(), dst_mac.b.end(), f.begin());
+    std::copy(kMacB.b.begin(), kMacB.b.end(), f.begin() + 6);
+    f[12] = 0x86;
+    f[13] = 0xdd;
+    f[14] = 0x60;
+    f[18] = static_cast<uint8_t>(icmp.size() >> 8);
+    f[19] = static_cast<uint8_t>(icmp.size());
+    f[20] = kIpProtoIcmp6;
+    f[21] = hop_limit;
+    std::copy(src.b.begin(), src.b.end(), f.begin() + 22);
+    std::copy(dst.b.begin(), dst.b.end(), f.begin() + 38);
+    f.insert(f.end(), icmp.begin(), icmp.end());
+    return f;
+}
+
+std::vector<uint8_t> solicitation_for(const wire::IpAddr& target) {
+    std::vector<uint8_t> body(4, 0);  // reserved
+    body.insert(body.end(), target.b.begin(), target.b.end());
+    const std::vector<uint8_t> slla{1, 1, 0x02, 0, 0, 0, 0, 0x0b};
+    body.insert(body.end(), slla.begin(), slla.end());
+    const wire::IpAddr group = solicited_node(target);
+    return icmp6_from_b(ipv6_multicast_mac(group), group, kIcmp6NeighborSolicit, body);
+}
+
+TEST(DpdkHostStack, AnswersNeighborSolicitationForItsLinkLocalAddress) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    const wire::IpAddr ours = link_local_gid(kMacA);
+    auto ns = solicitation_for(ours);
+    EXPECT_EQ(a.on_frame(span_of(ns), 0_ns, fx).verdict, RxVerdict::Consumed);
+    ASSERT_EQ(fx.size(), 1u);
+    const std::span<const uint8_t> na(fx[0].frame.data(), fx[0].len);
+    wire::EthView eth;
+    ASSERT_TRUE(wire::parse_eth(na, eth));
+    EXPECT_EQ(eth.l2.dst, kMacB);
+    EXPECT_EQ(eth.l2.src, kMacA);
+    Ipv6Header ip;
+    ASSERT_TRUE(parse_ipv6(na, eth.l3_off, ip));
+    EXPECT_EQ(ip.src, ours);
+    EXPECT_EQ(ip.dst, link_local_gid(kMacB));
+    EXPECT_EQ(ip.hop_limit, 255);
+    const uint8_t* icmp = na.data() + eth.l3_off + 40;
+    EXPECT_EQ(icmp[0], kIcmp6NeighborAdvert);
+    EXPECT_EQ(icmp6_checksum(ip.src, ip.dst, icmp, ip.payload_len), 0);
+    EXPECT_EQ(icmp[4], 0x60);  // solicited, override
+    EXPECT_TRUE(std::equal(ours.b.begin(), ours.b.end(), icmp + 8));
+    EXPECT_EQ(icmp[24], 2);  // target link-layer address option
+    EXPECT_TRUE(std::equal(kMacA.b.begin(), kMacA.b.end(), icmp + 26));
+    EXPECT_EQ(a.counters().event(HostEvent::TxNeighborAdvert), 1u);
+
+    fx.clear();
+    auto other = solicitation_for(link_local_gid(kMacB));
+    EXPECT_EQ(a.on_frame(span_of(other), 0_ns, fx).drop, HostDrop::IpNotForUs);
+    auto bad = solicitation_for(ours);
+    bad.back() ^= 1;
+    EXPECT_EQ(a.on_frame(span_of(bad), 0_ns, fx).drop, HostDrop::IcmpBadChecksum);
+    EXPECT_TRUE(fx.empty());
+}
+
+TEST(DpdkHostStack, AnswersIcmpv6EchoInPlace) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    const wire::IpAddr ours = link_local_gid(kMacA);
+    auto f = icmp6_from_b(kMacA, ours, kIcmp6EchoRequest, {0x12, 0x34, 0, 7, 'h', 'i'}, 64);
+    const RxResult r = a.on_frame(span_of(f), 0_ns, fx);
+    ASSERT_EQ(r.verdict, RxVerdict::Reply);
+    EXPECT_EQ(r.reply_len, f.size());
+    Ipv6Header ip;
+    ASSERT_TRUE(parse_ipv6(f, 14, ip));
+    EXPECT_EQ(ip.src, ours);
+    EXPECT_EQ(ip.dst, link_local_gid(kMacB));
+    const uint8_t* icmp = f.data() + 54;
+    EXPECT_EQ(icmp[0], kIcmp6EchoReply);
+    EXPECT_EQ(icmp6_checksum(ip.src, ip.dst, icmp, ip.payload_len), 0);
+    EXPECT_EQ(icmp[7], 7);  // sequence kept
+    EXPECT_EQ(f[0], kMacB.b[0]);
+    EXPECT_EQ(f[5], kMacB.b[5]);
+}
+
 }  // namespace
 }  // namespace rocemu::host
