@@ -195,8 +195,9 @@ std::optional<LiveSetup> make_live_setup(const SwitchConfig& cfg, const LiveOpti
                                 port_names(s.config));
             return std::nullopt;
         }
-        by_ip[*ip] = s.neighbors.size();
-        s.neighbors.push_back(NeighborEntry{*ip, mac->b, static_cast<PortId>(*idx)});
+        const uint32_t addr = ip.value_or(0);
+        by_ip[addr] = s.neighbors.size();
+        s.neighbors.push_back(NeighborEntry{addr, mac->b, static_cast<PortId>(*idx)});
     }
     for (const std::string& r : o.routes) {
         const size_t slash = r.find('/'), eq = r.find('=');
