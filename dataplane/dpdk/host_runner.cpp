@@ -132,6 +132,8 @@ int run(const HostRunOptions& o) {
                 const host::PingStatus s =
                     nic.ping(ping_dst, ping_id, seq, static_cast<size_t>(o.size), kPingCookie);
                 waiting_arp = s == host::PingStatus::Resolving;
+                // The Resolved effect cannot come during the call; wait for the next one.
+                if (waiting_arp) app.resolved = false;
                 if (s == host::PingStatus::Sent) {
                     sent_at[seq] = now;
                     ++sent;

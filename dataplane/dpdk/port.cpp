@@ -99,6 +99,8 @@ bool Port::start(const PortConfig& cfg, std::string& error) {
         return false;
     }
     started_ = true;
+    // IPv6 neighbour solicitations and PFC frames go to multicast addresses.
+    rte_eth_allmulticast_enable(id_);
     rte_ether_addr a;
     rte_eth_macaddr_get(id_, &a);
     std::memcpy(mac_.b.data(), a.addr_bytes, 6);

@@ -3,13 +3,14 @@
 #
 #   af_packet: [netns A: rocemu --ping] vethA <--> vethB [netns B: rocemu]
 #   memif:     rocemu (memif client) <-- shared memory --> rocemu (memif server)
+#   vhost:     rocemu (virtio_user)  <-- vhost-user    --> rocemu (vhost)
 #
 # Checks: every echo request is answered (the pinger's exit status), both
 # sides count what they sent and received, and the pinger's capture decodes
 # in tshark and passes `rocemu pcap`.
 set -euo pipefail
-ROCEMU=$(realpath "${1:?usage: two_nics.sh path/to/rocemu af_packet|memif}")
-MODE=${2:?usage: two_nics.sh path/to/rocemu af_packet|memif}
+ROCEMU=$(realpath "${1:?usage: two_nics.sh path/to/rocemu af_packet|memif|vhost}")
+MODE=${2:?usage: two_nics.sh path/to/rocemu af_packet|memif|vhost}
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
 command -v tshark >/dev/null || skip "needs tshark"
@@ -48,6 +49,12 @@ case "$MODE" in
     port_a="net_memif0,role=client,socket=$tmp/memif.sock"
     port_b="net_memif0,role=server,socket=$tmp/memif.sock"
     # memif ports share one default MAC; give each NIC its own.
+    mac_a=(--mac 02:00:00:00:00:0a) mac_b=(--mac 02:00:00:00:00:0b)
+    ;;
+  vhost)
+    run_a=() run_b=()
+    port_a="net_virtio_user0,path=$tmp/vhost.sock"
+    port_b="net_vhost0,iface=$tmp/vhost.sock"
     mac_a=(--mac 02:00:00:00:00:0a) mac_b=(--mac 02:00:00:00:00:0b)
     ;;
   *) fail "unknown mode $MODE" ;;
