@@ -22,12 +22,18 @@ die() { echo "build-guest: error: $*" >&2; exit 1; }
 
 # Userspace packages whose programs go into the guest. Their libraries are
 # found by walking ELF NEEDED entries over the packages' dependency closure.
-TOOL_PKGS=(busybox-static iproute2 ibverbs-utils rdmacm-utils perftest)
+# Commands from the host run under bash: Debian's busybox sh runs its own
+# applets (ip, tc, ...) in preference to the real tools on PATH.
+TOOL_PKGS=(busybox-static bash iproute2 ibverbs-utils rdmacm-utils perftest)
 # Loaded at run time through dlopen, so no NEEDED entry leads to them.
 EXTRA_PKGS=(ibverbs-providers libgcc-s1)
 # rxe asks the crypto API for "crc32" (its ICRC) when a link is added; with no
 # modprobe in the guest that request fails unless crc32_generic is loaded first.
-MODULES=(virtio_pci virtio_net 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs rdma_ucm ib_umad)
+# The host kernel here has no netem, so loss and reordering are injected in the
+# guest: netem on eth0 for what rxe sends, and through ifb (ingress redirect)
+# for what it receives.
+MODULES=(virtio_pci virtio_net 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs rdma_ucm ib_umad
+         sch_netem sch_ingress ifb act_mirred cls_matchall)
 
 command -v apt-cache >/dev/null || die "apt-cache missing: this needs a Debian host"
 for t in dpkg-deb depmod modprobe cpio readelf gcc zstd; do

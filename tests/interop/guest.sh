@@ -170,7 +170,7 @@ guest_spawn() {
   rm -f "$GUEST_SHARE/cmd/bg-$name".* "$GUEST_SHARE/cmd/spawn-$name".*
   printf '%s\n' "$body" > "$GUEST_SHARE/cmd/bg-$name.body"
   guest__submit "spawn-$name" \
-    "( sh \"\$SHARE/cmd/bg-$name.body\" > \"\$SHARE/cmd/bg-$name.out\" 2>&1; echo \$? > \"\$SHARE/cmd/bg-$name.rc.tmp\"; mv \"\$SHARE/cmd/bg-$name.rc.tmp\" \"\$SHARE/cmd/bg-$name.rc\" ) < /dev/null > /dev/null 2>&1 &"
+    "( bash \"\$SHARE/cmd/bg-$name.body\" > \"\$SHARE/cmd/bg-$name.out\" 2>&1; echo \$? > \"\$SHARE/cmd/bg-$name.rc.tmp\"; mv \"\$SHARE/cmd/bg-$name.rc.tmp\" \"\$SHARE/cmd/bg-$name.rc\" ) < /dev/null > /dev/null 2>&1 &"
   guest__poll 60 test -e "$GUEST_SHARE/cmd/spawn-$name.rc" || { guest__err "spawn $name not accepted"; return 1; }
 }
 

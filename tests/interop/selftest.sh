@@ -163,6 +163,29 @@ kill "$ping_pid" 2>/dev/null
 wait "$ping_pid" 2>/dev/null
 stop_capture
 
+# Loss injection lives in the guest (the host kernel has no netem): netem on
+# eth0 drops what the guest sends, netem on ifb0 (fed by an ingress redirect)
+# drops what it receives. Each must stop the host's pings, and removing it
+# must bring them back.
+host_ping_replies() {
+  guest_ns_exec ping -c 3 -i 0.2 -W 1 10.77.0.2 2>/dev/null | sed -n 's/.* \([0-9]*\) received.*/\1/p'
+}
+out="$(guest_run 'tc qdisc add dev eth0 root netem loss 100%')"; rc=$?
+got="$(host_ping_replies)"
+check "guest egress netem loss 100% drops the host's pings" "rc=$rc replies=$got $out" \
+  eval '[ $rc = 0 ] && [ "$got" = 0 ]'
+out="$(guest_run 'tc qdisc del dev eth0 root && ip link set ifb0 up &&
+  tc qdisc add dev eth0 handle ffff: ingress &&
+  tc filter add dev eth0 parent ffff: matchall action mirred egress redirect dev ifb0 &&
+  tc qdisc add dev ifb0 root netem loss 100%')"; rc=$?
+got="$(host_ping_replies)"
+check "guest ingress netem (ifb0) loss 100% drops the host's pings" "rc=$rc replies=$got $out" \
+  eval '[ $rc = 0 ] && [ "$got" = 0 ]'
+out="$(guest_run 'tc qdisc del dev ifb0 root && tc qdisc del dev eth0 ingress')"; rc=$?
+got="$(host_ping_replies)"
+check "pings pass again once the netem qdiscs are removed" "rc=$rc replies=$got $out" \
+  eval '[ $rc = 0 ] && [ "$got" = 3 ]'
+
 # RoCEv2 from the guest's rxe onto the wire. oob_stub.py plays the rdma_ops
 # server without any RDMA, so the client's RDMA WRITE is never acknowledged
 # and rxe retransmits it until rdma_ops gives up after 3 s.
