@@ -58,7 +58,8 @@ public:
     std::size_t num_ports() const { return ports_.size(); }
 
     // A received data frame. Appends Enqueued or Drop, possibly MarkCe,
-    // SendPfc (XOFF out of the ingress port) and TxReady. At most 5 effects.
+    // SendPfc (XOFF out of the ingress port), WatchdogStorm and TxReady: at
+    // most kMaxEffectsPerPacket.
     void on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx);
     static constexpr std::size_t kMaxEffectsPerPacket = 5;
     // Burst form: processes packets while `fx` has room for their effects
@@ -67,7 +68,7 @@ public:
 
     // Start transmitting the next frame of `port`, if one is eligible and the
     // wire is free at `now`. Honours received pauses, strict priority, then
-    // DWRR. May append Drop (watchdog drain), MarkCe (dequeue marking),
+    // DWRR. May append Drop (watchdog drain, WRED at dequeue), MarkCe,
     // SendPfc (XON out of the frame's ingress port) and TxReady.
     std::optional<TxDesc> dequeue(PortId port, Nanos now, Rng& rng, Effects& fx);
 

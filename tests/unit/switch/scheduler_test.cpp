@@ -131,6 +131,10 @@ TEST(SwitchScheduler, LossyQueueTailDropsAtItsThreshold) {
     EXPECT_EQ(drops, 5);
     EXPECT_EQ(r.sw->queue_counters(1, 1).drops, 5u);
     EXPECT_EQ(r.sw->port_counters(1).drops[static_cast<int>(DropReason::EgressQueueLimit)], 5u);
+    const std::string dump = r.sw->dump(0_ns);
+    EXPECT_NE(dump.find("Ethernet0: rx 15 pkts 15000 B"), std::string::npos) << dump;
+    EXPECT_NE(dump.find("drop egress_queue_limit: 5"), std::string::npos) << dump;
+    EXPECT_NE(dump.find("q1: depth 10000 B (max 10000 B), enq 10"), std::string::npos) << dump;
 }
 
 }  // namespace
