@@ -57,6 +57,17 @@ void Recorder::sample(Nanos now) {
     totals_.push_back({t.cnps, t.ecn_marks, t.pfc_frames});
 }
 
+double Recorder::deepest_mean_queue() const {
+    double best = 0;
+    for (const Series& s : queues_) {
+        if (!s.nonzero || s.v.empty()) continue;
+        double sum = 0;
+        for (const double d : s.v) sum += d;
+        best = std::max(best, sum / static_cast<double>(s.v.size()));
+    }
+    return best;
+}
+
 namespace {
 
 void write_wide(const std::string& path, const std::vector<Nanos>& times, const std::vector<std::string>& names,

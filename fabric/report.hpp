@@ -29,6 +29,8 @@ public:
     // Goodput of flow f in sample i (Gbit/s over the preceding interval).
     double flow_rate(std::size_t i, std::size_t f) const { return rates_[i][f]; }
     Nanos time(std::size_t i) const { return times_[i]; }
+    // The largest time-averaged depth of any data queue (bytes).
+    double deepest_mean_queue() const;
 
 private:
     struct Series {

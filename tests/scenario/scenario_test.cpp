@@ -1,0 +1,122 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "fabric/scenario.hpp"
+
+namespace rocemu::fabric {
+namespace {
+
+constexpr uint64_t kSeeds[] = {1, 2, 3};
+
+ScenarioResult run(std::string_view name, uint64_t seed) {
+    ScenarioOptions o;
+    o.seed = seed;
+    o.reduced = true;
+    return run_scenario(name, o);
+}
+
+TEST(FabricScenario, SprayingWithAdaptiveRoutingBeatsEcmp) {
+    for (const uint64_t seed : kSeeds) {
+        const ScenarioResult r = run("ecmp", seed);
+        auto m = r.metrics;
+        EXPECT_GE(m["spray+ar.effective"], 0.90) << "seed " << seed;
+        EXPECT_GE(m["spray+ar.effective"] - m["ecmp.effective"], 0.10) << "seed " << seed;
+        EXPECT_LE(m["ecmp.effective"], 0.85) << "hash collisions should cost ECMP, seed " << seed;
+        EXPECT_TRUE(r.pass) << r.verdict;
+    }
+}
+
+TEST(FabricScenario, DcqcnCutsPauseTimeAndQueueInIncast) {
+    for (const uint64_t seed : kSeeds) {
+        const ScenarioResult r = run("incast", seed);
+        auto m = r.metrics;
+        EXPECT_GT(m["pfc-only.paused_us"], 0) << "PFC alone must pause senders, seed " << seed;
+        EXPECT_LE(m["pfc+dcqcn.paused_us"], 0.5 * m["pfc-only.paused_us"]) << "seed " << seed;
+        EXPECT_LT(m["pfc+dcqcn.mean_queue"], m["pfc-only.mean_queue"]) << "seed " << seed;
+        EXPECT_EQ(m["pfc-only.drops"], 0) << "lossless, seed " << seed;
+        EXPECT_EQ(m["pfc+dcqcn.drops"], 0) << "lossless, seed " << seed;
+        EXPECT_GE(m["pfc+dcqcn.fairness"], 0.9) << "seed " << seed;
+        EXPECT_TRUE(r.pass) << r.verdict;
+    }
+}
+
+TEST(FabricScenario, AggressiveDcqcnKeepsThePortBusier) {
+    for (const uint64_t seed : kSeeds) {
+        const ScenarioResult r = run("dcqcn", seed);
+        auto m = r.metrics;
+        EXPECT_GE(m["aggressive.utilisation"], m["connectx-default.utilisation"]) << "seed " << seed;
+        EXPECT_TRUE(r.pass) << r.verdict;
+    }
+}
+
+TEST(FabricScenario, PfcWatchdogContainsAStorm) {
+    for (const uint64_t seed : kSeeds) {
+        const ScenarioResult r = run("pfc-storm", seed);
+        auto m = r.metrics;
+        EXPECT_LT(m["watchdog-off.victim_after_gbps"], 0.2 * m["watchdog-off.victim_before_gbps"])
+            << "the storm must block the victim, seed " << seed;
+        EXPECT_GE(m["watchdog-on.victim_after_gbps"], 5 * m["watchdog-off.victim_after_gbps"]) << "seed " << seed;
+        bool detected = false;
+        for (const std::string& l : r.log) detected |= l.find("storm detected") != std::string::npos;
+        EXPECT_TRUE(detected);
+        EXPECT_TRUE(r.pass) << r.verdict;
+    }
+}
+
+TEST(FabricScenario, JumboFramesAreMoreEfficient) {
+    const ScenarioResult r = run("mtu", 1);
+    auto m = r.metrics;
+    EXPECT_GE(m["mtu9000.efficiency"] - m["mtu1500.efficiency"], 0.04);
+    EXPECT_GE(m["mtu1500.mpps"], 3 * m["mtu9000.mpps"]);
+    EXPECT_TRUE(r.pass) << r.verdict;
+}
+
+TEST(FabricScenario, RailOptimisedRingsStayOffTheSpines) {
+    for (const uint64_t seed : kSeeds) {
+        const ScenarioResult r = run("rails", seed);
+        auto m = r.metrics;
+        EXPECT_GT(m["rail-packed.spine_bytes"], 0) << "seed " << seed;
+        EXPECT_LE(m["rail-optimised.spine_bytes"], 0.01 * m["rail-packed.spine_bytes"]) << "seed " << seed;
+        EXPECT_GT(m["rail-optimised.busbw"], m["rail-packed.busbw"]) << "seed " << seed;
+        EXPECT_TRUE(r.pass) << r.verdict;
+    }
+}
+
+std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(FabricScenario, SameSeedGivesByteIdenticalReportsAndPcaps) {
+    const std::filesystem::path base = std::filesystem::path(::testing::TempDir()) / "fabric_scenario_det";
+    std::filesystem::remove_all(base);
+    ScenarioResult res[2];
+    for (int i = 0; i < 2; ++i) {
+        ScenarioOptions o;
+        o.seed = 5;
+        o.reduced = true;
+        o.out_dir = (base / std::to_string(i)).string();
+        o.pcap_link = "leaf0-spine1";
+        res[i] = run_scenario("ecmp", o);
+    }
+    EXPECT_EQ(res[0].metrics, res[1].metrics);
+    EXPECT_EQ(res[0].table, res[1].table);
+    ASSERT_EQ(res[0].files.size(), res[1].files.size());
+    int pcaps = 0;
+    for (const auto& e : std::filesystem::directory_iterator(base / "0")) {
+        const auto other = base / "1" / e.path().filename();
+        ASSERT_TRUE(std::filesystem::exists(other)) << other;
+        const std::string a = slurp(e.path()), b = slurp(other);
+        EXPECT_FALSE(a.empty()) << e.path();
+        EXPECT_TRUE(a == b) << e.path().filename() << " differs between runs";
+        pcaps += e.path().extension() == ".pcap";
+    }
+    EXPECT_EQ(pcaps, 4);  // one per variant
+}
+
+}  // namespace
+}  // namespace rocemu::fabric
