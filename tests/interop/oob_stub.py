@@ -3,7 +3,7 @@
 
 Used by selftest.sh so that the guest's rxe sends RoCEv2 requests onto the
 tap: it hands the rdma_ops client a made-up record (QPN 0x000011, PSN 0,
-GID ::ffff:10.77.0.1, rkey 0x1234, vaddr 0x10000, 80 bytes), answers the
+GID ::ffff:10.77.0.1, rkey 0x1234, vaddr 0x10000, 1 MiB + 16 bytes), answers the
 client's DONE/FAIL with FAIL and exits. Prints the client's record.
 
 usage: oob_stub.py [PORT]      (default 18515; gives up after 120 s)
@@ -13,7 +13,7 @@ import sys
 
 RECORD_LEN = 87
 STUB_RECORD = (b"0000:000011:000000:00000000000000000000ffff0a4d0001:"
-               b"00001234:0000000000010000:00000050\0")
+               b"00001234:0000000000010000:00100010\0")
 assert len(STUB_RECORD) == RECORD_LEN
 
 

@@ -121,9 +121,9 @@ echo "info: rxe retransmission counters: $(grep -E '^(completer_retry_err|rcvd_s
 # --- wire path through the tap ---------------------------------------------
 # tshark prints each packet as it sees it; checks wait (bounded) for the
 # packets they need in that log instead of guessing when capture has started.
-PCAP="$GUEST_DIR/tap.pcapng"
-CAPLOG="$GUEST_DIR/tshark.out"
 start_capture() {
+  PCAP="$GUEST_DIR/tap.pcapng"
+  CAPLOG="$GUEST_DIR/tshark.out"
   rm -f "$PCAP" "$CAPLOG"
   (exec ip netns exec "$GUEST_NS" tshark -l -n -i "$GUEST_TAP" -w "$PCAP" -P \
       > "$CAPLOG" 2> "$GUEST_DIR/tshark.log") &
@@ -188,21 +188,27 @@ check "pings pass again once the netem qdiscs are removed" "rc=$rc replies=$got 
 
 # RoCEv2 from the guest's rxe onto the wire. oob_stub.py plays the rdma_ops
 # server without any RDMA, so the client's RDMA WRITE is never acknowledged
-# and rxe retransmits it until rdma_ops gives up after 3 s.
-start_capture
-(exec ip netns exec "$GUEST_NS" python3 "$HERE/oob_stub.py" > "$GUEST_DIR/oob_stub.log" 2>&1) &
-stub_pid=$!
+# and rxe retransmits it until rdma_ops gives up after 3 s. Leaves the RoCEv2
+# frames in $ROCE, the client's PSN in $client_psn, rdma_ops' result in
+# $out and $rc. Needs the temporary tap address.
 stub_listening() { guest_ns_exec ss -ltn | grep -q ':18515 '; }
-guest__poll 30 stub_listening
-out="$(guest_run -t 60 "rdma_ops -d rxe0 -g $gidx -s 64 -n 1 -t 3 $GUEST_PEER_IP" 2>&1)"; rc=$?
-wait "$stub_pid"
-await_capture 'RC RDMA Write Only QP=0x000011' 2 30
-stop_capture
+unacked_write() {   # unacked_write SIZE
+  start_capture
+  (exec ip netns exec "$GUEST_NS" python3 "$HERE/oob_stub.py" > "$GUEST_DIR/oob_stub.log" 2>&1) &
+  local stub_pid=$!
+  guest__poll 30 stub_listening
+  out="$(guest_run -t 60 "rdma_ops -d rxe0 -g $gidx -s $1 -n 1 -t 3 $GUEST_PEER_IP" 2>&1)"; rc=$?
+  wait "$stub_pid"
+  await_capture 'RC RDMA Write' 2 30
+  stop_capture
+  client_psn="$(sed -n 's/^client record: [0-9a-f]*:[0-9a-f]*:\([0-9a-f]*\):.*/\1/p' "$GUEST_DIR/oob_stub.log")"
+  ROCE="$GUEST_DIR/roce-$1.pcap"
+  tshark -r "$PCAP" -Y 'udp.dstport==4791 && !icmp' -F pcap -w "$ROCE" 2>/dev/null
+}
+
+unacked_write 64
 check "rdma_ops reports the missing responder" "rc=$rc: $out" \
   eval '[ $rc = 1 ] && grep -q "RDMA WRITE: no completion within 3 s" <<< "$out"'
-client_psn="$(sed -n 's/^client record: [0-9a-f]*:[0-9a-f]*:\([0-9a-f]*\):.*/\1/p' "$GUEST_DIR/oob_stub.log")"
-ROCE="$GUEST_DIR/roce.pcap"
-tshark -r "$PCAP" -Y 'udp.dstport==4791 && !icmp' -F pcap -w "$ROCE" 2>/dev/null
 fields="$(tshark -r "$ROCE" -T fields -e ip.src -e ip.dst -e infiniband.bth.opcode -e infiniband.bth.destqp \
   -e infiniband.bth.psn -e infiniband.reth.r_key -e infiniband.reth.va -e infiniband.reth.dmalen 2>/dev/null | sort | uniq -c)"
 want="$(printf '10.77.0.2\t10.77.0.1\t10\t0x000011\t%d\t0x00001234\t0x0000000000010010\t64' "0x${client_psn:-0}")"
@@ -229,27 +235,42 @@ check "guest powers off and netns is removed" "$(ip netns list | grep rocemu-rxe
   eval '! ip netns list | grep -q "rocemu-rxe-$$-"'
 echo "info: shutdown took $((SECONDS - t0)) s"
 
-# --- MTU 9000 guest, one-shot mode -----------------------------------------
-script="$GUEST_CACHE/selftest-jumbo.$$.sh"
-cat > "$script" <<'EOF'
-G=$(sed -n 's/^gid_index_ipv4=//p' /share/ready)
-ibv_devinfo -d rxe0 | grep active_mtu
-ibv_rc_pingpong -e -d rxe0 -g $G -m 4096 -n 50 -s 65536 > /tmp/srv.out 2>&1 &
-wait-listen 18515 || exit 1
-ibv_rc_pingpong -e -d rxe0 -g $G -m 4096 -n 50 -s 65536 127.0.0.1 || exit 1
-wait $! || exit 2
-cat /tmp/srv.out
-EOF
-if guest_boot --mtu 9000 --boot-script "$script" && guest_wait_exit 300; then
-  out="$(cat "$GUEST_SHARE/boot.out")"; rc="$(cat "$GUEST_SHARE/boot.rc")"
-  check "MTU 9000: rxe0 active_mtu 4096" "$out" grep -q 'active_mtu:.*4096 (5)' <<< "$out"
-  check "MTU 9000: ibv_rc_pingpong -m 4096 loopback, one-shot boot" "rc=$rc: $out" \
-    eval '[ "$rc" = 0 ] && [ "$(grep -c "6553600 bytes in" <<< "$out")" = 2 ]'
+# --- MTU 9000 guest -------------------------------------------------------
+if guest_boot --mtu 9000; then
+  pass "MTU 9000: boot to ready"
+  gidx="$(guest_fact gid_index_ipv4)"
+  out="$(guest_run 'ibv_devinfo -d rxe0')"
+  check "MTU 9000: rxe0 active_mtu 4096" "$(grep mtu <<< "$out")" grep -q 'active_mtu:.*4096 (5)' <<< "$out"
+
+  PP="ibv_rc_pingpong -e -d rxe0 -g $gidx -m 4096 -n 50 -s 65536"
+  guest_spawn pp9k "$PP"
+  cli="$(guest_run -t 120 "wait-listen 18515 && $PP 127.0.0.1")"; cli_rc=$?
+  srv="$(guest_wait pp9k 60)"; srv_rc=$?
+  check "MTU 9000: ibv_rc_pingpong -m 4096 loopback, 64 KiB messages" "client rc=$cli_rc: $cli / server rc=$srv_rc: $srv" \
+    eval '[ $cli_rc = 0 ] && [ $srv_rc = 0 ] && [ "$(printf "%s\n%s\n" "$cli" "$srv" | grep -c "6553600 bytes in")" = 2 ]'
+
+  # An 8192-byte WRITE at path MTU 4096: WRITE FIRST (opcode 6, with RETH)
+  # and WRITE LAST (opcode 8), each with 4096 bytes of payload, as jumbo
+  # frames of 14+20+8+12+16+4096+4 and 14+20+8+12+4096+4 bytes.
+  guest_ns_exec ip addr add "$GUEST_PEER_IP/24" dev "$GUEST_TAP"
+  unacked_write 8192
+  guest_ns_exec ip addr del "$GUEST_PEER_IP/24" dev "$GUEST_TAP"
+  fields="$(tshark -r "$ROCE" -T fields -e frame.len -e infiniband.bth.opcode -e infiniband.bth.psn 2>/dev/null | sort -u)"
+  psn=$((0x${client_psn:-0}))
+  want="$(printf '4154\t8\t%d\n4170\t6\t%d' $(( (psn + 1) & 0xffffff )) "$psn")"
+  check "MTU 9000: an 8 KiB WRITE leaves the guest as two 4096 B jumbo frames" "psn=$client_psn rdma_ops rc=$rc, frames: $fields" \
+    eval '[ -n "$client_psn" ] && [ "$fields" = "$want" ]'
+  icrc="$(python3 "$HERE/roce_icrc_check.py" "$ROCE")"; rc=$?
+  check "MTU 9000: ICRC of every jumbo RoCEv2 frame verifies" "$icrc" test $rc = 0
 else
-  fail "MTU 9000 one-shot boot" "see the messages above"
+  fail "MTU 9000: boot to ready" "see the messages above"
 fi
-rm -f "$script"
 guest_shutdown
+
+# --- one-shot mode through the command line --------------------------------
+out="$("$HERE/guest.sh" oneshot 'echo one-shot; exit 3' 2>&1)"; rc=$?
+check "guest.sh oneshot prints the guest's output and returns its exit code" "rc=$rc: $out" \
+  eval '[ $rc = 3 ] && grep -qx one-shot <<< "$out"'
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]
