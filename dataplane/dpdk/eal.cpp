@@ -36,7 +36,6 @@ bool Eal::init(const std::vector<std::string>& user_args, std::string& error) {
     return true;
 }
 
-bool Eal::running() { return g_running; }
 const std::string& Eal::file_prefix() { return g_prefix; }
 
 void Eal::cleanup() {

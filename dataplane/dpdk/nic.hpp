@@ -133,8 +133,6 @@ public:
     Nanos now() const { return now_; }
     const PortStats& stats() const { return stats_; }
     const CounterBoard& board() const { return board_; }
-    Port& port() { return port_; }
-    host::HostStack& host() { return host_; }
 
 private:
     void receive(rte_mbuf* m) {

@@ -45,8 +45,9 @@ public:
     explicit EngineUpper(transport::Engine& engine) : engine_(engine) {}
 
     void on_roce(std::span<const uint8_t> frame, Nanos now) { engine_.on_frame(frame, now, fx_); }
-    // PFC pauses belong to the pacer, which is not attached yet; counted only.
-    void on_pfc(std::span<const uint8_t>, Nanos) { ++pfc_frames_; }
+    // PFC pauses belong to the pacer, which is not attached yet; the host
+    // stack has counted the frame (rx_pfc).
+    void on_pfc(std::span<const uint8_t>, Nanos) {}
     // Resolutions are picked up by calling fill_av() again.
     void on_host_effect(const host::HostEffect&, Nanos) {}
     Nanos next_timer() const { return engine_.next_timer(); }
@@ -81,15 +82,12 @@ public:
         }
     }
 
-    transport::Engine& engine() { return engine_; }
     // CQ events and CNPs the engine reported; the application clears them.
     transport::Effects& effects() { return fx_; }
-    uint64_t pfc_frames() const { return pfc_frames_; }
 
 private:
     transport::Engine& engine_;
     transport::Effects fx_;
-    uint64_t pfc_frames_ = 0;
 };
 
 // Completes `av` for RTR. Pending: an ARP request is out; poll the NIC (and

@@ -46,12 +46,6 @@ uint64_t CounterBoard::value(std::string_view name) const {
     return 0;
 }
 
-std::vector<std::pair<std::string, uint64_t>> CounterBoard::snapshot() const {
-    std::vector<std::pair<std::string, uint64_t>> out;
-    for (size_t i = 0; i < names_.size(); ++i) out.emplace_back(names_[i], value(i));
-    return out;
-}
-
 bool QueryMailbox::ask(CounterQuery& q, int timeout_ms) {
     std::lock_guard lock(askers_);
     query_ = q;

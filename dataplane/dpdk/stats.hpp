@@ -86,7 +86,6 @@ public:
     const std::string& name(size_t i) const { return names_[i]; }
     uint64_t value(size_t i) const { return values_[i].load(std::memory_order_relaxed); }
     uint64_t value(std::string_view name) const;  // 0 for an unknown name
-    std::vector<std::pair<std::string, uint64_t>> snapshot() const;
 
     // Set before the board is shared: whether the loop answers CounterQuery.
     bool answers_queries = false;

@@ -114,6 +114,11 @@ bool walk(const std::string& prefix, std::string& error, F&& on_reply) {
         for (const long qpn : int_array(value_of(qps)))
             on_reply("qp_stats", qpn, c.query(fmt::format("/rocemu/qp_stats,{},{}", id, qpn)));
     }
+    // A soft-switch process (switch/dpdk) lists its ports under /rocemu/switch.
+    const std::string sw_ports = c.query("/rocemu/switch/ports");
+    if (!value_of(sw_ports).empty()) on_reply("switch_ports", -1, sw_ports);
+    for (const long id : int_array(value_of(sw_ports)))
+        on_reply("switch_port_stats", id, c.query(fmt::format("/rocemu/switch/port_stats,{}", id)));
     return true;
 }
 
@@ -132,11 +137,11 @@ std::filesystem::path telemetry_socket(const std::string& file_prefix) {
 std::optional<std::vector<PortReport>> read_counters(const std::string& file_prefix, std::string& error) {
     std::vector<PortReport> ports;
     const bool ok = walk(file_prefix, error, [&](std::string_view what, long n, const std::string& reply) {
-        if (what == "port_stats") {
+        if (what == "port_stats" || what == "switch_port_stats") {
             PortReport r;
             r.id = n;
             for (auto& [k, v] : dict_fields(value_of(reply))) {
-                if (k == "name") r.name = v;
+                if (k == "name") r.name = what == "port_stats" ? v : "switch " + v;
                 else r.counters.emplace_back(std::move(k), std::move(v));
             }
             ports.push_back(std::move(r));
