@@ -54,6 +54,7 @@ struct RoceNic {
         VerbsError e;
         engine = Engine::create(engine_config(stack), e);
         EXPECT_FALSE(e) << e.msg;
+        if (!engine) return;
         upper = std::make_unique<EngineUpper>(*engine);
         nic = std::make_unique<Nic<EngineUpper>>(*port, stack, *upper, clock);
         pd = engine->alloc_pd().value;
@@ -91,6 +92,7 @@ protected:
         ASSERT_TRUE(ab_ && ba_);
         n[0] = std::make_unique<RoceNic>(ring_port("roce_a" + s, ba_, ab_), 1, clock);
         n[1] = std::make_unique<RoceNic>(ring_port("roce_b" + s, ab_, ba_), 2, clock);
+        ASSERT_TRUE(n[0]->engine && n[1]->engine);
     }
     void TearDown() override {
         n[0].reset();
