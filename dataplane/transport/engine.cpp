@@ -72,6 +72,7 @@ void Counters::add(const Counters& o) {
     np_ecn_marked_roce_packets += o.np_ecn_marked_roce_packets;
     selective_retransmits += o.selective_retransmits;
     sack_sent += o.sack_sent;
+    direct_placed += o.direct_placed;
     for (size_t i = 0; i < drops.size(); ++i) drops[i] += o.drops[i];
 }
 
@@ -91,7 +92,8 @@ VerbsError EngineConfig::validate() const {
     if (auto e = range("max_qp_wr", max_qp_wr, 1, 1u << 20)) return e;
     if (auto e = range("max_unacked_psns", max_unacked_psns, 1, 1u << 22)) return e;
     if (auto e = range("ack_req_every", ack_req_every, 1, 1u << 20)) return e;
-    if (auto e = range("sack_threshold", sack_threshold, 1, 64)) return e;
+    if (sack_delay.v < 100 || sack_delay.v > 1000000000)
+        return err(EINVAL, "sack_delay", fmt::format("sack_delay: {} ns is outside [100, 1000000000]", sack_delay.v));
     if (auto e = range("cnp_dscp", cnp_dscp, 0, 63)) return e;
     if (auto e = range("cnp_pcp", cnp_pcp, 0, 7)) return e;
     if (min_time_between_cnps.v < 0)

@@ -42,7 +42,10 @@ struct EngineConfig {
     // rxe answers every AckReq packet with its own ACK; when true, interop
     // QPs merge ACKs that have not left yet (spraying QPs always merge).
     bool coalesce_acks = false;
-    uint32_t sack_threshold = 3;      // spraying: a hole is reported once N later PSNs arrived
+    // Spraying: a hole in the reorder window is reported (selective NAK)
+    // only once it has stayed open this long; reordering that resolves
+    // sooner causes no NAK. Set it above the paths' delay skew.
+    Nanos sack_delay{16000};
     uint8_t cnp_dscp = 48;
     uint8_t cnp_pcp = 6;
     Nanos min_time_between_cnps{4000};
@@ -185,6 +188,7 @@ private:
     bool resp_scatter(Qp& qp, const RecvWqe& w, uint64_t offset, const uint8_t* src, uint32_t len);
     void resp_spray_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx);
     void resp_spray_drain(Qp& qp, Nanos now, Effects& fx);
+    void resp_timers(Qp& qp, Nanos now);
 
     // tx.cpp
     void fill_headers(const Qp& qp, const AddressVector& av, wire::RocePacket& p, uint16_t sport);

@@ -125,8 +125,9 @@ struct Qp {
     PsnWindow ooo;                  // PSNs held in `held`
     std::vector<HeldPacket> held;   // reorder buffer, one slot per window PSN
     std::vector<uint8_t> held_data; // payload copies, one MTU per slot
-    Psn sack_scan;                  // next PSN to consider for a selective NAK
     Psn highest_rcvd;
+    Nanos sack_deadline = Nanos::max();  // when open holes up to sack_mark get reported
+    Psn sack_mark;
 
     bool spraying() const { return init.reliability == Reliability::Spray && type == QpType::Rc; }
     SendWqe& wqe(uint32_t i) { return sq[i & (sq.size() - 1)]; }

@@ -195,7 +195,8 @@ void Engine::apply_modify(Qp& q, const QpAttr& a, uint32_t mask, Effects& fx) {
     }
     if (mask & kAttrDestQpn) q.attr.dest_qp_num = a.dest_qp_num;
     if (mask & kAttrRqPsn) {
-        q.attr.rq_psn = q.epsn = q.sack_scan = a.rq_psn;
+        q.attr.rq_psn = q.epsn = a.rq_psn;
+        q.sack_deadline = Nanos::max();
         q.highest_rcvd = a.rq_psn - 1;
         if (q.spraying()) q.ooo.reset(a.rq_psn);
     }

@@ -110,8 +110,10 @@ void advance_epsn(Qp& qp, uint32_t n) {
         qp.ooo.advance();
         ++qp.epsn;
     }
-    if (Psn::diff(qp.sack_scan, qp.epsn) < 0) qp.sack_scan = qp.epsn;
-    if (Psn::diff(qp.highest_rcvd, qp.epsn) < 0) qp.highest_rcvd = qp.epsn - 1;
+    if (Psn::diff(qp.highest_rcvd, qp.epsn) < 0) {
+        qp.highest_rcvd = qp.epsn - 1;
+        qp.sack_deadline = Nanos::max();  // nothing held: no hole left
+    }
 }
 
 }  // namespace
@@ -468,6 +470,8 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects
         if (fits) {
             if (p.payload_len) std::memcpy(reinterpret_cast<uint8_t*>(qp.write_va + off), p.payload, p.payload_len);
             h.placed = true;
+            ++qp.counters.direct_placed;
+            ++counters_.direct_placed;
         }
     }
     if (!h.placed) {
@@ -482,23 +486,33 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects
     h.used = true;
     qp.ooo.set(psn);
 
-    // Selective NAK for each hole that sack_threshold later PSNs have passed.
-    uint32_t budget = 8;
-    while (budget > 0 && Psn::diff(qp.highest_rcvd, qp.sack_scan) >= static_cast<int32_t>(cfg_.sack_threshold)) {
-        const Psn hole = qp.sack_scan;
-        ++qp.sack_scan;
-        if (qp.ooo.contains(hole) && qp.ooo.test(hole)) continue;
+    if (qp.sack_deadline == Nanos::max()) {
+        qp.sack_deadline = now + cfg_.sack_delay;
+        qp.sack_mark = qp.highest_rcvd;
+    }
+}
+
+// The reorder timer: every hole at or below the mark that is still open
+// after sack_delay gets a selective NAK; holes seen later wait their turn.
+void Engine::resp_timers(Qp& qp, Nanos now) {
+    if (now < qp.sack_deadline) return;
+    qp.sack_deadline = Nanos::max();
+    if (Psn::diff(qp.highest_rcvd, qp.epsn) < 0) return;
+    const int32_t span = std::min(Psn::diff(qp.sack_mark, qp.epsn), Psn::diff(qp.highest_rcvd, qp.epsn));
+    for (int32_t i = 0; i <= span; ++i) {
+        const Psn hole = qp.epsn + static_cast<uint32_t>(i);
+        if (qp.ooo.test(hole)) continue;
         RespItem it;
         it.kind = RespItem::Kind::Nak;
         it.syndrome = wire::aeth::kNakPsnSeqError;
         it.psn = hole;
         it.msn = qp.msn;
-        if (resp_queue(qp, it)) {
-            ++qp.counters.sack_sent;
-            ++counters_.sack_sent;
-        }
-        --budget;
+        if (!resp_queue(qp, it)) break;
+        ++qp.counters.sack_sent;
+        ++counters_.sack_sent;
     }
+    qp.sack_deadline = now + cfg_.sack_delay;
+    qp.sack_mark = qp.highest_rcvd;
 }
 
 void Engine::resp_spray_drain(Qp& qp, Nanos now, Effects& fx) {

@@ -169,6 +169,7 @@ void Engine::on_timer(Nanos now, Effects& fx) {
     for (auto& q : qps_) {
         if (!q || q->state == QpState::Err) continue;
         comp_timers(*q, now, fx);
+        if (q->spraying()) resp_timers(*q, now);
         if (q->has_requests()) fx.tx_ready = true;
     }
 }
@@ -179,6 +180,7 @@ Nanos Engine::next_timer() const {
         if (!q || q->state == QpState::Err) continue;
         if (q->rto_deadline < t) t = q->rto_deadline;
         if (q->rnr_deadline < t) t = q->rnr_deadline;
+        if (q->sack_deadline < t) t = q->sack_deadline;
         if (q->next_send.v > 0 && q->next_send < t && q->sq_req != q->sq_head) t = q->next_send;
     }
     return t;

@@ -240,6 +240,7 @@ struct Counters {
     uint64_t np_ecn_marked_roce_packets = 0;
     uint64_t selective_retransmits = 0;
     uint64_t sack_sent = 0;
+    uint64_t direct_placed = 0;  // spraying: early WRITE packets written straight to memory
     std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> drops{};
 
     void add(const Counters& o);
@@ -268,6 +269,7 @@ void for_each_counter(const Counters& c, F&& f) {
     f("np_ecn_marked_roce_packets", c.np_ecn_marked_roce_packets);
     f("selective_retransmits", c.selective_retransmits);
     f("sack_sent", c.sack_sent);
+    f("direct_placed", c.direct_placed);
     for (size_t i = 0; i < c.drops.size(); ++i) f(to_string(static_cast<DropReason>(i)), c.drops[i]);
 }
 

@@ -28,6 +28,7 @@ struct Delivery {
     uint32_t copies = 1;
     Nanos extra{0};
     bool corrupt = false;
+    bool ce = false;  // mark ECN-CE, as a congested switch would
 };
 
 // Decides the fate of each frame: side it came from, parsed packet, index of
@@ -126,6 +127,7 @@ private:
         if (d.drop) return;
         for (uint32_t c = 0; c < d.copies; ++c) {
             Item it{now + delay + d.extra, seq_++, 1 - from, std::vector<uint8_t>(f.begin(), f.end())};
+            if (d.ce) wire::set_ip_ecn(it.bytes, wire::ecn::kCe);
             if (d.corrupt && it.bytes.size() > 60) it.bytes[54 + (seq_ % (it.bytes.size() - 60))] ^= 0x5A;
             q_.push(std::move(it));
         }
