@@ -35,7 +35,7 @@ Fabric::Fabric(const Topology& topo, uint64_t seed)
         sw_ids.push_back(switches_.back()->attach());
     }
     for (uint32_t n = 0; n < topo_.nics.size(); ++n) {
-        nics_.push_back(std::make_unique<GenNic>(sim_, topo_, n, stats_));
+        nics_.push_back(std::make_unique<GenNic>(sim_, topo_, n, stats_, done_));
         nic_ids.push_back(nics_.back()->attach());
     }
     for (const LinkSpec& l : topo_.links) {
@@ -77,20 +77,13 @@ void Fabric::start() {
     for (auto& n : nics_) n->start();
 }
 
-bool Fabric::all_done() const {
-    for (const FlowStats& s : stats_)
-        if (!s.done) return false;
-    return true;
-}
+bool Fabric::all_done() const { return done_ == flows_.size(); }
 
 Nanos Fabric::run(Nanos limit, Nanos every, const std::function<void(Nanos)>& sample) {
     const bool sampling = every > Nanos{0} && sample;
     Nanos next_sample = sampling ? sim_.now() + every : Nanos::max();
     const bool has_flows = !flows_.empty();
-    // Checking every flow after each event would cost O(flows) per event;
-    // every 1024 events is enough, and just as deterministic.
-    uint32_t events = 0;
-    const auto finished = [&] { return has_flows && (++events & 1023) == 0 && all_done(); };
+    const auto finished = [&] { return has_flows && all_done(); };
     for (;;) {
         const Nanos stop_at = std::min(limit, next_sample);
         if (sim_.run_until_cond(finished, stop_at)) break;

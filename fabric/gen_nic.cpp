@@ -18,7 +18,8 @@ uint8_t pg_of_dscp(const sw::SwitchConfig& c, uint8_t dscp) { return c.tc_to_pg[
 
 }  // namespace
 
-GenNic::GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, std::vector<FlowStats>& stats)
+GenNic::GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, std::vector<FlowStats>& stats,
+               uint32_t& flows_done)
     : sim_(sim),
       spec_(topo.nics[nic_index]),
       profile_(topo.cfg.nic),
@@ -27,6 +28,7 @@ GenNic::GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, st
       prio_(pg_of_dscp(topo.cfg.sw.base, profile_.dscp)),
       rdma_mtu_(profile_.rdma_mtu()),
       stats_(stats),
+      flows_done_(flows_done),
       np_(profile_.cc.dcqcn) {}
 
 sim::NodeId GenNic::attach() {
@@ -144,7 +146,10 @@ void GenNic::receive_roce(const wire::RocePacket& p, Nanos now) {
     s.last_rx = now;
     if (p.bth.psn != r.expected) ++s.rx_out_of_order;
     if (p.bth.psn >= r.expected) r.expected = p.bth.psn + 1;
-    if (s.rx_bytes >= r.size) s.done = true;
+    if (!s.done && s.rx_bytes >= r.size) {
+        s.done = true;
+        ++flows_done_;
+    }
     if (p.l3.ecn != wire::ecn::kCe) return;
     ++s.ce_rx;
     if (profile_.cc.algorithm == cc::CcAlgorithm::kNone) return;

@@ -72,7 +72,9 @@ struct NicCounters {
 
 class GenNic : public sim::Node {
 public:
-    GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, std::vector<FlowStats>& stats);
+    // `flows_done` counts flows whose last byte arrived, fabric-wide.
+    GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, std::vector<FlowStats>& stats,
+           uint32_t& flows_done);
     GenNic(const GenNic&) = delete;
     GenNic& operator=(const GenNic&) = delete;
 
@@ -133,6 +135,7 @@ private:
     uint8_t prio_ = 3;  // 802.1p priority the data is paused on
     uint32_t rdma_mtu_;
     std::vector<FlowStats>& stats_;
+    uint32_t& flows_done_;
     sim::NodeId id_ = 0;
 
     std::vector<TxFlow> tx_;
