@@ -49,7 +49,7 @@ flock 9
 # Resolving versions through apt-cache takes seconds; while apt's package
 # lists and the inputs here are unchanged, the previous answer still holds.
 inputs_hash() {
-  { stat -c '%n %s %Y' /var/lib/apt/lists/*_Packages* 2>/dev/null
+  { stat -c '%n %s %Y' /var/lib/apt/lists/*_Packages* /var/lib/dpkg/status 2>/dev/null
     cat "$HERE/build-guest.sh" "$HERE"/guest/*; } | sha256sum | cut -c1-16
 }
 FAST="$CACHE/resolved-$(inputs_hash)"
@@ -74,7 +74,9 @@ mapfile -t CLOSURE < <(apt-cache depends --recurse --no-recommends --no-suggests
 mapfile -t PINNED < <(apt-cache show --no-all-versions "$KPKG" "${CLOSURE[@]}" |
     awk '/^Package:/ {p=$2} /^Version:/ {print p "=" $2}' | sort -u)
 
-KEY="$( { printf '%s\n' "${PINNED[@]}"; cat "$HERE/build-guest.sh" "$HERE"/guest/*; } |
+# rdma_ops is compiled on the host, so its compiler and headers count too.
+HOST_TOOLS="$(dpkg-query -W -f '${Package}=${Version}\n' gcc libibverbs-dev 2>/dev/null)"
+KEY="$( { printf '%s\n' "${PINNED[@]}" "$HOST_TOOLS"; cat "$HERE/build-guest.sh" "$HERE"/guest/*; } |
         sha256sum | cut -c1-16)"
 OUT="$CACHE/guest-$KEY"
 if [ -f "$OUT/done" ]; then
@@ -202,7 +204,7 @@ install -m 755 "$HERE/guest/init" "$INITRD/init"
 install -m 755 "$HERE/guest/wait-listen" "$INITRD/usr/bin/wait-listen"
 printf 'root:x:0:0:root:/:/bin/sh\n' > "$INITRD/etc/passwd"
 printf '127.0.0.1 localhost\n' > "$INITRD/etc/hosts"
-{ printf 'kernel %s\n' "$KVER"; printf '%s\n' "${PINNED[@]}"; } > "$INITRD/etc/rocemu-guest.manifest"
+{ printf 'kernel %s\n' "$KVER"; printf '%s\n' "${PINNED[@]}"; printf 'host %s\n' $HOST_TOOLS; } > "$INITRD/etc/rocemu-guest.manifest"
 
 mkdir -p "$OUT"
 cp "$WORK/kroot/boot/vmlinuz-$KVER" "$OUT/vmlinuz"

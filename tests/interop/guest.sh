@@ -20,15 +20,20 @@
 #   guest_wait NAME [SECONDS]           wait for a spawned job; print its output
 #       and return its exit code (124 on timeout)
 #   guest_fact KEY                      a value from the ready marker:
-#       kernel ip mtu mac gid_index_ipv4 gid_ipv4 port_state uptime
+#       kernel ip mtu mac gid_index_ipv4 gid_ipv4 port_state
+#       uptime_modules_loaded uptime_rxe_added uptime
+#   guest_wait_exit [SECONDS]           wait for the guest to power itself off
 #   guest_shutdown                      power off (bounded), remove the netns
 #   guest_ns_exec CMD...                run a host command inside $GUEST_NS
+# After guest_boot: $GUEST_NS, $GUEST_TAP, $GUEST_MTU, $GUEST_DIR (run dir:
+# console.log, qemu.log), $GUEST_SHARE, $GUEST_QEMU_PID, $GUEST_READY_SECONDS.
 #
 # Address plan: guest 10.77.0.2/24 on eth0, MAC 52:54:00:77:00:02. The peer
 # (rocemu) owns 10.77.0.1 on the host side of the tap, in user space only.
 #
-# Environment: ROCEMU_GUEST_ACCEL (tcg, default; kvm where /dev/kvm works),
-# GUEST_MEM_MB (1024), GUEST_SMP (1), GUEST_BOOT_TIMEOUT (180).
+# Environment: ROCEMU_GUEST_ACCEL (tcg; kvm hangs on this machine, see
+# README.md), GUEST_MEM_MB (1024), GUEST_SMP (1), GUEST_BOOT_TIMEOUT (180),
+# ROCEMU_INTEROP_CACHE (tests/interop/.cache).
 
 GUEST_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 GUEST_CACHE="${ROCEMU_INTEROP_CACHE:-$GUEST_HERE/.cache}"
@@ -131,7 +136,7 @@ guest_boot() {
     else
       guest__err "guest not ready after ${GUEST_BOOT_TIMEOUT:-180} s; console: $GUEST_CONSOLE"
     fi
-    [ -z "$boot_script" ] && guest_shutdown
+    guest_shutdown
     return 1
   fi
   GUEST_READY_SECONDS=$((SECONDS - GUEST_BOOT_START))
@@ -156,11 +161,14 @@ guest_run() {
   echo "$seq" > "$GUEST_DIR/seq"
   local name="run$seq"
   guest__submit "$name" "$1"
-  if ! guest__poll "$timeout" test -e "$GUEST_SHARE/cmd/$name.rc"; then
-    cat "$GUEST_SHARE/cmd/$name.out" 2>/dev/null
-    guest__err "command $name did not finish within $timeout s"
-    return 124
-  fi
+  guest__poll "$timeout" test -e "$GUEST_SHARE/cmd/$name.rc"
+  case $? in
+    1) cat "$GUEST_SHARE/cmd/$name.out" 2>/dev/null
+       guest__err "command $name did not finish within $timeout s"
+       return 124 ;;
+    2) guest__err "QEMU exited before command $name finished; console: $GUEST_CONSOLE"
+       return 124 ;;
+  esac
   cat "$GUEST_SHARE/cmd/$name.out"
   return "$(cat "$GUEST_SHARE/cmd/$name.rc")"
 }
