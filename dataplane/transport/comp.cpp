@@ -227,6 +227,8 @@ void Engine::comp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) 
                     qp.rexmit[qp.rexmit_tail++ & (qp.rexmit.size() - 1)] = psn;
                     qp.path_penalty[qp.psn_path[psn.value() & (qp.psn_path.size() - 1)]] += 8;
                     fx.tx_ready = true;
+                } else {
+                    drop(&qp, DropReason::StaleResponse);
                 }
                 return;
             }

@@ -167,7 +167,8 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
     }
     const uint32_t acc = qp.attr.qp_access_flags;
     if ((k == Kind::Write && !(acc & kRemoteWrite)) || (k == Kind::Read && !(acc & kRemoteRead)) ||
-        (k == Kind::Atomic && !(acc & kRemoteAtomic)) || k == Kind::Other || (info.flags & kOpInv))
+        (k == Kind::Atomic && !(acc & kRemoteAtomic)) || k == Kind::Other || (info.flags & kOpInv) ||
+        p.bth.opcode == op::ATOMIC_WRITE)
         return fail(aeth::kNakInvalidRequest, WcStatus::Success);
     if (info.flags & kOpPayload) {
         if (len > qp.mtu || (!last && len != qp.mtu)) return fail(aeth::kNakInvalidRequest, WcStatus::LocLenErr);

@@ -195,6 +195,24 @@ TEST_F(TransportBadInput, AtomicOnMrWithoutAtomicAccessGetsRemoteAccessNak) {
     EXPECT_EQ(out[0].aeth.syndrome, wire::aeth::kNakRemoteAccess);
 }
 
+TEST_F(TransportBadInput, SendWithInvalidateGetsInvalidRequestNak) {
+    auto out = deliver(req(wire::op::SEND_ONLY_INV));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].aeth.syndrome, wire::aeth::kNakInvalidRequest);
+}
+
+TEST_F(TransportBadInput, AtomicWriteGetsInvalidRequestNak) {
+    auto out = deliver(req(wire::op::ATOMIC_WRITE), std::vector<uint8_t>(8));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].aeth.syndrome, wire::aeth::kNakInvalidRequest);
+}
+
+TEST_F(TransportBadInput, FlushGetsInvalidRequestNak) {
+    auto out = deliver(req(wire::op::FLUSH));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].aeth.syndrome, wire::aeth::kNakInvalidRequest);
+}
+
 TEST_F(TransportBadInput, ResponsesToNothingAreGhosts) {
     auto p = req(wire::op::ACKNOWLEDGE);
     p.aeth = {0x1F, 1};
