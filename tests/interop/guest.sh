@@ -20,7 +20,7 @@
 #   guest_wait NAME [SECONDS]           wait for a spawned job; print its output
 #       and return its exit code (124 on timeout)
 #   guest_fact KEY                      a value from the ready marker:
-#       kernel ip mtu mac gid_index_ipv4 gid_ipv4 port_state
+#       kernel ip mtu mac gid_index_ipv4 gid_ipv4 port_state clocksource
 #       uptime_modules_loaded uptime_rxe_added uptime
 #   guest_wait_exit [SECONDS]           wait for the guest to power itself off
 #   guest_shutdown                      power off (bounded), remove the netns
@@ -112,12 +112,15 @@ guest_boot() {
   guest_ns_exec ip link set "$GUEST_TAP" mtu "$mtu" up || { guest_shutdown; return 1; }
 
   local accel="${ROCEMU_GUEST_ACCEL:-tcg}"
+  # Under TCG on a busy host the kernel's PIT-based TSC calibration can be off
+  # by 20x, and guest time (jiffies, rxe's retransmit timer) then runs that
+  # much fast. The emulated HPET follows host time, so time is kept with it.
   # exec keeps $! the QEMU process itself, so it can be waited for and killed.
   (exec ip netns exec "$GUEST_NS" qemu-system-x86_64 -accel "$accel" -nodefaults -no-user-config \
     -m "${GUEST_MEM_MB:-1024}" -smp "${GUEST_SMP:-1}" -display none -no-reboot \
     -serial "file:$GUEST_CONSOLE" \
     -kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
-    -append "console=ttyS0 panic=-1 quiet rocemu.ip=$ip rocemu.mtu=$mtu" \
+    -append "console=ttyS0 panic=-1 quiet clocksource=hpet tsc=unstable rocemu.ip=$ip rocemu.mtu=$mtu" \
     -netdev "tap,id=n0,ifname=$GUEST_TAP,script=no,downscript=no" \
     -device "virtio-net-pci,netdev=n0,mac=$GUEST_MAC,host_mtu=$mtu" \
     -virtfs "local,path=$GUEST_SHARE,mount_tag=share,security_model=none,multidevs=remap" \

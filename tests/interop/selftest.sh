@@ -51,6 +51,10 @@ check "guest_boot reaps the netns of a dead harness" "$(ip netns list | grep "ro
   eval '! ip netns list | grep -q "^rocemu-rxe-$dead_pid-0"'
 echo "info: boot to ready ${GUEST_READY_SECONDS} s host time, guest uptime $(guest_fact uptime) s (modules loaded at $(guest_fact uptime_modules_loaded) s)"
 
+check "guest keeps time with the HPET, not a miscalibrated TSC" "clocksource=$(guest_fact clocksource)" \
+  test "$(guest_fact clocksource)" = hpet
+clock_g0="$(guest_run "cut -d' ' -f1 /proc/uptime")"; clock_h0="$(date +%s.%N)"
+
 out="$(guest_run 'echo hello; exit 7')"; rc=$?
 check "guest_run returns output and exit code" "rc=$rc out='$out'" test "$rc:$out" = "7:hello"
 guest_run -t 2 'sleep 10' > /dev/null 2>&1; rc=$?
@@ -151,6 +155,15 @@ req="$(tshark -r "$PCAP" -Y "arp.opcode==1 && eth.src==$GUEST_MAC" 2>/dev/null |
 check "host kernel does not answer ARP on the address-free tap" "requests=$req replies=$rep" \
   eval '[ "$req" -ge 3 ] && [ "$rep" = 0 ]'
 
+# What rocemu must do on this tap, in miniature: a user-space peer with its
+# own MAC resolves the guest by ARP, answers the guest's ARP and exchanges
+# ICMP with it, with no kernel address anywhere on the host side.
+out="$(guest_ns_exec python3 "$HERE/raw_peer.py" "$GUEST_TAP" 3 30)"; rc=$?
+neigh="$(guest_run "ip neigh show $GUEST_PEER_IP dev eth0")"
+check "user-space peer on the address-free tap: ARP both ways and ICMP echo" "rc=$rc $out; guest neighbour: $neigh" \
+  eval '[ $rc = 0 ] && grep -q "lladdr 02:00:00:77:00:01" <<< "$neigh"'
+guest_run 'ip neigh flush dev eth0' > /dev/null
+
 # The only time the tap carries an address: to prove host-to-guest delivery
 # and to give the rdma_ops exchange below a TCP endpoint on the host side.
 start_capture
@@ -228,6 +241,12 @@ unreach="$(tshark -r "$PCAP" -Y 'icmp.type==3 && icmp.code==3' 2>/dev/null | wc 
 check "with an IP on the tap the host kernel answers UDP 4791 with port-unreachable" "count=$unreach" \
   test "$unreach" -ge 1
 guest_ns_exec ip addr del "$GUEST_PEER_IP/24" dev "$GUEST_TAP"
+
+clock_g1="$(guest_run "cut -d' ' -f1 /proc/uptime")"; clock_h1="$(date +%s.%N)"
+ratio="$(awk -v g0="$clock_g0" -v g1="$clock_g1" -v h0="$clock_h0" -v h1="$clock_h1" \
+  'BEGIN { printf "%.3f", (g1 - g0) / (h1 - h0) }')"
+check "guest time advances with host time (ratio within 0.9..1.1)" "guest/host = $ratio" \
+  awk -v r="$ratio" 'BEGIN { exit !(r >= 0.9 && r <= 1.1) }'
 
 t0=$SECONDS
 guest_shutdown
