@@ -17,16 +17,15 @@ uint64_t node_seed(uint64_t seed, uint64_t index) {
 }
 
 sim::LinkConfig link_config(const LinkClass& c) {
-    sim::LinkConfig l;
-    l.rate = c.speed;
-    l.propagation = c.delay;
+    sim::LinkConfig l{.wire_overhead = Bytes{0}};
+    l.speed = c.speed;
+    l.propagation_delay = c.delay;
     return l;
 }
 
 }  // namespace
 
-Fabric::Fabric(const Topology& topo, uint64_t seed)
-    : topo_(topo), sim_(sim::SimConfig{seed, 1u << 18}) {
+Fabric::Fabric(const Topology& topo, uint64_t seed) : topo_(topo), sim_(sim::SimConfig{seed, 1u << 18}) {
     const sw::SwitchConfig& base = topo_.cfg.sw.base;
     data_queue_ = base.tc_to_queue[base.dscp_to_tc[topo_.cfg.nic.dscp & 63]];
     std::vector<sim::NodeId> sw_ids, nic_ids;
@@ -120,7 +119,8 @@ Totals Fabric::totals() const {
         const NicCounters& c = n->counters();
         t.pfc_frames += c.pfc_tx;
         t.cnps += c.cnp_tx;
-        t.nic_drops += c.bad_frame_drops + c.unknown_qp_drops + c.stalled_drops + c.pool_empty_drops + c.cnp_queue_drops;
+        t.nic_drops +=
+            c.bad_frame_drops + c.unknown_qp_drops + c.stalled_drops + c.pool_empty_drops + c.cnp_queue_drops;
         t.nic_paused += n->paused_time(now);
     }
     for (std::size_t i = 0; i < topo_.links.size(); ++i) {

@@ -31,9 +31,9 @@ struct Totals {
     uint64_t nic_drops = 0;
     uint64_t fabric_link_bytes = 0;  // bytes carried by switch-to-switch links, both directions
     uint64_t sim_events = 0;
-    uint64_t frames_delivered = 0;   // over every link
-    Bytes max_queue{};            // deepest egress queue seen anywhere
-    Nanos nic_paused{};           // total time NICs held data back for PFC
+    uint64_t frames_delivered = 0;  // over every link
+    Bytes max_queue{};              // deepest egress queue seen anywhere
+    Nanos nic_paused{};             // total time NICs held data back for PFC
     bool operator==(const Totals&) const = default;
 };
 

@@ -252,14 +252,13 @@ bool GenNic::send_data(Nanos now) {
         const bool last = len == left;
         wire::RocePacket& p = t.tmpl;
         p.bth.opcode = first && last ? wire::op::WRITE_ONLY
-                       : first      ? wire::op::WRITE_FIRST
-                       : last       ? wire::op::WRITE_LAST
-                                    : wire::op::WRITE_MIDDLE;
+                       : first       ? wire::op::WRITE_FIRST
+                       : last        ? wire::op::WRITE_LAST
+                                     : wire::op::WRITE_MIDDLE;
         p.bth.psn = t.psn;
         p.bth.ackreq = last || (t.psn.value() % kAckReqEvery) == kAckReqEvery - 1;
         p.l3.ip_id = ip_id_++;
-        if (profile_.spraying)
-            p.udp_sport = static_cast<uint16_t>(0xC000 | ((t.spec.sport + t.psn.value()) & 0x3FFF));
+        if (profile_.spraying) p.udp_sport = static_cast<uint16_t>(0xC000 | ((t.spec.sport + t.psn.value()) & 0x3FFF));
         p.payload = nullptr;
         p.payload_len = len;
         wire::EncodeLayout lay;
@@ -299,8 +298,10 @@ void GenNic::rearm(Nanos now) {
         Nanos ready = std::max({f.spec.start, f.cc.next_send_time(), paused_until_[prio_], free_at});
         t = std::min(t, ready);
     }
-    if (t == Nanos::max()) sim_.cancel_timer(id_);
-    else if (t != sim_.timer(id_)) sim_.arm_timer(id_, t);
+    if (t == Nanos::max())
+        sim_.cancel_timer(id_);
+    else if (t != sim_.timer(id_))
+        sim_.arm_timer(id_, t);
 }
 
 }  // namespace rocemu::fabric

@@ -33,7 +33,7 @@ inline constexpr uint32_t kFlowQpnBase = 0x100;
 struct FlowSpec {
     uint32_t src = 0;  // NIC indices
     uint32_t dst = 0;
-    Bytes size{};      // bytes of WRITE payload
+    Bytes size{};  // bytes of WRITE payload
     Nanos start{};
     uint16_t sport = 0xC000;  // UDP source port: the flow's ECMP entropy
 };
@@ -63,11 +63,11 @@ struct NicCounters {
     uint64_t cnp_rx = 0;
     Nanos paused_time{};  // time with data held back by a received pause
     // Drops, by reason.
-    uint64_t bad_frame_drops = 0;    // not RoCEv2/PFC, or failed parsing (ICRC)
-    uint64_t unknown_qp_drops = 0;   // names no flow of this NIC
-    uint64_t stalled_drops = 0;      // arrived while the receiver was stuck
-    uint64_t pool_empty_drops = 0;   // no frame buffer to build into
-    uint64_t cnp_queue_drops = 0;    // CNP backlog full
+    uint64_t bad_frame_drops = 0;   // not RoCEv2/PFC, or failed parsing (ICRC)
+    uint64_t unknown_qp_drops = 0;  // names no flow of this NIC
+    uint64_t stalled_drops = 0;     // arrived while the receiver was stuck
+    uint64_t pool_empty_drops = 0;  // no frame buffer to build into
+    uint64_t cnp_queue_drops = 0;   // CNP backlog full
 };
 
 class GenNic : public sim::Node {

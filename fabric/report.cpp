@@ -1,9 +1,9 @@
 #include "fabric/report.hpp"
 
 #include <cstdlib>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -133,8 +133,8 @@ std::vector<std::string> Recorder::write(const std::string& dir) const {
          false);
     plot(gp, base + "queues.csv", base + "queues.svg", prefix_ + ": data queue depth", "bytes", nq, false);
     plot(gp, base + "pfc.csv", base + "pfc.svg", prefix_ + ": PFC pause state (1 = paused)", "paused", np, true);
-    plot(gp, base + "totals.csv", base + "totals.svg", prefix_ + ": cumulative CNPs, ECN marks, PFC frames", "count",
-         3, false);
+    plot(gp, base + "totals.csv", base + "totals.svg", prefix_ + ": cumulative CNPs, ECN marks, PFC frames", "count", 3,
+         false);
     files.push_back(path("plots.gp"));
     return files;
 }
@@ -146,8 +146,7 @@ bool render_plots(const std::string& dir, std::string& message) {
     }
     for (const auto& e : std::filesystem::directory_iterator(dir)) {
         if (e.path().extension() != ".gp") continue;
-        const std::string cmd =
-            fmt::format("cd '{}' && gnuplot '{}' 2>/dev/null", dir, e.path().filename().string());
+        const std::string cmd = fmt::format("cd '{}' && gnuplot '{}' 2>/dev/null", dir, e.path().filename().string());
         if (std::system(cmd.c_str()) != 0) {
             message = fmt::format("gnuplot failed on {}", e.path().string());
             return false;

@@ -128,7 +128,8 @@ public:
             for (std::size_t k = 0; k < r.size(); ++k) r[k] = rec.flow_rate(i, k);
             o.sample_rates.push_back(std::move(r));
         }
-        for (const SwitchEvent& e : o.events) res.log.push_back(fmt::format("{:>10.3f} us  [{}] {}", e.at.us(), v.label, e.text));
+        for (const SwitchEvent& e : o.events)
+            res.log.push_back(fmt::format("{:>10.3f} us  [{}] {}", e.at.us(), v.label, e.text));
         if (!opts_.out_dir.empty()) {
             const auto files = rec.write(opts_.out_dir);
             res.files.insert(res.files.end(), files.begin(), files.end());
@@ -171,8 +172,9 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
         bool spray;
         sw::ArMode ar;
     };
-    for (const Mode& mode : {Mode{"ecmp", false, sw::ArMode::Off}, Mode{"spray", true, sw::ArMode::Off},
-                             Mode{"spray+ar", true, sw::ArMode::PerPacket}, Mode{"flowlet", false, sw::ArMode::Flowlet}}) {
+    for (const Mode& mode :
+         {Mode{"ecmp", false, sw::ArMode::Off}, Mode{"spray", true, sw::ArMode::Off},
+          Mode{"spray+ar", true, sw::ArMode::PerPacket}, Mode{"flowlet", false, sw::ArMode::Flowlet}}) {
         const std::string label = mode.label;
         FabricConfig c = cfg;
         c.nic.spraying = mode.spray;
@@ -207,8 +209,8 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
     const double e = res.metrics["ecmp.effective"], s = res.metrics["spray+ar.effective"],
                  os = res.metrics["spray.effective"], fl = res.metrics["flowlet.effective"];
     res.pass = s >= 0.90 && s - e >= 0.10;
-    res.verdict = fmt::format("ECMP {} vs spray+ar {} (+{:.1f} points); oblivious spray {}, flowlet {}", pct(e),
-                              pct(s), 100 * (s - e), pct(os), pct(fl));
+    res.verdict = fmt::format("ECMP {} vs spray+ar {} (+{:.1f} points); oblivious spray {}, flowlet {}", pct(e), pct(s),
+                              100 * (s - e), pct(os), pct(fl));
     return res;
 }
 
@@ -267,9 +269,9 @@ ScenarioResult incast(const ScenarioOptions& o) {
         res.metrics[out.label + ".fairness"] = fair;
         res.metrics[out.label + ".drops"] = static_cast<double>(drops);
         res.table.push_back({out.label, num(out.totals.pfc_xoff), num(out.totals.pfc_frames),
-                             fmt::format("{:.1f}", out.totals.nic_paused.us()), fmt::format("{:.1f}", out.mean_queue / 1024),
-                             kib(out.totals.max_queue), pct(util), fmt::format("{:.3f}", fair),
-                             num(out.totals.ecn_marks), num(out.totals.cnps), num(drops)});
+                             fmt::format("{:.1f}", out.totals.nic_paused.us()),
+                             fmt::format("{:.1f}", out.mean_queue / 1024), kib(out.totals.max_queue), pct(util),
+                             fmt::format("{:.3f}", fair), num(out.totals.ecn_marks), num(out.totals.cnps), num(drops)});
     }
     auto m = [&](const char* k) { return res.metrics[k]; };
     res.pass = m("pfc+dcqcn.paused_us") <= 0.5 * m("pfc-only.paused_us") &&
@@ -305,8 +307,8 @@ ScenarioResult dcqcn(const ScenarioOptions& o) {
         v.flows.push_back(FlowSpec{2, 3, endless, join, 0xC003});
         outs.push_back(run.run(v, res));
     }
-    res.table.push_back({"preset", "utilisation", "fair after us", "shares (last half)", "CNP", "XOFF",
-                         "mean queue KiB"});
+    res.table.push_back(
+        {"preset", "utilisation", "fair after us", "shares (last half)", "CNP", "XOFF", "mean queue KiB"});
     for (const Outcome& out : outs) {
         const Nanos to = out.end;
         double bytes = 0;
@@ -332,17 +334,18 @@ ScenarioResult dcqcn(const ScenarioOptions& o) {
         for (std::size_t f = 0; f < 3; ++f) total += share[f] = out.bytes_between(f, half, to);
         res.metrics[out.label + ".utilisation"] = util;
         res.metrics[out.label + ".fair_after_us"] = fair_at == Nanos::max() ? -1 : fair_at.us();
-        res.table.push_back({out.label, pct(util),
-                             fair_at == Nanos::max() ? "never" : fmt::format("{:.0f}", fair_at.us()),
-                             fmt::format("{:.2f}/{:.2f}/{:.2f}", share[0] / total, share[1] / total, share[2] / total),
-                             num(out.totals.cnps), num(out.totals.pfc_xoff), fmt::format("{:.1f}", out.mean_queue / 1024)});
+        res.table.push_back(
+            {out.label, pct(util), fair_at == Nanos::max() ? "never" : fmt::format("{:.0f}", fair_at.us()),
+             fmt::format("{:.2f}/{:.2f}/{:.2f}", share[0] / total, share[1] / total, share[2] / total),
+             num(out.totals.cnps), num(out.totals.pfc_xoff), fmt::format("{:.1f}", out.mean_queue / 1024)});
     }
     auto m = [&](const char* k) { return res.metrics[k]; };
     res.pass = m("aggressive.utilisation") >= m("connectx-default.utilisation");
-    res.verdict = fmt::format("utilisation after the join {} (default) vs {} (aggressive); fair after {:.0f} us vs {:.0f} us "
-                              "(-1: never)",
-                              pct(m("connectx-default.utilisation")), pct(m("aggressive.utilisation")),
-                              m("connectx-default.fair_after_us"), m("aggressive.fair_after_us"));
+    res.verdict = fmt::format(
+        "utilisation after the join {} (default) vs {} (aggressive); fair after {:.0f} us vs {:.0f} us "
+        "(-1: never)",
+        pct(m("connectx-default.utilisation")), pct(m("aggressive.utilisation")), m("connectx-default.fair_after_us"),
+        m("aggressive.fair_after_us"));
     return res;
 }
 
@@ -410,9 +413,10 @@ ScenarioResult mtu(const ScenarioOptions& o) {
     std::vector<Outcome> outs;
     std::vector<double> pps;
     for (const uint32_t m : {1500u, 9000u}) {
-        FabricConfig c = must_parse("topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 4, spines: 0}\n"
-                                    "switch: {profile: lossless-100g}\n",
-                                    "mtu.yaml");
+        FabricConfig c = must_parse(
+            "topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 4, spines: 0}\n"
+            "switch: {profile: lossless-100g}\n",
+            "mtu.yaml");
         c.nic.mtu = m;
         Variant v{fmt::format("mtu{}", m), generate(c), {}, Nanos::from_ms(50)};
         v.flows.push_back(FlowSpec{0, 1, size, Nanos{0}, 0xC001});
@@ -437,9 +441,9 @@ ScenarioResult mtu(const ScenarioOptions& o) {
     }
     auto m = [&](const char* k) { return res.metrics[k]; };
     res.pass = m("mtu9000.efficiency") - m("mtu1500.efficiency") >= 0.04 && m("mtu1500.mpps") >= 3 * m("mtu9000.mpps");
-    res.verdict = fmt::format("efficiency {} (1500) vs {} (9000); {:.2f} vs {:.2f} Mpps per flow",
-                              pct(m("mtu1500.efficiency")), pct(m("mtu9000.efficiency")), m("mtu1500.mpps"),
-                              m("mtu9000.mpps"));
+    res.verdict =
+        fmt::format("efficiency {} (1500) vs {} (9000); {:.2f} vs {:.2f} Mpps per flow", pct(m("mtu1500.efficiency")),
+                    pct(m("mtu9000.efficiency")), m("mtu1500.mpps"), m("mtu9000.mpps"));
     return res;
 }
 
@@ -482,10 +486,12 @@ ScenarioResult rails(const ScenarioOptions& o) {
                              num(out.totals.cnps)});
     }
     auto m = [&](const char* k) { return res.metrics[k]; };
-    res.pass = m("rail-packed.spine_bytes") > 0 && m("rail-optimised.spine_bytes") <= 0.01 * m("rail-packed.spine_bytes");
-    res.verdict = fmt::format("spine traffic {:.1f} MiB (rail-optimised) vs {:.1f} MiB (packed); busbw {:.2f} vs {:.2f} GB/s",
-                              m("rail-optimised.spine_bytes") / 1048576, m("rail-packed.spine_bytes") / 1048576,
-                              m("rail-optimised.busbw"), m("rail-packed.busbw"));
+    res.pass =
+        m("rail-packed.spine_bytes") > 0 && m("rail-optimised.spine_bytes") <= 0.01 * m("rail-packed.spine_bytes");
+    res.verdict =
+        fmt::format("spine traffic {:.1f} MiB (rail-optimised) vs {:.1f} MiB (packed); busbw {:.2f} vs {:.2f} GB/s",
+                    m("rail-optimised.spine_bytes") / 1048576, m("rail-packed.spine_bytes") / 1048576,
+                    m("rail-optimised.busbw"), m("rail-packed.busbw"));
     return res;
 }
 
@@ -505,12 +511,18 @@ std::string_view scenario_description(std::string_view name) {
 
 ScenarioResult run_scenario(std::string_view name, const ScenarioOptions& opts) {
     ScenarioResult r;
-    if (name == "ecmp") r = ecmp(opts);
-    else if (name == "incast") r = incast(opts);
-    else if (name == "dcqcn") r = dcqcn(opts);
-    else if (name == "pfc-storm") r = pfc_storm(opts);
-    else if (name == "mtu") r = mtu(opts);
-    else if (name == "rails") r = rails(opts);
+    if (name == "ecmp")
+        r = ecmp(opts);
+    else if (name == "incast")
+        r = incast(opts);
+    else if (name == "dcqcn")
+        r = dcqcn(opts);
+    else if (name == "pfc-storm")
+        r = pfc_storm(opts);
+    else if (name == "mtu")
+        r = mtu(opts);
+    else if (name == "rails")
+        r = rails(opts);
     else {
         std::string all;
         for (auto n : kNames) all += (all.empty() ? "" : ", ") + std::string(n);

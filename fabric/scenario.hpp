@@ -20,9 +20,9 @@ namespace rocemu::fabric {
 
 struct ScenarioOptions {
     uint64_t seed = 1;
-    bool reduced = false;        // the CI size: fewer hosts, smaller messages
-    std::string out_dir;         // report folder; empty writes nothing
-    std::string pcap_link;       // capture this link of every variant
+    bool reduced = false;                // the CI size: fewer hosts, smaller messages
+    std::string out_dir;                 // report folder; empty writes nothing
+    std::string pcap_link;               // capture this link of every variant
     std::optional<FabricConfig> fabric;  // replaces the scenario's own fabric where one applies
     // Receives a progress line now and then (overwrite-style, no newline).
     std::function<void(const std::string&)> progress;

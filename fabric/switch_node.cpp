@@ -75,7 +75,6 @@ void SwitchNode::on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) {
             d.class_enable = pfc.class_enable;
             d.quanta = pfc.quanta;
             sw_.on_pfc(port, d, now, fx_);
-            core_timer_stale_ = true;
         } else {
             ++c_.bad_pfc_drops;
         }
@@ -96,7 +95,7 @@ void SwitchNode::on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) {
 }
 
 void SwitchNode::on_timer(Nanos now) {
-    if (core_timer_ > now) {
+    if (sw_.next_timer() > now) {
         apply(now);
         return;
     }
@@ -105,9 +104,8 @@ void SwitchNode::on_timer(Nanos now) {
     do {
         fx_.clear();
         sw_.on_timer(now, fx_);
-        core_timer_stale_ = true;
         apply(now);
-    } while (core_timer_ <= now);
+    } while (sw_.next_timer() <= now);
 }
 
 void SwitchNode::send_pfc(sim::PortId port, const sw::PfcFrameDesc& d) {
@@ -151,43 +149,37 @@ void SwitchNode::apply(Nanos now) {
 
 void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
     sim::FramePool& pool = sim_.pool();
-        const sim::FrameHandle h{e.handle};
-        switch (e.kind) {
-            case sw::EffectKind::Enqueued: {
-                const sw::Neighbor& nb = sw_.routes().neighbor(e.neighbor);
-                rewrite_l3_hop(pool.frame(h), nb.mac, port_mac_[e.port]);
-                // A frame now waits in a paused queue: the watchdog's
-                // detection deadline may have started to count.
-                if (sw_.queue_paused(e.port, e.queue, now)) core_timer_stale_ = true;
-                break;
-            }
-            case sw::EffectKind::MarkCe:
-                wire::set_ip_ecn(pool.frame(h), wire::ecn::kCe);
-                ++c_.ce_marked;
-                break;
-            case sw::EffectKind::Drop: pool.free(h); break;
-            case sw::EffectKind::SendPfc:
-                send_pfc(e.port, e.pfc);
-                core_timer_stale_ = true;
-                break;
-            case sw::EffectKind::TxReady: tx_at_[e.port] = std::min(tx_at_[e.port], e.at); break;
-            case sw::EffectKind::WatchdogStorm:
-            case sw::EffectKind::WatchdogRestore:
-                events_.push_back(SwitchEvent{now, fmt::format("{}: {}", name_, sw_.describe(e))});
-                core_timer_stale_ = true;
-                break;
+    const sim::FrameHandle h{e.handle};
+    switch (e.kind) {
+        case sw::EffectKind::Enqueued: {
+            const sw::Neighbor& nb = sw_.routes().neighbor(e.neighbor);
+            rewrite_l3_hop(pool.frame(h), nb.mac, port_mac_[e.port]);
+            break;
         }
+        case sw::EffectKind::MarkCe:
+            wire::set_ip_ecn(pool.frame(h), wire::ecn::kCe);
+            ++c_.ce_marked;
+            break;
+        case sw::EffectKind::Drop: pool.free(h); break;
+        case sw::EffectKind::SendPfc:
+            send_pfc(e.port, e.pfc);
+            break;
+        case sw::EffectKind::TxReady: tx_at_[e.port] = std::min(tx_at_[e.port], e.at); break;
+        case sw::EffectKind::WatchdogStorm:
+        case sw::EffectKind::WatchdogRestore:
+            events_.push_back(SwitchEvent{now, fmt::format("{}: {}", name_, sw_.describe(e))});
+            break;
+    }
 }
 
 void SwitchNode::rearm() {
-    if (core_timer_stale_) {
-        core_timer_ = sw_.next_timer();
-        core_timer_stale_ = false;
-    }
-    Nanos t = core_timer_;
+    // The core caches its next deadline, so asking after every event is cheap.
+    Nanos t = sw_.next_timer();
     for (const Nanos at : tx_at_) t = std::min(t, at);
-    if (t == Nanos::max()) sim_.cancel_timer(id_);
-    else if (t != sim_.timer(id_)) sim_.arm_timer(id_, t);
+    if (t == Nanos::max())
+        sim_.cancel_timer(id_);
+    else if (t != sim_.timer(id_))
+        sim_.arm_timer(id_, t);
 }
 
 }  // namespace rocemu::fabric

@@ -18,9 +18,9 @@
 namespace rocemu::fabric {
 
 struct SwitchNodeCounters {
-    uint64_t not_ip_drops = 0;     // neither IPv4 nor PFC (ARP, IPv6, runts): not routed here
-    uint64_t bad_pfc_drops = 0;    // 0x8808 frames that do not parse as PFC
-    uint64_t pool_empty_drops = 0; // a PFC frame could not be built: the frame pool is exhausted
+    uint64_t not_ip_drops = 0;      // neither IPv4 nor PFC (ARP, IPv6, runts): not routed here
+    uint64_t bad_pfc_drops = 0;     // 0x8808 frames that do not parse as PFC
+    uint64_t pool_empty_drops = 0;  // a PFC frame could not be built: the frame pool is exhausted
     uint64_t pfc_frames_sent = 0;
     uint64_t ce_marked = 0;
 };
@@ -63,8 +63,6 @@ private:
     sw::Effects fx_;
     std::vector<std::array<uint8_t, 6>> port_mac_;
     std::vector<Nanos> tx_at_;  // per port: when the core said a frame is ready
-    Nanos core_timer_ = Nanos::max();
-    bool core_timer_stale_ = true;
     SwitchNodeCounters c_;
     std::vector<SwitchEvent> events_;
 };

@@ -91,9 +91,12 @@ public:
         const YAML::Node n = parent[name];
         if (!n) return;
         const std::string s = n.Scalar();
-        if (s == "true") out = true;
-        else if (s == "false") out = false;
-        else fail(key, fmt::format("'{}' must be true or false", s));
+        if (s == "true")
+            out = true;
+        else if (s == "false")
+            out = false;
+        else
+            fail(key, fmt::format("'{}' must be true or false", s));
     }
 
     void string(const YAML::Node& parent, const char* name, const std::string& key, std::string& out) {
@@ -132,7 +135,8 @@ sw::ConfigResult load_switch_profile(const std::string& name, const std::string&
         std::string names;
         for (std::size_t i = 0; i < detail::kEmbeddedSwitchProfileCount; ++i)
             names += (names.empty() ? "" : ", ") + std::string(detail::kEmbeddedSwitchProfiles[i].name);
-        return sw::ConfigResult{std::nullopt, fmt::format("'{}' is neither a built-in profile ({}) nor a file", name, names)};
+        return sw::ConfigResult{std::nullopt,
+                                fmt::format("'{}' is neither a built-in profile ({}) nor a file", name, names)};
     }
     return sw::load_switch_config(p.string());
 }
@@ -180,10 +184,14 @@ ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& 
             "right_hosts"});
     std::string kind;
     r.string(topo, "kind", "topology.kind", kind);
-    if (kind == "leaf_spine") c.shape = Shape::LeafSpine;
-    else if (kind == "rail") c.shape = Shape::Rail;
-    else if (kind == "dumbbell" || kind == "incast") c.shape = Shape::Dumbbell;
-    else r.fail("topology.kind", fmt::format("'{}' is not one of leaf_spine, rail, dumbbell, incast", kind));
+    if (kind == "leaf_spine")
+        c.shape = Shape::LeafSpine;
+    else if (kind == "rail")
+        c.shape = Shape::Rail;
+    else if (kind == "dumbbell" || kind == "incast")
+        c.shape = Shape::Dumbbell;
+    else
+        r.fail("topology.kind", fmt::format("'{}' is not one of leaf_spine, rail, dumbbell, incast", kind));
     if (kind == "incast") {
         c.right_hosts = 1;
         c.left_hosts = 8;
@@ -228,8 +236,10 @@ ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& 
     }
     if (r.ok()) {
         const cc::CcConfigResult ccr = load_cc(c.nic.cc_name, source);
-        if (!ccr.ok()) r.fail("nic.cc", ccr.error);
-        else c.nic.cc = ccr.config;
+        if (!ccr.ok())
+            r.fail("nic.cc", ccr.error);
+        else
+            c.nic.cc = ccr.config;
     }
 
     if (const YAML::Node s = root["switch"]) {
@@ -237,16 +247,21 @@ ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& 
         r.string(s, "profile", "switch.profile", c.sw.name);
         std::string ar;
         r.string(s, "adaptive_routing", "switch.adaptive_routing", ar);
-        if (ar == "off") c.sw.adaptive = sw::ArMode::Off;
-        else if (ar == "per_packet") c.sw.adaptive = sw::ArMode::PerPacket;
-        else if (ar == "flowlet") c.sw.adaptive = sw::ArMode::Flowlet;
+        if (ar == "off")
+            c.sw.adaptive = sw::ArMode::Off;
+        else if (ar == "per_packet")
+            c.sw.adaptive = sw::ArMode::PerPacket;
+        else if (ar == "flowlet")
+            c.sw.adaptive = sw::ArMode::Flowlet;
         else if (!ar.empty())
             r.fail("switch.adaptive_routing", fmt::format("'{}' is not one of off, per_packet, flowlet", ar));
     }
     if (r.ok()) {
         const sw::ConfigResult sr = load_switch_profile(c.sw.name, source);
-        if (!sr.config) r.fail("switch.profile", sr.error);
-        else c.sw.base = *sr.config;
+        if (!sr.config)
+            r.fail("switch.profile", sr.error);
+        else
+            c.sw.base = *sr.config;
     }
     if (!r.ok()) return ConfigResult{std::nullopt, r.error};
     if (c.name.empty()) c.name = std::filesystem::path(source).stem().string();
@@ -277,7 +292,11 @@ std::array<uint8_t, 6> nic_mac(uint32_t id) {
     return {0x02, 0x00, 0x00, static_cast<uint8_t>(id >> 16), static_cast<uint8_t>(id >> 8), static_cast<uint8_t>(id)};
 }
 std::array<uint8_t, 6> switch_mac(uint32_t sw, uint16_t port) {
-    return {0x02, 0x01, static_cast<uint8_t>(sw >> 8), static_cast<uint8_t>(sw), static_cast<uint8_t>(port >> 8),
+    return {0x02,
+            0x01,
+            static_cast<uint8_t>(sw >> 8),
+            static_cast<uint8_t>(sw),
+            static_cast<uint8_t>(port >> 8),
             static_cast<uint8_t>(port)};
 }
 // 10.<subnet hi>.<subnet lo>.<slot + 1>/24: one subnet per host-facing switch.
@@ -307,8 +326,8 @@ public:
         SwitchSpec& s = t.switches[sw];
         const auto port = static_cast<uint16_t>(s.cfg.ports.size());
         if (port >= sw::kMaxPorts)
-            throw std::invalid_argument(fmt::format("{}: switch {} needs more than {} ports", t.cfg.source, s.name,
-                                                    sw::kMaxPorts));
+            throw std::invalid_argument(
+                fmt::format("{}: switch {} needs more than {} ports", t.cfg.source, s.name, sw::kMaxPorts));
         sw::PortConfig p;
         p.name = fmt::format("Ethernet{}", port * 4);
         p.speed = cls.speed;
@@ -358,9 +377,11 @@ Topology generate(const FabricConfig& cfg) {
     uint32_t down_per_leaf = 0;
     switch (cfg.shape) {
         case Shape::LeafSpine: {
-            for (uint32_t l = 0; l < cfg.leaves; ++l) leaves.push_back(b.add_switch(fmt::format("leaf{}", l), Role::Leaf, l));
             for (uint32_t l = 0; l < cfg.leaves; ++l)
-                for (uint32_t h = 0; h < cfg.hosts_per_leaf; ++h) b.add_nic(l * cfg.hosts_per_leaf + h, 0, leaves[l], l, h);
+                leaves.push_back(b.add_switch(fmt::format("leaf{}", l), Role::Leaf, l));
+            for (uint32_t l = 0; l < cfg.leaves; ++l)
+                for (uint32_t h = 0; h < cfg.hosts_per_leaf; ++h)
+                    b.add_nic(l * cfg.hosts_per_leaf + h, 0, leaves[l], l, h);
             down_per_leaf = cfg.hosts_per_leaf;
             break;
         }
@@ -392,7 +413,8 @@ Topology generate(const FabricConfig& cfg) {
         }
     }
     if (leaves.size() > 1 || cfg.spines > 0) {
-        for (uint32_t s = 0; s < cfg.spines; ++s) spines.push_back(b.add_switch(fmt::format("spine{}", s), Role::Spine, s));
+        for (uint32_t s = 0; s < cfg.spines; ++s)
+            spines.push_back(b.add_switch(fmt::format("spine{}", s), Role::Spine, s));
         for (const uint32_t leaf : leaves)
             for (const uint32_t spine : spines) b.cable(leaf, spine);
     }
@@ -405,8 +427,10 @@ Topology generate(const FabricConfig& cfg) {
 std::array<uint8_t, 6> Topology::peer_mac(uint32_t sw_index, uint16_t port) const {
     for (const LinkSpec& l : links) {
         const Endpoint* far = nullptr;
-        if (l.a.is_switch && l.a.index == sw_index && l.a.port == port) far = &l.b;
-        else if (l.b.is_switch && l.b.index == sw_index && l.b.port == port) far = &l.a;
+        if (l.a.is_switch && l.a.index == sw_index && l.a.port == port)
+            far = &l.b;
+        else if (l.b.is_switch && l.b.index == sw_index && l.b.port == port)
+            far = &l.a;
         if (!far) continue;
         return far->is_switch ? switches[far->index].port_mac[far->port] : nics[far->index].mac;
     }
@@ -426,8 +450,10 @@ void Topology::install_routes(uint32_t sw_index, sw::RouteTable& rt) const {
     std::vector<std::pair<uint32_t, uint16_t>> up;  // (far switch, local port)
     for (const LinkSpec& l : links) {
         if (!l.fabric) continue;
-        if (l.a.index == sw_index) up.emplace_back(l.b.index, l.a.port);
-        else if (l.b.index == sw_index) up.emplace_back(l.a.index, l.b.port);
+        if (l.a.index == sw_index)
+            up.emplace_back(l.b.index, l.a.port);
+        else if (l.b.index == sw_index)
+            up.emplace_back(l.a.index, l.b.port);
     }
     if (up.empty()) return;
     if (me.role == Role::Spine) {

@@ -57,10 +57,11 @@ int main(int argc, char** argv) {
         f.add_flow(FlowSpec{1, 2, Bytes{1ull << 40}, Nanos{0}, 0xC002});
         const Figures r = timed_run(f, Nanos::from_s(incast_s));
         const Totals t = f.totals();
-        fmt::print("2:1 incast at 40 Gbit/s, MTU 1500, DCQCN: {:.2f} simulated s in {:.2f} s wall "
-                   "(target <= 10 s per simulated s): {:.2f} M packet-hops/s, {:.2f} M events/s; "
-                   "{} CNPs, {} PFC frames\n",
-                   incast_s, r.wall_s, r.packets / r.wall_s / 1e6, r.events / r.wall_s / 1e6, t.cnps, t.pfc_frames);
+        fmt::print(
+            "2:1 incast at 40 Gbit/s, MTU 1500, DCQCN: {:.2f} simulated s in {:.2f} s wall "
+            "(target <= 10 s per simulated s): {:.2f} M packet-hops/s, {:.2f} M events/s; "
+            "{} CNPs, {} PFC frames\n",
+            incast_s, r.wall_s, r.packets / r.wall_s / 1e6, r.events / r.wall_s / 1e6, t.cnps, t.pfc_frames);
     }
 
     double cost[2] = {};
@@ -69,11 +70,11 @@ int main(int argc, char** argv) {
         const int leaves = i == 0 ? 2 : 16;
         const int per = hosts[i] / leaves;
         const int spines = i == 0 ? 4 : 16;
-        const Topology topo = make(fmt::format(
-            "topology: {{kind: leaf_spine, leaves: {}, hosts_per_leaf: {}, spines: {}}}\n"
-            "links: {{host: {{speed_gbps: 100}}, fabric: {{speed_gbps: 100}}}}\n"
-            "nic: {{cc: connectx-default, mtu: 4200}}\nswitch: {{profile: lossless-100g}}\n",
-            leaves, per, spines));
+        const Topology topo =
+            make(fmt::format("topology: {{kind: leaf_spine, leaves: {}, hosts_per_leaf: {}, spines: {}}}\n"
+                             "links: {{host: {{speed_gbps: 100}}, fabric: {{speed_gbps: 100}}}}\n"
+                             "nic: {{cc: connectx-default, mtu: 4200}}\nswitch: {{profile: lossless-100g}}\n",
+                             leaves, per, spines));
         Fabric f(topo, 1);
         Rng rng(1);
         Workload w;
@@ -83,9 +84,11 @@ int main(int argc, char** argv) {
         const Nanos span = Nanos::from_us(i == 0 ? 16000 : 1000);
         const Figures r = timed_run(f, span);
         cost[i] = r.wall_s * 1e9 / static_cast<double>(r.packets);
-        fmt::print("{:>3} hosts ({} leaves, {} spines), permutation: {:.1f} simulated ms in {:.2f} s wall, "
-                   "{} packet-hops, {:.2f} events each, {:.0f} ns per packet-hop, {:.2f} M packet-hops/s\n",
-                   hosts[i], leaves, spines, span.ms(), r.wall_s, r.packets, static_cast<double>(r.events) / r.packets, cost[i], r.packets / r.wall_s / 1e6);
+        fmt::print(
+            "{:>3} hosts ({} leaves, {} spines), permutation: {:.1f} simulated ms in {:.2f} s wall, "
+            "{} packet-hops, {:.2f} events each, {:.0f} ns per packet-hop, {:.2f} M packet-hops/s\n",
+            hosts[i], leaves, spines, span.ms(), r.wall_s, r.packets, static_cast<double>(r.events) / r.packets,
+            cost[i], r.packets / r.wall_s / 1e6);
     }
     fmt::print("cost per packet-hop, 256 vs 16 hosts: {:.2f}x (target within 1.30x)\n", cost[1] / cost[0]);
     return 0;

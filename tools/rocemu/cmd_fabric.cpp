@@ -47,9 +47,21 @@ std::optional<Bytes> parse_size(const std::string& s) {
     uint64_t mult = 1;
     std::string digits = s;
     switch (s.back()) {
-        case 'K': case 'k': mult = 1ull << 10; digits.pop_back(); break;
-        case 'M': case 'm': mult = 1ull << 20; digits.pop_back(); break;
-        case 'G': case 'g': mult = 1ull << 30; digits.pop_back(); break;
+        case 'K':
+        case 'k':
+            mult = 1ull << 10;
+            digits.pop_back();
+            break;
+        case 'M':
+        case 'm':
+            mult = 1ull << 20;
+            digits.pop_back();
+            break;
+        case 'G':
+        case 'g':
+            mult = 1ull << 30;
+            digits.pop_back();
+            break;
         default: break;
     }
     if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
@@ -156,8 +168,10 @@ void add_fabric_command(CLI::App& app, int& status) {
         }
         const auto p = parse_pattern(a->workload);
         if (!p) {
-            fmt::print(stderr, "rocemu fabric run: --workload '{}' is not one of incast, permutation, all_to_all, "
-                               "ring_allreduce\n", a->workload);
+            fmt::print(stderr,
+                       "rocemu fabric run: --workload '{}' is not one of incast, permutation, all_to_all, "
+                       "ring_allreduce\n",
+                       a->workload);
             status = 2;
             return;
         }

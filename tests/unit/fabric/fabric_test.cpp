@@ -49,7 +49,8 @@ TEST(FabricRun, IncastWithoutCcIsLosslessThroughPfc) {
     Fabric f(make("topology: {kind: dumbbell, left_hosts: 4, right_hosts: 1}\nnic: {cc: none}\n"
                   "switch: {profile: lossless-100g}\n"),
              1);
-    for (uint32_t s = 0; s < 4; ++s) f.add_flow(FlowSpec{s, 4, Bytes{8 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + s)});
+    for (uint32_t s = 0; s < 4; ++s)
+        f.add_flow(FlowSpec{s, 4, Bytes{8 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + s)});
     f.start();
     f.run(Nanos::from_ms(50));
     ASSERT_TRUE(f.all_done());
@@ -65,7 +66,8 @@ TEST(FabricRun, DcqcnReactsToMarksWithCnps) {
     Fabric f(make("topology: {kind: dumbbell, left_hosts: 4, right_hosts: 1}\nnic: {cc: connectx-default}\n"
                   "switch: {profile: lossless-100g}\n"),
              1);
-    for (uint32_t s = 0; s < 4; ++s) f.add_flow(FlowSpec{s, 4, Bytes{8 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + s)});
+    for (uint32_t s = 0; s < 4; ++s)
+        f.add_flow(FlowSpec{s, 4, Bytes{8 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + s)});
     f.start();
     f.run(Nanos::from_ms(50));
     ASSERT_TRUE(f.all_done());

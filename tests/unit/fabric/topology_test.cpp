@@ -67,9 +67,9 @@ TEST(FabricTopology, AddressesAndMacsAreUnique) {
 }
 
 TEST(FabricTopology, OversubscriptionFollowsPortCounts) {
-    const Topology t = generate(parse_ok(
-        "topology: {kind: leaf_spine, leaves: 4, hosts_per_leaf: 8, spines: 2}\n"
-        "links: {host: {speed_gbps: 100}, fabric: {speed_gbps: 200}}"));
+    const Topology t =
+        generate(parse_ok("topology: {kind: leaf_spine, leaves: 4, hosts_per_leaf: 8, spines: 2}\n"
+                          "links: {host: {speed_gbps: 100}, fabric: {speed_gbps: 200}}"));
     EXPECT_DOUBLE_EQ(t.oversubscription, 2.0);  // 800 down / 400 up
 }
 
@@ -110,7 +110,8 @@ TEST(FabricTopology, SpineRoutesEachSubnetToItsLeaf) {
 }
 
 TEST(FabricTopology, RailOptimisedPutsNicIOnLeafI) {
-    const Topology opt = generate(parse_ok("topology: {kind: rail, hosts: 4, nics_per_host: 4, spines: 2, rail_optimised: true}"));
+    const Topology opt =
+        generate(parse_ok("topology: {kind: rail, hosts: 4, nics_per_host: 4, spines: 2, rail_optimised: true}"));
     for (const NicSpec& n : opt.nics) EXPECT_EQ(opt.switches[n.sw].index, n.rail) << n.name;
     const Topology packed =
         generate(parse_ok("topology: {kind: rail, hosts: 4, nics_per_host: 4, spines: 2, rail_optimised: false}"));
@@ -130,13 +131,14 @@ TEST(FabricTopology, DumbbellHasOneBottleneck) {
     const auto g = rt.lookup(to(t.nics[7].ip));
     ASSERT_TRUE(g);
     const sw::Neighbor& nb = rt.neighbor(rt.group(*g)[0]);
-    EXPECT_EQ(nb.port, 6);  // after the six host ports
+    EXPECT_EQ(nb.port, 6);                         // after the six host ports
     EXPECT_EQ(nb.mac, t.switches[1].port_mac[2]);  // after the right side's two host ports
 }
 
 TEST(FabricTopology, NicProfileCarriesCcSprayingAndMtu) {
-    const FabricConfig c = parse_ok("topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 2, spines: 0}\n"
-                                    "nic: {cc: aggressive, spraying: true, mtu: 1500}");
+    const FabricConfig c = parse_ok(
+        "topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 2, spines: 0}\n"
+        "nic: {cc: aggressive, spraying: true, mtu: 1500}");
     EXPECT_TRUE(c.nic.spraying);
     EXPECT_EQ(c.nic.rdma_mtu(), 1024u);
     EXPECT_EQ(c.nic.cc.dcqcn.rpg_time_reset, Nanos::from_us(75));
@@ -145,8 +147,9 @@ TEST(FabricTopology, NicProfileCarriesCcSprayingAndMtu) {
 }
 
 TEST(FabricTopology, SwitchProfileAndAdaptiveOverrideApplyToEverySwitch) {
-    const Topology t = generate(parse_ok("topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 2, spines: 2}\n"
-                                         "switch: {profile: lossless-100g, adaptive_routing: per_packet}"));
+    const Topology t =
+        generate(parse_ok("topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 2, spines: 2}\n"
+                          "switch: {profile: lossless-100g, adaptive_routing: per_packet}"));
     for (const SwitchSpec& s : t.switches) {
         EXPECT_EQ(s.cfg.routing.adaptive[3], sw::ArMode::PerPacket);
         EXPECT_EQ(s.cfg.pfc_enable, 1u << 3);  // from the profile
@@ -154,20 +157,25 @@ TEST(FabricTopology, SwitchProfileAndAdaptiveOverrideApplyToEverySwitch) {
 }
 
 TEST(FabricTopology, ErrorsNameFileKeyAndProblem) {
-    EXPECT_EQ(parse_err("topology: {kind: leaf_spine, leaves: 0}"), "bad.yaml: topology.leaves: 0 out of range [1, 256]");
+    EXPECT_EQ(parse_err("topology: {kind: leaf_spine, leaves: 0}"),
+              "bad.yaml: topology.leaves: 0 out of range [1, 256]");
     EXPECT_EQ(parse_err("topology: {kind: ring}"),
               "bad.yaml: topology.kind: 'ring' is not one of leaf_spine, rail, dumbbell, incast");
-    EXPECT_NE(parse_err("topology: {kind: incast}\nlinks: {host: {speed_gbps: 1000}}").find("links.host.speed_gbps: 1000 out of range"),
+    EXPECT_NE(parse_err("topology: {kind: incast}\nlinks: {host: {speed_gbps: 1000}}")
+                  .find("links.host.speed_gbps: 1000 out of range"),
               std::string::npos);
-    EXPECT_NE(parse_err("topology: {kind: incast}\nnic: {cc: warp}").find("bad.yaml: nic.cc: 'warp'"), std::string::npos);
+    EXPECT_NE(parse_err("topology: {kind: incast}\nnic: {cc: warp}").find("bad.yaml: nic.cc: 'warp'"),
+              std::string::npos);
     EXPECT_NE(parse_err("topology: {kind: incast}\nswitch: {profile: nope}").find("bad.yaml: switch.profile:"),
               std::string::npos);
     EXPECT_NE(parse_err("topology: {kind: incast, colour: red}").find("bad.yaml: topology.colour: unknown key"),
               std::string::npos);
-    EXPECT_NE(parse_err("topology: {kind: leaf_spine, leaves: 2, spines: 0}").find("topology.spines"), std::string::npos);
+    EXPECT_NE(parse_err("topology: {kind: leaf_spine, leaves: 2, spines: 0}").find("topology.spines"),
+              std::string::npos);
     EXPECT_NE(parse_err("topology: {kind: leaf_spine, hosts_per_leaf: 60, spines: 8}").find("exceed the switch"),
               std::string::npos);
-    EXPECT_NE(parse_err("topology: {kind: incast}\nnic: {spraying: maybe}").find("nic.spraying: 'maybe' must be true or false"),
+    EXPECT_NE(parse_err("topology: {kind: incast}\nnic: {spraying: maybe}")
+                  .find("nic.spraying: 'maybe' must be true or false"),
               std::string::npos);
     EXPECT_EQ(load_fabric_config("/nonexistent.yaml").error, "/nonexistent.yaml: cannot read the file");
 }
