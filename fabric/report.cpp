@@ -126,7 +126,7 @@ std::vector<std::string> Recorder::write(const std::string& dir) const {
     files.push_back(path("totals.csv"));
 
     std::ofstream gp(path("plots.gp"));
-    gp << "set terminal svg size 1000,500 dynamic\nset datafile separator ','\nset key outside right\n"
+    gp << "set terminal svg size 1000,500 dynamic noenhanced\nset datafile separator ','\nset key outside right\n"
           "set xlabel 'virtual time (us)'\nset grid\n";
     const std::string base = fmt::format("{}_", prefix_);
     plot(gp, base + "flows.csv", base + "flows.svg", prefix_ + ": per-flow goodput", "Gbit/s", flow_names.size(),
