@@ -488,5 +488,35 @@ TEST_F(TransportRc, SrqFeedsReceives) {
     EXPECT_EQ(0, std::memcmp(at(1, 64), at(0, 0), 64));
 }
 
+TEST_F(TransportRc, CeMarkedPacketsTriggerRateLimitedCnp) {
+    QpInitAttr t;
+    t.peer_accepts_cnp = true;
+    setup(t);
+    L.keep_log = true;
+    L.filter = [&](int from, const wire::RocePacket&, uint64_t) {
+        Delivery d;
+        d.ce = from == 0;
+        return d;
+    };
+    for (int i = 0; i < 3; ++i) send(0, rdma(i, WrOpcode::RdmaWrite, 0, 64, 4096));
+    wait_send(3);
+    L.settle();
+    EXPECT_EQ(qc(1).np_ecn_marked_roce_packets, 3u);
+    EXPECT_EQ(qc(1).np_cnp_sent, 1u);  // three marks at once, one CNP per min_time_between_cnps
+    EXPECT_EQ(qc(0).rp_cnp_handled, 1u);
+    size_t cnps = 0;
+    for (auto& f : L.sent[1]) {
+        wire::RocePacket p;
+        ASSERT_EQ(wire::parse_roce(f, p), wire::ParseError::Ok);
+        if (p.bth.opcode != wire::op::CNP) continue;
+        ++cnps;
+        EXPECT_TRUE(p.bth.becn);
+        EXPECT_EQ(p.l3.dscp, 48);
+        EXPECT_FALSE(p.l2.vlan);  // PCP 6 applies when the AV is tagged
+        EXPECT_EQ(p.bth.dqpn, s[0].qpn);
+    }
+    EXPECT_EQ(cnps, 1u);
+}
+
 }  // namespace
 }  // namespace rocemu::transport::test

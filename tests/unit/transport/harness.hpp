@@ -216,7 +216,7 @@ inline SendWr make_wr(uint64_t id, WrOpcode op, uint8_t* buf, uint32_t len, uint
     SendWr w;
     w.wr_id = id;
     w.opcode = op;
-    w.send_flags = signaled ? kSendSignaled : 0;
+    w.send_flags = signaled ? uint32_t{kSendSignaled} : 0u;
     w.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(buf), len, lkey});
     return w;
 }
