@@ -100,7 +100,7 @@ guest_boot() {
   GUEST_DIR="$GUEST_CACHE/runs/$GUEST_NS"
   GUEST_SHARE="$GUEST_DIR/share"
   GUEST_CONSOLE="$GUEST_DIR/console.log"
-  mkdir -p "$GUEST_SHARE"
+  mkdir -p "$GUEST_SHARE/cmd"
   [ -n "$boot_script" ] && cp "$boot_script" "$GUEST_SHARE/boot.sh"
 
   ip netns add "$GUEST_NS" || { guest__err "cannot create netns $GUEST_NS"; return 1; }
