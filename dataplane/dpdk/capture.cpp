@@ -54,7 +54,12 @@ uint16_t Capture::record(uint16_t port, rte_mbuf* const* pkts, uint16_t n, bool 
             if (c) copies[k++] = c;
             else ++lost;
         }
-        if (k) rte_pcapng_write_packets(pcapng_, copies, k);
+        if (k) {
+            rte_pcapng_write_packets(pcapng_, copies, k);
+            // The writer does not free the copies (dpdk-dumpcap frees them
+            // too); without this the pool runs dry after 4095 frames.
+            rte_pktmbuf_free_bulk(copies, k);
+        }
     }
     return lost;
 }

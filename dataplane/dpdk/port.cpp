@@ -58,9 +58,13 @@ bool Port::start(const PortConfig& cfg, std::string& error) {
         return false;
     }
     device_ = info.device;
-    const uint32_t frame_max = std::max<uint32_t>(std::max<uint32_t>(cfg.mtu ? cfg.mtu : 1500, 1500) +
-                                                      RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 2 * RTE_VLAN_HLEN,
-                                                  cfg.min_frame_room);
+    // A jumbo MTU gets room for a whole 10 KB frame: some PMDs (af_packet
+    // with framesz=9216) hand over their entire socket frame in one mbuf.
+    constexpr uint32_t kJumboRoom = 10240;
+    const uint32_t frame_max =
+        std::max({std::max<uint32_t>(cfg.mtu ? cfg.mtu : 1500, 1500) + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN +
+                      2 * RTE_VLAN_HLEN,
+                  cfg.min_frame_room, cfg.mtu > 1500 ? kJumboRoom : 0u});
     const uint16_t data_room =
         static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, frame_max));
     const std::string pool_name = fmt::format("rocemu_mp{}", id_);
@@ -78,11 +82,18 @@ bool Port::start(const PortConfig& cfg, std::string& error) {
         error = fmt::format("{}: configure failed: {}", name_, rte_strerror(-rc));
         return false;
     }
-    if (cfg.mtu) {
-        if (int rc = rte_eth_dev_set_mtu(id_, cfg.mtu); rc != 0)
-            spdlog::warn("{}: cannot set MTU {} ({}); keeping the device's", name_, cfg.mtu, rte_strerror(-rc));
-    }
     rte_eth_dev_get_mtu(id_, &mtu_);
+    if (cfg.mtu) {
+        if (int rc = rte_eth_dev_set_mtu(id_, cfg.mtu); rc == 0) {
+            rte_eth_dev_get_mtu(id_, &mtu_);
+        } else {
+            // af_packet reports a 1518-byte limit yet carries whatever its netdev's MTU allows.
+            spdlog::warn("{}: DPDK cannot set MTU {} ({}); assuming the link carries it (set the netdev's MTU "
+                         "yourself, e.g. ip link set DEV mtu {})",
+                         name_, cfg.mtu, rte_strerror(-rc), cfg.mtu);
+            mtu_ = cfg.mtu;
+        }
+    }
     uint16_t rx_desc = cfg.rx_desc, tx_desc = cfg.tx_desc;
     rte_eth_dev_adjust_nb_rx_tx_desc(id_, &rx_desc, &tx_desc);
     const unsigned socket = rte_eth_dev_socket_id(id_) < 0 ? 0 : static_cast<unsigned>(rte_eth_dev_socket_id(id_));

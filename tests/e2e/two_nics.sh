@@ -4,13 +4,14 @@
 #   af_packet: [netns A: rocemu --ping] vethA <--> vethB [netns B: rocemu]
 #   memif:     rocemu (memif client) <-- shared memory --> rocemu (memif server)
 #   vhost:     rocemu (virtio_user)  <-- vhost-user    --> rocemu (vhost)
+#   vlan:      as af_packet, both NICs on VLAN 100, the responder with PCP 5
 #
 # Checks: every echo request is answered (the pinger's exit status), both
 # sides count what they sent and received, and the pinger's capture decodes
 # in tshark and passes `rocemu pcap`.
 set -euo pipefail
-ROCEMU=$(realpath "${1:?usage: two_nics.sh path/to/rocemu af_packet|memif|vhost}")
-MODE=${2:?usage: two_nics.sh path/to/rocemu af_packet|memif|vhost}
+ROCEMU=$(realpath "${1:?usage: two_nics.sh path/to/rocemu af_packet|memif|vhost|vlan}")
+MODE=${2:?usage: two_nics.sh path/to/rocemu af_packet|memif|vhost|vlan}
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
 command -v tshark >/dev/null || skip "needs tshark"
@@ -29,8 +30,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+vlan_a=() vlan_b=()
 case "$MODE" in
-  af_packet)
+  af_packet|vlan)
     need_root_netns
     ip netns add "$NS_A"
     ip netns add "$NS_B"
@@ -43,6 +45,9 @@ case "$MODE" in
     run_a=(ip netns exec "$NS_A") run_b=(ip netns exec "$NS_B")
     port_a="net_af_packet0,iface=$VA" port_b="net_af_packet0,iface=$VB"
     mac_a=() mac_b=()
+    if [ "$MODE" = vlan ]; then
+      vlan_a=(--vlan 100) vlan_b=(--vlan 100 --pcp 5)
+    fi
     ;;
   memif)
     run_a=() run_b=()
@@ -60,12 +65,12 @@ case "$MODE" in
   *) fail "unknown mode $MODE" ;;
 esac
 
-"${run_b[@]}" "$ROCEMU" host --port "$port_b" --ip 10.97.0.2/24 "${mac_b[@]}" --duration 60 \
+"${run_b[@]}" "$ROCEMU" host --port "$port_b" --ip 10.97.0.2/24 "${mac_b[@]}" "${vlan_b[@]}" --duration 60 \
   -- --file-prefix "rocemu-e2e-b-$id" >"$tmp/b.log" 2>&1 &
 pid_b=$!
 wait_ready "$tmp/b.log" "$pid_b"
 
-"${run_a[@]}" "$ROCEMU" host --port "$port_a" --ip 10.97.0.1/24 "${mac_a[@]}" --ping 10.97.0.2 -c 5 -i 0.1 \
+"${run_a[@]}" "$ROCEMU" host --port "$port_a" --ip 10.97.0.1/24 "${mac_a[@]}" "${vlan_a[@]}" --ping 10.97.0.2 -c 5 -i 0.1 \
   --capture "$tmp/a.pcapng" -- --file-prefix "rocemu-e2e-a-$id" >"$tmp/a.log" 2>&1 ||
   { cat "$tmp/a.log" "$tmp/b.log"; fail "the pinger did not get 5 replies"; }
 grep -q "5 transmitted, 5 received" "$tmp/a.log" || { cat "$tmp/a.log"; fail "ping summary missing"; }
@@ -78,4 +83,8 @@ grep -q "rx_echo_reply 5" "$tmp/a.log" || { cat "$tmp/a.log"; fail "pinger did n
 replies=$(tshark -r "$tmp/a.pcapng" -Y "icmp.type == 0 && ip.src == 10.97.0.2" 2>/dev/null | wc -l)
 [ "$replies" -eq 5 ] || fail "the pinger's capture holds $replies echo replies, expected 5"
 "$ROCEMU" pcap --all "$tmp/a.pcapng" >/dev/null || fail "rocemu pcap rejected the capture"
+if [ "$MODE" = vlan ]; then
+  tagged=$(tshark -r "$tmp/a.pcapng" -Y "vlan.id == 100 && vlan.priority == 5 && icmp.type == 0" 2>/dev/null | wc -l)
+  [ "$tagged" -eq 5 ] || fail "$tagged echo replies carry VLAN 100 with PCP 5, expected 5"
+fi
 echo "two_nics $MODE: 5/5 echo replies between two rocemu processes, capture decodes"
