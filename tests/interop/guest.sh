@@ -33,7 +33,7 @@
 #
 # Environment: ROCEMU_GUEST_ACCEL (tcg; kvm hangs on this machine, see
 # README.md), GUEST_MEM_MB (1024), GUEST_SMP (1), GUEST_BOOT_TIMEOUT (180),
-# ROCEMU_INTEROP_CACHE (tests/interop/.cache).
+# ROCEMU_INTEROP_CACHE (tests/interop/.cache), GUEST_RUN_TIMEOUT (600, oneshot).
 
 GUEST_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 GUEST_CACHE="${ROCEMU_INTEROP_CACHE:-$GUEST_HERE/.cache}"
@@ -235,7 +235,11 @@ guest__main() {
       guest_boot "${args[@]}" --boot-script "$script" || { rm -f "$script"; return 1; }
       rm -f "$script"
       guest_wait_exit "${GUEST_RUN_TIMEOUT:-600}" || { guest__err "guest still running"; return 124; }
-      cat "$GUEST_SHARE/boot.out"
+      cat "$GUEST_SHARE/boot.out" 2>/dev/null
+      if [ ! -s "$GUEST_SHARE/boot.rc" ]; then
+        guest__err "guest powered off without an exit code; console: $GUEST_CONSOLE"
+        return 1
+      fi
       return "$(cat "$GUEST_SHARE/boot.rc")"
       ;;
     shell)
