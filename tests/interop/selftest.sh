@@ -24,8 +24,10 @@ check() {   # check NAME DETAIL_ON_FAILURE COMMAND...
 }
 
 TSHARK_PID=""
+dead_pid=""
 cleanup() {
   [ -n "$TSHARK_PID" ] && kill "$TSHARK_PID" 2>/dev/null
+  [ -n "$dead_pid" ] && ip netns del "rocemu-rxe-$dead_pid-0" 2>/dev/null
   guest_shutdown
 }
 trap cleanup EXIT
