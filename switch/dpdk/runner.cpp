@@ -203,7 +203,12 @@ int run_gen_impl(const GenOptions& o) {
     Nanos now = clock.now();
     Nanos next_tx = now;
     const Nanos end = now + Nanos::from_s(o.duration_s);
-    while (!g_stop && now < end && (sent < o.count || !pending.empty())) {
+    // After the last frame, keep the port open a little: a memif peer loses
+    // what is still in the ring when this side disconnects.
+    const Nanos linger = Nanos::from_ms(200);
+    Nanos done_at = Nanos::max();
+    while (!g_stop && now < end && (done_at == Nanos::max() || now - done_at < linger)) {
+        if (done_at == Nanos::max() && sent == o.count && pending.empty()) done_at = now;
         rte_mbuf* rx[32];
         const uint16_t n = rte_eth_rx_burst(port->id(), 0, rx, 32);
         for (uint16_t i = 0; i < n; ++i) {
@@ -222,7 +227,10 @@ int run_gen_impl(const GenOptions& o) {
         if (paused && !was_paused) pause_seen_at = now;
         if (!paused && was_paused) paused_total += now - pause_seen_at;
         was_paused = paused;
-        if (!paused) {
+        if (paused) {
+            // Leave the core to the switch while paused; the pause lasts far longer than this.
+            idle_sleep();
+        } else {
             while (pending.size() < 32 && sent + pending.size() < o.count && next_tx <= now) {
                 rte_mbuf* m = rte_pktmbuf_alloc(port->pool());
                 if (!m) break;

@@ -47,7 +47,7 @@ Rate run_testpmd(const std::string& testpmd, uint32_t size, int seconds) {
         "timeout -s INT {} {} -l 0,1 --no-huge --no-pci -m 512 --file-prefix rocemu-swbench-tp-{} "
         "--vdev net_ring0 --vdev net_ring1 --log-level lib.eal:error -- --forward-mode=io --tx-first "
         "--stats-period 1 --nb-cores 1 --total-num-mbufs 8192 --mbuf-size {} --txpkts {} 2>&1",
-        seconds + 1, testpmd, getpid(), size + 256, size);
+        seconds + 3, testpmd, getpid(), size + 256, size);
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return {};
     std::vector<double> pps;
@@ -74,13 +74,17 @@ std::vector<uint8_t> frame(uint32_t size, uint16_t sport) {
     p.l3.dscp = 3;
     p.l3.ecn = wire::ecn::kEct0;
     p.udp_sport = sport;
-    p.bth.opcode = 0x64;
+    // A UD SEND needs 66 bytes of headers; a 64-byte frame is an RC
+    // SEND_ONLY without payload (58 bytes) plus Ethernet padding.
+    const bool ud = size >= 66;
+    p.bth.opcode = ud ? 0x64 : 0x04;
     p.bth.dqpn = Qpn{0x11};
     p.deth.src_qp = Qpn{0x12};
     p.payload = payload.data();
-    p.payload_len = size - 66;
+    p.payload_len = ud ? (size - 66) & ~3u : 0;  // no BTH pad, so the frame is exactly `size`
     std::vector<uint8_t> f(wire::roce_frame_len(p));
     wire::encode_roce(p, f);
+    f.resize(std::max<size_t>(f.size(), size), 0);
     return f;
 }
 
@@ -118,7 +122,9 @@ Rate run_switch(uint32_t size, int seconds, int serial) {
     for (int i = 0; i < kInFlight; ++i) {
         const auto f = frame(size, static_cast<uint16_t>(0xC000 + i % kFlows));
         rte_mbuf* m = rte_pktmbuf_alloc(pool);
-        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+        char* d = m ? rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())) : nullptr;
+        if (!d) return {};
+        std::memcpy(d, f.data(), f.size());
         rte_ring_enqueue(in, m);
     }
 
@@ -181,7 +187,7 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     int serial = 0;
     for (const uint32_t size : {64u, 4096u}) {
-        Row row{size, run_testpmd(testpmd, size, seconds + 1), run_switch(size, seconds, serial++)};
+        Row row{size, run_testpmd(testpmd, size, seconds), run_switch(size, seconds, serial++)};
         rows.push_back(row);
     }
     fmt::print("\n{:>6} {:>14} {:>14} {:>14} {:>14} {:>8}\n", "frame", "testpmd Mpps", "testpmd Gb/s", "switch Mpps",

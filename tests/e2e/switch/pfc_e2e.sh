@@ -137,5 +137,5 @@ n_xoff=$(awk '$1 == "0x0101" && ($2 == "1" || $2 == "True") && $3 > 0' "$tmp/pfc
 n_xon=$(awk '$1 == "0x0101" && ($2 == "1" || $2 == "True") && $3 == 0' "$tmp/pfc.txt" | wc -l)
 [ "$n_xoff" -gt 0 ] || { head "$tmp/pfc.txt"; fail "tshark decoded no PFC XOFF for priority 3 ($n_pfc MAC control frames)"; }
 [ "$n_xon" -gt 0 ] || { head "$tmp/pfc.txt"; fail "tshark decoded no PFC XON for priority 3"; }
-echo "pfc_e2e: $FRAMES frames through a 1 Gbit/s egress, $xoff XOFF and $xon XON sent, 0 lossless drops;" \
+echo "pfc_e2e: $FRAMES frames through a 200 Mbit/s egress, $xoff XOFF and $xon XON sent, 0 lossless drops;" \
      "tshark decodes $n_xoff XOFF and $n_xon XON in the switch's capture"
