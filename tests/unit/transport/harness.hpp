@@ -59,6 +59,12 @@ public:
     std::vector<std::vector<uint8_t>> sent[2];  // every frame each side put on the wire
     bool keep_log = false;
     std::function<void(uint64_t steps)> trace;
+    // Runtime hooks (congestion control): frames each side sent, effects of
+    // each received frame, and an extra timer.
+    std::function<void(int side, std::span<const TxFrame> frames)> tx_hook;
+    std::function<void(int side)> rx_hook;
+    std::function<Nanos()> hook_next_timer;
+    std::function<void(Nanos)> hook_on_timer;
     uint64_t frames = 0;
 
     Engine& operator[](int s) { return *eng[s]; }
@@ -69,6 +75,7 @@ public:
                 TxFrame fr[32];
                 for (size_t i = 0; i < 32; ++i) fr[i].buf = bufs[i];
                 const uint32_t n = eng[s]->tx_burst(fr, now, fx[s]);
+                if (tx_hook) tx_hook(s, std::span<const TxFrame>(fr, n));
                 for (uint32_t i = 0; i < n; ++i) emit(s, std::span<const uint8_t>(bufs[i].data(), fr[i].len));
                 if (n < 32) break;
             }
@@ -81,13 +88,16 @@ public:
         Nanos t = Nanos::max();
         if (!q_.empty()) t = q_.top().at;
         for (int s = 0; s < 2; ++s) t = std::min(t, eng[s]->next_timer());
+        if (hook_next_timer) t = std::min(t, hook_next_timer());
         if (t == Nanos::max() || t > limit) return false;
         if (t > now) now = t;
         while (!q_.empty() && q_.top().at <= now) {
             Item it = q_.top();
             q_.pop();
             eng[it.to]->on_frame(it.bytes, now, fx[it.to]);
+            if (rx_hook) rx_hook(it.to);
         }
+        if (hook_on_timer && hook_next_timer() <= now) hook_on_timer(now);
         for (int s = 0; s < 2; ++s)
             if (eng[s]->next_timer() <= now) eng[s]->on_timer(now, fx[s]);
         return true;

@@ -1,0 +1,80 @@
+// DCQCN through the engine's hooks: ECN-CE marks make the responder send
+// CNPs, the requester's cc::QpCc cuts its rate, and the pacing gate spaces
+// the data out.
+#include <cstring>
+
+#include "dataplane/transport/cc_driver.hpp"
+#include "tests/unit/transport/harness.hpp"
+
+namespace rocemu::transport::test {
+namespace {
+
+// Runs a 256 KiB WRITE, marking every data packet CE when `mark`; returns
+// the virtual time it took and the driver's view of the QP.
+struct Outcome {
+    Nanos took;
+    BitsPerSec rate;
+    uint64_t cnp_handled;
+    bool data_ok;
+};
+
+Outcome run(bool mark) {
+    Loop L;
+    QpInitAttr t;
+    t.peer_accepts_cnp = true;
+    Side s[2];
+    std::vector<uint8_t> mem[2];
+    MrHandle mr[2];
+    for (int i = 0; i < 2; ++i) {
+        s[i] = make_side(L[i], t);
+        mem[i].assign(1 << 20, static_cast<uint8_t>(i));
+        mr[i] = L[i].reg_mr(s[i].pd, mem[i].data(), mem[i].size(), kLocalWrite | kRemoteWrite).value;
+    }
+    ConnectOpts o;
+    o.mtu = PathMtu::Mtu4096;
+    connect(L, s, o);
+    const auto cfg = cc::load_cc_preset("connectx-default");
+    EXPECT_TRUE(cfg.ok()) << cfg.error;
+    const BitsPerSec line = BitsPerSec::gbps(100);
+    CcDriver drv(L[0], cfg.config, line);
+    drv.attach(s[0].qpn);
+    L.tx_hook = [&](int side, std::span<const TxFrame> f) {
+        if (side == 0) drv.after_tx(f, L.now);
+    };
+    L.rx_hook = [&](int side) {
+        if (side == 0) drv.after_rx(L.fx[0], L.now);
+        L.fx[side].cnp_received.clear();
+    };
+    L.hook_next_timer = [&] { return drv.next_timer(); };
+    L.hook_on_timer = [&](Nanos now) { drv.on_timer(now); };
+    L.filter = [&](int from, const wire::RocePacket&, uint64_t) {
+        Delivery d;
+        d.ce = mark && from == 0;
+        return d;
+    };
+    for (size_t k = 0; k < (256u << 10); ++k) mem[0][k] = static_cast<uint8_t>(k * 5);
+    SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem[0].data(), 256 << 10, mr[0].lkey);
+    w.remote_addr = reinterpret_cast<uint64_t>(mem[1].data());
+    w.rkey = mr[1].rkey;
+    EXPECT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    bool done = L.run([&] { return !drain(L[0], s[0].scq).empty(); });
+    EXPECT_TRUE(done);
+    const cc::QpCc* c = drv.qp_cc(s[0].qpn);
+    return {L.now, c->rate(), c->counters().cnp_handled,
+            std::memcmp(mem[0].data(), mem[1].data(), 256 << 10) == 0};
+}
+
+TEST(TransportCc, CnpsCutTheRateAndPaceTheQp) {
+    const Outcome clean = run(false);
+    const Outcome marked = run(true);
+    EXPECT_TRUE(clean.data_ok);
+    EXPECT_TRUE(marked.data_ok);
+    EXPECT_EQ(clean.cnp_handled, 0u);
+    EXPECT_EQ(clean.rate, BitsPerSec::gbps(100));
+    EXPECT_GT(marked.cnp_handled, 0u);
+    EXPECT_LT(marked.rate, BitsPerSec::gbps(100));
+    EXPECT_GT(marked.took, clean.took);  // paced below line rate
+}
+
+}  // namespace
+}  // namespace rocemu::transport::test
