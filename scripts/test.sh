@@ -42,6 +42,18 @@ else
   echo "asan build FAILED"; failed=$((failed + 1))
 fi
 
+if [ -x tests/interop/run.sh ]; then
+  step "interop with Linux rxe in a QEMU guest (core scenarios)"
+  PATH="$PWD/build/tools/rocemu:$PATH" bash tests/interop/run.sh --core 2>&1 | tee build/interop.log
+  line=$(grep -E "^[0-9]+ passed, [0-9]+ failed" build/interop.log | tail -n 1)
+  if [ -n "$line" ]; then
+    passed=$((passed + $(echo "$line" | cut -d' ' -f1)))
+    failed=$((failed + $(echo "$line" | cut -d' ' -f3)))
+  else
+    failed=$((failed + 1))
+  fi
+fi
+
 step "fuzz (${FUZZ_SECONDS}s per target)"
 if bash scripts/fuzz.sh "$FUZZ_SECONDS"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 
