@@ -42,17 +42,13 @@ std::optional<wire::MacAddr> mac_from_link_local(const wire::IpAddr& gid) {
     return wire::MacAddr{{static_cast<uint8_t>(gid.b[8] ^ 0x02), gid.b[9], gid.b[10], gid.b[13], gid.b[14], gid.b[15]}};
 }
 
-GidTable::GidTable(GidLayout layout, const wire::MacAddr& mac, std::optional<uint32_t> ipv4,
-                   std::span<const wire::IpAddr> ipv6)
-    : layout_(layout) {
+GidTable::GidTable(GidLayout layout, const wire::MacAddr& mac, std::optional<uint32_t> ipv4) : layout_(layout) {
     auto add = [&](const wire::IpAddr& gid) {
         if (layout_ == GidLayout::ConnectX) entries_.push_back({gid, GidType::RoceV1});
         entries_.push_back({gid, GidType::RoceV2});
     };
     add(link_local_gid(mac));
     if (ipv4) add(wire::IpAddr::from_v4(*ipv4));
-    for (const wire::IpAddr& a : ipv6)
-        if (!entries_.full()) add(a);
 }
 
 int GidTable::find_v2(const wire::IpAddr& gid) const {

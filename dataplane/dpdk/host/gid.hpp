@@ -3,15 +3,14 @@
 //
 // connectx: 0 RoCEv1 link-local, 1 RoCEv2 link-local, 2 RoCEv1 IPv4-mapped,
 //           3 RoCEv2 IPv4-mapped (so NCCL_IB_GID_INDEX=3 means what it means
-//           on mlx5), then a v1/v2 pair per further IPv6 address.
-// rxe:      0 RoCEv2 link-local, 1 RoCEv2 IPv4-mapped, then one per IPv6.
+//           on mlx5).
+// rxe:      0 RoCEv2 link-local, 1 RoCEv2 IPv4-mapped.
 // rocemu sends RoCEv2 only; a RoCEv1 entry is listed so indexes match the
 // hardware, and naming it is an error that points at its RoCEv2 twin.
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 
 #include "common/fixed_vec.hpp"
@@ -51,10 +50,9 @@ struct GidCheck {
 
 class GidTable {
 public:
-    static constexpr size_t kMaxEntries = 16;
+    static constexpr size_t kMaxEntries = 4;
 
-    GidTable(GidLayout layout, const wire::MacAddr& mac, std::optional<uint32_t> ipv4,
-             std::span<const wire::IpAddr> ipv6 = {});
+    GidTable(GidLayout layout, const wire::MacAddr& mac, std::optional<uint32_t> ipv4);
 
     GidLayout layout() const { return layout_; }
     size_t size() const { return entries_.size(); }
