@@ -16,12 +16,25 @@ uint64_t node_seed(uint64_t seed, uint64_t index) {
     return z ^ (z >> 31);
 }
 
-sim::LinkConfig link_config(const LinkClass& c) {
-    sim::LinkConfig l{.wire_overhead = Bytes{0}};
-    l.speed = c.speed;
-    l.propagation_delay = c.delay;
+// sim's link config is moving to the shared link::Config (speed,
+// propagation_delay, wire_overhead); both spellings compile until that has
+// landed. The switch core and the NICs already pace every frame with its
+// preamble and IFG, so the link must not add them again.
+template <typename Config>
+Config make_link_config(const LinkClass& c) {
+    Config l;
+    if constexpr (requires { l.propagation_delay; }) {
+        l.speed = c.speed;
+        l.propagation_delay = c.delay;
+        l.wire_overhead = Bytes{0};
+    } else {
+        l.rate = c.speed;
+        l.propagation = c.delay;
+    }
     return l;
 }
+
+sim::LinkConfig link_config(const LinkClass& c) { return make_link_config<sim::LinkConfig>(c); }
 
 }  // namespace
 
