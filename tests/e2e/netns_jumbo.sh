@@ -13,9 +13,9 @@ NS_K=rocemu-jk-$id NS_R=rocemu-jr-$id VK=jk$id VR=jr$id PREFIX=rocemu-e2e-j-$id
 tmp=$(mktemp -d)
 host_pid=
 cleanup() {
-  [ -n "$host_pid" ] && kill "$host_pid" 2>/dev/null && wait "$host_pid" 2>/dev/null
-  ip netns del "$NS_K" 2>/dev/null
-  ip netns del "$NS_R" 2>/dev/null
+  if [ -n "$host_pid" ]; then kill "$host_pid" 2>/dev/null && wait "$host_pid" 2>/dev/null || true; fi
+  ip netns del "$NS_K" 2>/dev/null || true
+  ip netns del "$NS_R" 2>/dev/null || true
   rm -rf "$tmp" "/var/run/dpdk/$PREFIX"
 }
 trap cleanup EXIT

@@ -21,11 +21,9 @@ NS_A=rocemu-a-$id NS_B=rocemu-b-$id VA=ra$id VB=rb$id
 tmp=$(mktemp -d)
 pid_b=
 cleanup() {
-  [ -n "$pid_b" ] && kill "$pid_b" 2>/dev/null && wait "$pid_b" 2>/dev/null
-  if [ "$MODE" = af_packet ]; then
-    ip netns del "$NS_A" 2>/dev/null
-    ip netns del "$NS_B" 2>/dev/null
-  fi
+  if [ -n "$pid_b" ]; then kill "$pid_b" 2>/dev/null && wait "$pid_b" 2>/dev/null || true; fi
+  ip netns del "$NS_A" 2>/dev/null || true
+  ip netns del "$NS_B" 2>/dev/null || true
   rm -rf "$tmp" "/var/run/dpdk/rocemu-e2e-a-$id" "/var/run/dpdk/rocemu-e2e-b-$id"
 }
 trap cleanup EXIT

@@ -50,8 +50,9 @@ case "$MODE" in
     ;;
   memif)
     run_a=() run_b=()
-    port_a="net_memif0,role=client,socket=$tmp/memif.sock"
-    port_b="net_memif0,role=server,socket=$tmp/memif.sock"
+    # One socket per run: a second server on a used socket path never links up.
+    port_a="net_memif0,role=client,socket=$tmp/SOCK"
+    port_b="net_memif0,role=server,socket=$tmp/SOCK"
     mac_a=(--mac 02:00:00:00:00:0a) mac_b=(--mac 02:00:00:00:00:0b)
     server_tcp=127.0.0.1
     ;;
@@ -63,6 +64,7 @@ esac
 run_pair() {
   local name=$1 iters=$2 bytes=$3
   shift 3
+  local port_a=${port_a/SOCK/$name.sock} port_b=${port_b/SOCK/$name.sock}
   "${run_b[@]}" "$ROCEMU" pingpong --port "$port_b" --ip 10.97.0.2/24 "${mac_b[@]}" -p "$tcp" "$@" \
     -- --file-prefix "rocemu-ppb-$id" >"$tmp/$name.b.log" 2>&1 &
   pid_b=$!
@@ -96,7 +98,7 @@ grep -q "qkey=0x11111111" "$tmp/ud.txt" || fail "ud: the Q_Key is not ibv_ud_pin
 # A RoCEv1 GID index is refused before anything is exchanged (here by a
 # server, which would otherwise wait for a client).
 start=$(date +%s)
-if "${run_b[@]}" timeout 20 "$ROCEMU" pingpong --port "$port_b" --ip 10.97.0.2/24 "${mac_b[@]}" -p "$tcp" -g 0 \
+if "${run_b[@]}" timeout 20 "$ROCEMU" pingpong --port "${port_b/SOCK/gid.sock}" --ip 10.97.0.2/24 "${mac_b[@]}" -p "$tcp" -g 0 \
   -- --file-prefix "rocemu-ppb-$id" >"$tmp/gid.log" 2>&1; then
   fail "-g 0 succeeded"
 else
