@@ -16,6 +16,7 @@
 #include "dataplane/wire/l2.hpp"
 #include "switch/dpdk/frame.hpp"
 #include "switch/dpdk/runtime.hpp"
+#include "switch/dpdk/setup.hpp"
 
 namespace rocemu::sw::live {
 namespace {
@@ -194,6 +195,105 @@ TEST(SwitchDpdkRing, ASenderIgnoringPauseOverrunsTheHeadroom) {
     EXPECT_GT(o.xoff_sent, 0u);
     EXPECT_GT(o.lossless_drops, 0u) << "the headroom absorbed an unpaused 8:1 overload: the test proves nothing";
     EXPECT_EQ(o.received + o.lossless_drops, kFrames);
+}
+
+// Faults on Ethernet4's egress link, driven through the runtime: 200 frames,
+// one every microsecond, from the sender to the receiver (both ports 10G).
+struct FaultOutcome {
+    uint64_t received = 0, bad_icrc = 0, pfc_at_sender = 0, storm_quanta = 0;
+    Nanos first_arrival = Nanos::max();
+    RtPortStats egress, ingress;
+};
+
+FaultOutcome run_faults(const LinkConfig& ingress_link, const LinkConfig& egress_link, const std::string& tag) {
+    constexpr uint32_t kFrames = 200;
+    SwitchConfig cfg = sonic_default_config(2, BitsPerSec::gbps(10));
+    Cable a("fa" + tag), b("fb" + tag);
+    Switch sw(cfg);
+    sw.routes().learn_host_v4(kReceiverIp, 1, kReceiverMac);
+    FaultOutcome o;
+    SwitchRuntime rt(sw, {a.sw.get(), b.sw.get()}, {ingress_link, egress_link}, nullptr);
+    const Nanos t0 = 1_us;
+    for (Nanos now = t0; now < t0 + 400_us; now += 100_ns) {
+        const auto sent = static_cast<uint32_t>((now - t0).v / 1000);
+        if ((now - t0).v % 1000 == 0 && sent < kFrames) {
+            const auto f = roce_frame(sent, 512);
+            rte_mbuf* m = rte_pktmbuf_alloc(a.host->pool());
+            std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+            EXPECT_EQ(rte_eth_tx_burst(a.host->id(), 0, &m, 1), 1);
+        }
+        rt.poll(now);
+        rte_mbuf* rx[64];
+        uint16_t n = rte_eth_rx_burst(b.host->id(), 0, rx, 64);
+        for (uint16_t i = 0; i < n; ++i) {
+            wire::RocePacket p;
+            const std::span<const uint8_t> f(rte_pktmbuf_mtod(rx[i], const uint8_t*), rte_pktmbuf_data_len(rx[i]));
+            o.bad_icrc += wire::parse_roce(f, p) == wire::ParseError::BadIcrc;
+            o.first_arrival = std::min(o.first_arrival, now);
+            ++o.received;
+        }
+        rte_pktmbuf_free_bulk(rx, n);
+        n = rte_eth_rx_burst(a.host->id(), 0, rx, 64);
+        for (uint16_t i = 0; i < n; ++i) {
+            PacketDesc d;
+            PfcFrameDesc pfc;
+            const std::span<const uint8_t> f(rte_pktmbuf_mtod(rx[i], const uint8_t*), rte_pktmbuf_data_len(rx[i]));
+            if (parse_frame(f, 0, 0, d, pfc) == RxKind::Pfc) {
+                ++o.pfc_at_sender;
+                o.storm_quanta = pfc.quanta[3];
+            }
+        }
+        rte_pktmbuf_free_bulk(rx, n);
+    }
+    o.egress = rt.stats(1);
+    o.ingress = rt.stats(0);
+    return o;
+}
+
+TEST(SwitchDpdkRing, LinkFaultsApplyToTheEgressPort) {
+    const LinkConfig clean{.speed = BitsPerSec::gbps(10)};
+    LinkConfig l = clean;
+    l.loss_rate = 1.0;
+    FaultOutcome o = run_faults(clean, l, "loss");
+    EXPECT_EQ(o.received, 0u);
+    EXPECT_EQ(o.egress[RtStat::DropLinkLoss], 200u);
+
+    l = clean;
+    l.corrupt_rate = 1.0;
+    l.corrupt_as = Corruption::BadIcrc;
+    o = run_faults(clean, l, "icrc");
+    EXPECT_EQ(o.received, 200u);
+    EXPECT_EQ(o.bad_icrc, 200u) << "delivered frames must fail the receiver's ICRC check";
+    EXPECT_EQ(o.egress[RtStat::CorruptIcrc], 200u);
+
+    l.corrupt_as = Corruption::BadFcs;
+    o = run_faults(clean, l, "fcs");
+    EXPECT_EQ(o.received, 0u);
+    EXPECT_EQ(o.egress[RtStat::DropLinkFcs], 200u);
+
+    l = clean;
+    l.up_down = {{51_us, false}, {101_us, true}};
+    o = run_faults(clean, l, "down");
+    EXPECT_EQ(o.egress[RtStat::DropLinkDown], 50u);
+    EXPECT_EQ(o.received, 150u);
+    EXPECT_EQ(o.bad_icrc, 0u);
+
+    l = clean;
+    l.propagation_delay = 20_us;
+    o = run_faults(clean, l, "delay");
+    EXPECT_EQ(o.received, 200u);
+    EXPECT_GE(o.first_arrival, 21_us) << "the first frame (sent at 1 us) crossed a 20 us link early";
+    EXPECT_LT(o.first_arrival, 23_us);
+}
+
+TEST(SwitchDpdkRing, PfcStormComesOutOfThePort) {
+    LinkConfig storm{.speed = BitsPerSec::gbps(10)};
+    std::string err;
+    ASSERT_TRUE(apply_link_keys("storm_prio=3,storm_start_ms=0,storm_stop_ms=0.1,storm_period_us=10", storm, err)) << err;
+    const FaultOutcome o = run_faults(storm, LinkConfig{.speed = BitsPerSec::gbps(10)}, "storm");
+    EXPECT_EQ(o.pfc_at_sender, 10u);
+    EXPECT_EQ(o.storm_quanta, 0xFFFF);
+    EXPECT_EQ(o.ingress[RtStat::TxPfc], 10u);
 }
 
 }  // namespace
