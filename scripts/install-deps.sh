@@ -10,7 +10,7 @@ PKGS=(
   libboost-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libisal-dev libpcap-dev
-  tshark iproute2 gnuplot-nox
+  tshark iproute2 iputils-ping gnuplot-nox
 )
 
 missing=()
