@@ -140,6 +140,25 @@ TEST(SwitchDpdkSetup, BadLinkKeysNameKeyValueAndRange) {
     EXPECT_NE(err.find("a bound port (Ethernet0)"), std::string::npos) << err;
 }
 
+TEST(SwitchDpdkSetup, LinkFileTakesFaultsButKeepsThePortSpeed) {
+    LiveOptions o;
+    o.ports = {"Ethernet0=a", "Ethernet4=b"};
+    o.link_files = {"Ethernet4=" ROCEMU_SOURCE_DIR "/configs/switch/link-faults.yaml"};
+    std::string err;
+    const auto s = make_live_setup(four_ports(), o, err);
+    ASSERT_TRUE(s) << err;
+    EXPECT_EQ(s->links[1].speed, BitsPerSec::gbps(10)) << "the core paces Ethernet4 at 10G; its link must agree";
+    EXPECT_DOUBLE_EQ(s->links[1].loss_rate, 0.0001);
+    EXPECT_EQ(s->links[1].corrupt_as, Corruption::BadIcrc);
+    ASSERT_TRUE(s->links[1].storm);
+    EXPECT_EQ(s->links[1].storm->frame.class_enable, 1 << 3);
+    EXPECT_DOUBLE_EQ(s->links[0].loss_rate, 0.0);
+
+    o.link_files = {"Ethernet4=/nonexistent/link.yaml"};
+    EXPECT_FALSE(make_live_setup(four_ports(), o, err));
+    EXPECT_EQ(err, "--link-file Ethernet4=/nonexistent/link.yaml: cannot read /nonexistent/link.yaml");
+}
+
 TEST(SwitchDpdkStats, EveryNamedCounterHasAValue) {
     const SwitchConfig c = four_ports();
     Switch sw(c);
