@@ -58,8 +58,8 @@ namespace {
 constexpr uint32_t kPostQueueDepth = 4096;
 constexpr uint32_t kIdlePollsBeforeSleep = 64;
 constexpr uint32_t kMaxChannels = 64;
-const Nanos kArpTimeout = Nanos::from_s(3);
-const Nanos kArpRetry = Nanos::from_us(500);
+const Nanos kArpTimeout = Nanos::from_s(5);
+const Nanos kArpRetry = Nanos::from_s(1);  // the ARP cache's retransmit_time
 
 // A WR on its way from an application thread to the poll thread. RECVs use
 // wr.wr_id and wr.sg_list only.
@@ -314,8 +314,10 @@ std::unique_ptr<Context> Context::open(const DeviceOptions& opts, const std::vec
     m->channel_fds.fill(-1);
     m->upper = std::make_unique<dpdk::EngineUpper>(*m->engine);
     m->clock = std::make_unique<dpdk::TscClock>(dpdk::TscClock::starting_now());
+    dpdk::NicConfig nc;
+    nc.tx_drain = opts.tx_drain;
     m->nic = std::make_unique<dpdk::Nic<dpdk::EngineUpper>>(*m->port, *m->stack, *m->upper, *m->clock,
-                                                            m->capture.get());
+                                                            m->capture.get(), nc);
     m->nic->poll();
     m->nic->announce();
     if (m->mode == Progress::Lcore) {
@@ -377,6 +379,14 @@ int Context::query_gid_type(uint8_t port_num, int index, GidType& out) const {
                                                                                           : GidType::RoceV2;
     return 0;
 }
+
+int Context::check_gid_index(uint8_t port_num, int index) const {
+    if (port_num != 1) return impl_->fail(EINVAL, fmt::format("port_num {} does not exist; the device has port 1", port_num));
+    const host::GidCheck c = impl_->stack->gids().check_sgid_index(index < 0 ? ~0u : static_cast<uint32_t>(index));
+    return c.ok() ? 0 : impl_->fail(EINVAL, c.error);
+}
+
+int Context::default_gid_index() const { return impl_->stack->gids().default_v2_index(); }
 
 int Context::alloc_pd(PdHandle& out) {
     transport::Result<PdHandle> r;
@@ -483,10 +493,16 @@ int resolve(Context::Impl& m, AddressVector& av, uint64_t cookie) {
             case host::PathResult::Status::Error: return m.fail(EINVAL, r.error);
             case host::PathResult::Status::Pending: break;
         }
-        // Each Pending call takes one of the ARP cache's waiter slots: ask
-        // again only after the request had time to leave and be answered.
+        // Each Pending call takes one of the ARP cache's bounded waiter
+        // slots: ask again once the address is learned, or when the cache
+        // probes again.
         const Nanos retry = m.clock->now() + kArpRetry;
-        while (m.clock->now() < retry) m.wait_turn();
+        bool learned = false;
+        while (!learned && m.clock->now() < retry) {
+            m.wait_turn();
+            if (av.dgid.is_v4())
+                m.run_ctl([&] { learned = m.stack->arp().lookup(av.dgid.v4(), m.nic->now()).has_value(); });
+        }
         if (m.clock->now() > deadline)
             return m.fail(ETIMEDOUT, fmt::format("no ARP reply for {} within {:.0f} s", wire::format_ip(av.dgid),
                                                  kArpTimeout.seconds()));
@@ -648,7 +664,10 @@ int Context::query_qp_counters(Qpn qpn, Counters& out) {
 }
 
 std::vector<std::pair<std::string, uint64_t>> Context::port_counters() const {
-    return impl_->nic->board().snapshot();
+    const dpdk::CounterBoard& b = impl_->nic->board();
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (size_t i = 0; i < b.size(); ++i) out.emplace_back(b.name(i), b.value(i));
+    return out;
 }
 
 CompChannel::CompChannel(Context::Impl& ctx, int fd, std::unique_ptr<State> st)
@@ -687,7 +706,6 @@ int CompChannel::get_cq_event(Nanos timeout, CqHandle& out) {
 
 std::vector<std::string> get_device_list() {
     std::vector<std::string> names;
-    if (!dpdk::Eal::running()) return names;
     uint16_t id;
     RTE_ETH_FOREACH_DEV(id) {
         char name[RTE_ETH_NAME_MAX_LEN];

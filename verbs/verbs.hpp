@@ -65,6 +65,10 @@ struct DeviceOptions {
     uint32_t mbufs = 8191;
     Progress progress = Progress::App;
     bool busy_poll = false;  // Lcore: never sleep when idle (else 20 us after 64 empty polls)
+    // Longest a frame waits in the TX buffer for a fuller burst. The loop
+    // pulls up to a burst from the engine per turn anyway, so waiting only
+    // adds latency to ping-pong traffic.
+    Nanos tx_drain{0};
     std::string capture;     // pcapng of everything the port sends and receives; empty: none
     uint32_t max_qp = 1024;
     uint32_t max_cqe = 65536;
@@ -123,6 +127,12 @@ public:
     int query_port(uint8_t port_num, PortAttr& out) const;
     int query_gid(uint8_t port_num, int index, Gid& out) const;
     int query_gid_type(uint8_t port_num, int index, GidType& out) const;
+    // rocemu's own checks, the ones modify_qp makes before RTR: the index
+    // exists and is RoCEv2, else EINVAL and a message naming the index to use.
+    int check_gid_index(uint8_t port_num, int index) const;
+    // The RoCEv2 index applications should use by default (3 in the connectx
+    // layout, 1 in the rxe one).
+    int default_gid_index() const;
 
     int alloc_pd(PdHandle& out);
     int dealloc_pd(PdHandle pd);
@@ -194,7 +204,8 @@ private:
     std::unique_ptr<State> st_;
 };
 
-// Every DPDK port the EAL knows (names as in rte_eth_dev_get_name_by_port).
+// Every DPDK port the EAL knows (names as in rte_eth_dev_get_name_by_port);
+// empty before the first Context::open starts the EAL.
 std::vector<std::string> get_device_list();
 
 }  // namespace rocemu::verbs

@@ -12,6 +12,7 @@ void add_fabric_command(CLI::App& app, int& status);
 void add_counters_command(CLI::App& app, int& status);
 #ifdef ROCEMU_WITH_DPDK
 void add_host_command(CLI::App& app, int& status);
+void add_verbs_commands(CLI::App& app, int& status);  // pingpong, perf
 void add_switch_command(CLI::App& app, int& status);
 #endif
 

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     rocemu::cli::add_counters_command(app, status);
 #ifdef ROCEMU_WITH_DPDK
     rocemu::cli::add_host_command(app, status);
+    rocemu::cli::add_verbs_commands(app, status);
     rocemu::cli::add_switch_command(app, status);
 #endif
 

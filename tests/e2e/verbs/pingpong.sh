@@ -68,6 +68,12 @@ run_pair() {
   "${run_b[@]}" "$ROCEMU" pingpong --port "$port_b" --ip 10.97.0.2/24 "${mac_b[@]}" -p "$tcp" "$@" \
     -- --file-prefix "rocemu-ppb-$id" >"$tmp/$name.b.log" 2>&1 &
   pid_b=$!
+  # The server's port is up (memif: its socket listens) once it prints its address.
+  for _ in $(seq 100); do
+    grep -q "local address:" "$tmp/$name.b.log" && break
+    kill -0 "$pid_b" 2>/dev/null || { cat "$tmp/$name.b.log"; fail "$name: the server exited early"; }
+    sleep 0.1
+  done
   "${run_a[@]}" timeout 60 "$ROCEMU" pingpong --port "$port_a" --ip 10.97.0.1/24 "${mac_a[@]}" -p "$tcp" "$@" \
     --capture "$tmp/$name.pcapng" "$server_tcp" -- --file-prefix "rocemu-ppa-$id" >"$tmp/$name.a.log" 2>&1 ||
     { cat "$tmp/$name.a.log" "$tmp/$name.b.log"; fail "$name: the client failed"; }
