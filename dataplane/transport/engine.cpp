@@ -333,6 +333,10 @@ const Counters* Engine::qp_counters(Qpn qpn) const {
     return q ? &q->counters : nullptr;
 }
 
+void Engine::on_link_state(bool up) {
+    if (!up) ++counters_.link_downed;
+}
+
 void Engine::set_next_send(Qpn qpn, Nanos t) {
     if (Qp* q = find_qp(qpn)) q->next_send = t;
 }

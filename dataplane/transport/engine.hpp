@@ -129,6 +129,10 @@ public:
     uint32_t tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx);
     bool tx_pending(Nanos now) const;
 
+    // The port's carrier went down or up. Only counted (link_downed): QPs
+    // keep their state and recover through their timers, as in rxe.
+    void on_link_state(bool up);
+
     // Congestion-control hook: data packets of this QP wait until `t`.
     void set_next_send(Qpn qpn, Nanos t);
 

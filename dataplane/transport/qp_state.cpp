@@ -229,7 +229,6 @@ void Engine::apply_modify(Qp& q, const QpAttr& a, uint32_t mask, Effects& fx) {
 }
 
 void Engine::enter_error(Qp& q, Effects& fx) {
-    if (q.state != QpState::Err) ++q.counters.link_downed, ++counters_.link_downed;
     q.state = QpState::Err;
     q.rto_deadline = q.rnr_deadline = Nanos::max();
     q.out_head = q.out_tail = 0;

@@ -1,6 +1,9 @@
 // Objects, the QP state machine and modify_qp validation.
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "tests/unit/transport/harness.hpp"
 
@@ -247,6 +250,18 @@ TEST(TransportObjects, RxeUdpSourcePortMatchesCaptures) {
     EXPECT_EQ(Engine::rxe_udp_sport(Qpn{0x14}, Qpn{0x14}), 49552);
     EXPECT_EQ(Engine::rxe_udp_sport(Qpn{0x16}, Qpn{0x16}), 49636);
     EXPECT_EQ(Engine::rxe_udp_sport(Qpn{0x18}, Qpn{0x18}), 49728);
+}
+
+TEST(TransportObjects, LinkDownIsCounted) {
+    auto e = make_engine();
+    e->on_link_state(false);
+    e->on_link_state(true);
+    e->on_link_state(false);
+    EXPECT_EQ(e->counters().link_downed, 2u);
+    std::vector<std::string> names;
+    for_each_counter(e->counters(), [&](const char* n, uint64_t) { names.emplace_back(n); });
+    EXPECT_NE(std::find(names.begin(), names.end(), "retry_exceeded_err"), names.end());
+    EXPECT_NE(std::find(names.begin(), names.end(), "drop_unknown_qpn"), names.end());
 }
 
 TEST(TransportObjects, RnrTimerTable) {
