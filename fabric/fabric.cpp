@@ -34,9 +34,9 @@ Config make_link_config(const LinkClass& c) {
     return l;
 }
 
-sim::LinkConfig link_config(const LinkClass& c) { return make_link_config<sim::LinkConfig>(c); }
-
 }  // namespace
+
+sim::LinkConfig link_config(const LinkClass& c) { return make_link_config<sim::LinkConfig>(c); }
 
 Fabric::Fabric(const Topology& topo, uint64_t seed) : topo_(topo), sim_(sim::SimConfig{seed, 1u << 18}) {
     const sw::SwitchConfig& base = topo_.cfg.sw.base;

@@ -37,6 +37,10 @@ struct Totals {
     bool operator==(const Totals&) const = default;
 };
 
+// The sim link for a cable of this class: its speed and propagation delay,
+// no extra wire overhead (the nodes pace every frame with it).
+sim::LinkConfig link_config(const LinkClass& c);
+
 class Fabric {
 public:
     Fabric(const Topology& topo, uint64_t seed);

@@ -1,0 +1,232 @@
+#include "fabric/engine_nic.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "dataplane/wire/l2.hpp"
+
+namespace rocemu::fabric {
+
+namespace {
+
+constexpr Bytes kWireOverhead{20};  // preamble, SFD and IFG, as the switch counts them
+
+transport::PathMtu path_mtu(uint32_t bytes) {
+    switch (bytes) {
+        case 256: return transport::PathMtu::Mtu256;
+        case 512: return transport::PathMtu::Mtu512;
+        case 1024: return transport::PathMtu::Mtu1024;
+        case 2048: return transport::PathMtu::Mtu2048;
+        default: return transport::PathMtu::Mtu4096;
+    }
+}
+
+}  // namespace
+
+EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index)
+    : sim_(sim),
+      spec_(topo.nics[nic_index]),
+      profile_(topo.cfg.nic),
+      line_rate_(topo.cfg.host_link.speed),
+      gateway_mac_(topo.switches[spec_.sw].port_mac[spec_.sw_port]),
+      prio_(topo.cfg.sw.base.tc_to_pg[topo.cfg.sw.base.dscp_to_tc[profile_.dscp & 63]]) {
+    transport::EngineConfig cfg;
+    cfg.mac = wire::MacAddr{spec_.mac};
+    cfg.gids = {wire::IpAddr::from_v4(spec_.ip)};
+    cfg.cnp_dscp = profile_.cc.dcqcn.cnp_dscp;
+    cfg.cnp_pcp = profile_.cc.dcqcn.cnp_802p_prio;
+    cfg.min_time_between_cnps = profile_.cc.dcqcn.min_time_between_cnps;
+    cfg.rng_seed = nic_index + 1;
+    transport::VerbsError err;
+    eng_ = transport::Engine::create(cfg, err);
+    if (!eng_) throw std::invalid_argument(err.msg);
+    pd_ = eng_->alloc_pd().value;
+    cq_ = eng_->create_cq(65536).value;
+}
+
+sim::NodeId EngineNic::attach() {
+    id_ = sim_.add_node(*this);
+    return id_;
+}
+
+EngineNic::Region EngineNic::add_region(uint64_t bytes) {
+    memory_.push_back(std::make_unique<uint8_t[]>(bytes));
+    Region r;
+    r.addr = memory_.back().get();
+    r.len = bytes;
+    const auto mr = eng_->reg_mr(pd_, r.addr, bytes, transport::kLocalWrite | transport::kRemoteWrite);
+    if (!mr.ok()) throw std::invalid_argument(mr.error.msg);
+    r.lkey = mr.value.lkey;
+    r.rkey = mr.value.rkey;
+    return r;
+}
+
+Qpn EngineNic::create_qp() {
+    transport::QpInitAttr ia;
+    ia.pd = pd_;
+    ia.send_cq = cq_;
+    ia.recv_cq = cq_;
+    ia.cap.max_send_wr = 4096;
+    ia.peer_accepts_cnp = profile_.cc.algorithm != cc::CcAlgorithm::kNone;
+    ia.reliability = profile_.spraying ? transport::Reliability::Spray : transport::Reliability::Interop;
+    const auto r = eng_->create_qp(ia);
+    if (!r.ok()) throw std::invalid_argument(r.error.msg);
+    qps_.push_back(QpCtx{r.value, cc::QpCc(profile_.cc, line_rate_)});
+    return r.value;
+}
+
+void EngineNic::connect(Qpn local, Qpn remote, const NicSpec& peer, Psn sq_psn, Psn rq_psn) {
+    using namespace transport;
+    QpAttr a;
+    a.qp_state = QpState::Init;
+    a.port_num = 1;
+    a.qp_access_flags = kRemoteWrite;
+    auto check = [](const VerbsError& e) {
+        if (e.err) throw std::invalid_argument(e.msg);
+    };
+    check(eng_->modify_qp(local, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags, fx_));
+    a.qp_state = QpState::Rtr;
+    a.path_mtu = path_mtu(profile_.rdma_mtu());
+    a.dest_qp_num = remote;
+    a.rq_psn = rq_psn;
+    a.max_dest_rd_atomic = 16;
+    a.min_rnr_timer = 1;
+    a.ah_attr.dgid = wire::IpAddr::from_v4(peer.ip);
+    // Routed: the next hop is the leaf, whatever the destination.
+    a.ah_attr.dmac = wire::MacAddr{gateway_mac_};
+    a.ah_attr.traffic_class = static_cast<uint8_t>(profile_.dscp << 2 | wire::ecn::kEct0);
+    check(eng_->modify_qp(
+        local, a,
+        kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic | kAttrMinRnrTimer,
+        fx_));
+    a.qp_state = QpState::Rts;
+    a.sq_psn = sq_psn;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 16;
+    check(eng_->modify_qp(
+        local, a, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic, fx_));
+    fx_.clear();
+}
+
+bool EngineNic::post_write(Qpn qp, uint64_t wr_id, const Region& src, uint32_t len, uint64_t remote_addr,
+                           uint32_t rkey) {
+    transport::SendWr w;
+    w.wr_id = wr_id;
+    w.opcode = transport::WrOpcode::RdmaWrite;
+    w.send_flags = transport::kSendSignaled;
+    w.sg_list.push_back(transport::Sge{reinterpret_cast<uint64_t>(src.addr), len, src.lkey});
+    w.remote_addr = remote_addr;
+    w.rkey = rkey;
+    if (eng_->post_send(qp, std::span(&w, 1), fx_).err) return false;
+    handle(sim_.now());
+    return true;
+}
+
+EngineNic::QpCtx* EngineNic::ctx(Qpn q) {
+    for (QpCtx& c : qps_)
+        if (c.qpn == q) return &c;
+    return nullptr;
+}
+
+BitsPerSec EngineNic::qp_rate(Qpn qp) const {
+    for (const QpCtx& c : qps_)
+        if (c.qpn == qp) return c.cc.rate();
+    return BitsPerSec{0};
+}
+
+void EngineNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
+    sim::FramePool& pool = sim_.pool();
+    const std::span<const uint8_t> f = pool.frame(h);
+    ++c_.rx_frames;
+    if (wire::classify(f) == wire::FrameKind::Pfc) {
+        wire::Pfc pfc;
+        if (wire::parse_pfc(f, pfc) && ((pfc.class_enable >> prio_) & 1)) {
+            ++c_.pfc_rx;
+            paused_until_ = now + line_rate_.serialise(Bytes{uint64_t{pfc.quanta[prio_]} * 64});
+        }
+    } else {
+        // The engine counts and drops what it cannot use, by reason.
+        eng_->on_frame(f, now, fx_);
+    }
+    pool.free(h);
+    handle(now);
+}
+
+void EngineNic::on_timer(Nanos now) {
+    for (QpCtx& q : qps_) {
+        if (q.cc.next_timer() > now) continue;
+        q.cc.on_timer(now);
+        eng_->set_next_send(q.qpn, q.cc.next_send_time());
+    }
+    if (eng_->next_timer() <= now) eng_->on_timer(now, fx_);
+    engine_timer_ran_ = now;
+    handle(now);
+}
+
+void EngineNic::handle(Nanos now) {
+    try_send(now);
+    for (const Qpn q : fx_.cnp_received) {
+        ++c_.cnp_rx;
+        if (QpCtx* c = ctx(q)) {
+            c->cc.on_cnp(now);
+            eng_->set_next_send(q, c->cc.next_send_time());
+        }
+    }
+    if (!fx_.cq_events.empty()) {
+        transport::Wc wc[64];
+        for (uint32_t n; (n = eng_->poll_cq(cq_, wc)) > 0;)
+            for (uint32_t i = 0; i < n; ++i)
+                ++(wc[i].status == transport::WcStatus::Success ? c_.completions : c_.failed_completions);
+    }
+    fx_.clear();
+    rearm(now);
+}
+
+void EngineNic::try_send(Nanos now) {
+    if (now < busy_until_ || paused_until_ > now || !eng_->tx_pending(now)) return;
+    sim::FramePool& pool = sim_.pool();
+    const sim::FrameHandle h = pool.alloc();
+    if (!h.valid()) {
+        ++c_.pool_empty_drops;
+        return;
+    }
+    transport::TxFrame fr;
+    fr.buf = pool.buffer(h);
+    if (eng_->tx_burst(std::span(&fr, 1), now, fx_) == 0) {
+        pool.free(h);
+        return;
+    }
+    pool.set_len(h, fr.len);
+    const Bytes wire_bytes = Bytes{fr.len} + kWireOverhead;
+    busy_until_ = now + line_rate_.serialise(wire_bytes);
+    if (fr.data)
+        if (QpCtx* c = ctx(fr.qpn)) {
+            c->cc.on_tx(wire_bytes, now);
+            eng_->set_next_send(fr.qpn, c->cc.next_send_time());
+        }
+    ++c_.tx_frames;
+    sim_.transmit(id_, 0, h);
+}
+
+void EngineNic::rearm(Nanos now) {
+    Nanos t = eng_->next_timer();
+    // Engine::next_timer() also reports a QP's pacing gate while the QP is
+    // blocked by its window, even once the gate has passed; after on_timer
+    // has run at `now`, a deadline at or before `now` is that gate, and the
+    // ACK that opens the window wakes this node through on_frame instead.
+    if (t <= now && engine_timer_ran_ == now) t = Nanos::max();
+    for (const QpCtx& q : qps_) t = std::min(t, q.cc.next_timer());
+    if (eng_->tx_pending(now))
+        t = std::min(t, std::max({now, busy_until_, paused_until_}));
+    else if (now < busy_until_)
+        t = std::min(t, busy_until_);
+    if (t == Nanos::max())
+        sim_.cancel_timer(id_);
+    else if (t != sim_.timer(id_))
+        sim_.arm_timer(id_, t);
+}
+
+}  // namespace rocemu::fabric

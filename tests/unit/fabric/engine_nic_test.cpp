@@ -1,0 +1,113 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "fabric/engine_nic.hpp"
+#include "fabric/fabric.hpp"
+#include "fabric/switch_node.hpp"
+
+namespace rocemu::fabric {
+namespace {
+
+// One leaf with three RC NICs on it, cabled as the topology says.
+struct Bed {
+    explicit Bed(const std::string& nic_yaml) {
+        const ConfigResult r = parse_fabric_config(
+            "topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 3, spines: 0}\n"
+            "switch: {profile: lossless-100g}\n" +
+                nic_yaml,
+            "bed.yaml");
+        EXPECT_TRUE(r.config) << r.error;
+        topo = generate(*r.config);
+        leaf = std::make_unique<SwitchNode>(sim, topo, 0, 1);
+        const sim::NodeId leaf_id = leaf->attach();
+        for (uint32_t n = 0; n < topo.nic_count(); ++n) {
+            nics.push_back(std::make_unique<EngineNic>(sim, topo, n));
+            const sim::NodeId id = nics.back()->attach();
+            sim.connect(id, 0, leaf_id, topo.nics[n].sw_port, link_config(topo.cfg.host_link));
+        }
+    }
+    // An RC connection from NIC a to NIC b.
+    std::pair<Qpn, Qpn> connect(uint32_t a, uint32_t b) {
+        const Qpn qa = nics[a]->create_qp(), qb = nics[b]->create_qp();
+        nics[a]->connect(qa, qb, topo.nics[b], Psn{100}, Psn{7000});
+        nics[b]->connect(qb, qa, topo.nics[a], Psn{7000}, Psn{100});
+        return {qa, qb};
+    }
+
+    sim::Simulator sim{sim::SimConfig{1, 1u << 16}};
+    Topology topo;
+    std::unique_ptr<SwitchNode> leaf;
+    std::vector<std::unique_ptr<EngineNic>> nics;
+};
+
+TEST(FabricEngineNic, RdmaWriteCrossesTheSwitchIntactAtLineRate) {
+    Bed bed("nic: {cc: connectx-default, mtu: 4200}\n");
+    const uint32_t len = 1 << 20;
+    auto src = bed.nics[0]->add_region(len);
+    auto dst = bed.nics[1]->add_region(len);
+    for (uint32_t i = 0; i < len; ++i) src.addr[i] = static_cast<uint8_t>(i * 31 + 7);
+    const auto [qa, qb] = bed.connect(0, 1);
+    ASSERT_TRUE(bed.nics[0]->post_write(qa, 1, src, len, reinterpret_cast<uint64_t>(dst.addr), dst.rkey));
+    bed.sim.run_until_cond([&] { return bed.nics[0]->counters().completions == 1; }, Nanos::from_ms(10));
+    ASSERT_EQ(bed.nics[0]->counters().completions, 1u);
+    EXPECT_EQ(bed.nics[0]->counters().failed_completions, 0u);
+    EXPECT_EQ(std::memcmp(src.addr, dst.addr, len), 0);
+    // 1 MiB at 100 Gbit/s is 84 us of payload; framing, ACK turnaround and
+    // two hops add little.
+    const double us = bed.sim.now().us();
+    EXPECT_GT(us, 84.0);
+    EXPECT_LT(us, 84.0 * 1.15);
+    EXPECT_EQ(bed.nics[0]->engine().counters().completer_retry_err, 0u);
+}
+
+TEST(FabricEngineNic, IncastOverRcIsLosslessAndWindowBounded) {
+    Bed bed("nic: {cc: none, mtu: 4200}\n");
+    const uint32_t len = 8 << 20;
+    auto dst = bed.nics[1]->add_region(2 * uint64_t{len});
+    EngineNic::Region src[2] = {bed.nics[0]->add_region(len), bed.nics[2]->add_region(len)};
+    std::memset(src[0].addr, 0xA5, len);
+    std::memset(src[1].addr, 0x5A, len);
+    const auto [q0, r0] = bed.connect(0, 1);
+    const auto [q2, r2] = bed.connect(2, 1);
+    ASSERT_TRUE(bed.nics[0]->post_write(q0, 1, src[0], len, reinterpret_cast<uint64_t>(dst.addr), dst.rkey));
+    ASSERT_TRUE(bed.nics[2]->post_write(q2, 2, src[1], len, reinterpret_cast<uint64_t>(dst.addr) + len, dst.rkey));
+    bed.sim.run_until_cond(
+        [&, n = 0ull]() mutable {
+            if (++n == 3000000) {
+                fprintf(stderr,
+                        "DBG now=%ld tx0=%lu tx2=%lu tx1=%lu pfc0=%lu pfc2=%lu retry=%lu sent=%lu rcvd=%lu seqerr=%lu "
+                        "ev=%lu\n",
+                        (long)bed.sim.now().v, bed.nics[0]->counters().tx_frames, bed.nics[2]->counters().tx_frames,
+                        bed.nics[1]->counters().tx_frames, bed.nics[0]->counters().pfc_rx,
+                        bed.nics[2]->counters().pfc_rx, bed.nics[0]->engine().counters().completer_retry_err,
+                        bed.nics[0]->engine().counters().sent_pkts, bed.nics[1]->engine().counters().rcvd_pkts,
+                        bed.nics[0]->engine().counters().rcvd_seq_err, bed.sim.counters().events);
+                return true;
+            }
+            return bed.nics[0]->counters().completions + bed.nics[2]->counters().completions == 2;
+        },
+        Nanos::from_ms(50));
+    EXPECT_EQ(bed.nics[0]->counters().completions, 1u);
+    EXPECT_EQ(bed.nics[2]->counters().completions, 1u);
+    EXPECT_EQ(std::memcmp(src[0].addr, dst.addr, len), 0);
+    EXPECT_EQ(std::memcmp(src[1].addr, dst.addr + len, len), 0);
+    // Each requester keeps at most 128 unacknowledged packets in flight, so
+    // the receiver's port never queues more than two windows.
+    const sw::PortId to_rx = bed.topo.nics[1].sw_port;
+    const Bytes window{128 * (4096 + 78)};
+    EXPECT_GT(bed.leaf->core().queue_counters(to_rx, 3).watermark, Bytes{0});
+    EXPECT_LE(bed.leaf->core().queue_counters(to_rx, 3).watermark, window + window);
+    // 16 MiB through one 100 Gbit/s port: no faster than the port.
+    EXPECT_GT(bed.sim.now().seconds(), 2.0 * len * 8 / 100e9);
+    uint64_t drops = 0;
+    for (std::size_t p = 0; p < bed.leaf->core().num_ports(); ++p)
+        for (const uint64_t d : bed.leaf->core().port_counters(static_cast<sw::PortId>(p)).drops) drops += d;
+    EXPECT_EQ(drops, 0u);
+    EXPECT_EQ(bed.nics[0]->engine().counters().completer_retry_err, 0u);
+}
+
+}  // namespace
+}  // namespace rocemu::fabric
