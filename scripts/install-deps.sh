@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config
   clang libclang-rt-14-dev
-  libdpdk-dev dpdk
+  libdpdk-dev dpdk dpdk-dev
   libboost-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libisal-dev libpcap-dev
