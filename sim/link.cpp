@@ -1,49 +1,9 @@
 #include "sim/link.hpp"
 
-#include <algorithm>
-#include <cmath>
-
-#include <fmt/format.h>
-
 #include "dataplane/pcap/pcap.hpp"
 #include "dataplane/wire/wire.hpp"
 
 namespace rocemu::sim {
-
-namespace {
-
-constexpr uint64_t kPsPerSecond = 1000000000000ull;
-// Rates outside this range are not links anyone builds; the upper bound also
-// keeps the picosecond arithmetic of a 9216-byte frame within 64 bits.
-constexpr uint64_t kMinRate = 1000000ull;            // 1 Mbit/s
-constexpr uint64_t kMaxRate = 10000000000000ull;     // 10 Tbit/s
-constexpr int64_t kMaxDelay = 1000000000;            // 1 s
-
-std::string range_error(const char* key, const std::string& value, const char* range) {
-    return fmt::format("link.{} = {}: must be {}", key, value, range);
-}
-
-bool probability_ok(double p) { return std::isfinite(p) && p >= 0.0 && p <= 1.0; }
-
-}  // namespace
-
-std::string validate(const LinkConfig& cfg) {
-    if (cfg.rate.v < kMinRate || cfg.rate.v > kMaxRate)
-        return range_error("rate", fmt::format("{} bit/s", cfg.rate.v), "in [1e6, 1e13] bit/s");
-    if (cfg.propagation.v < 0 || cfg.propagation.v > kMaxDelay)
-        return range_error("propagation", fmt::format("{} ns", cfg.propagation.v), "in [0, 1e9] ns");
-    for (std::size_t i = 0; i < cfg.paths.size(); ++i)
-        if (cfg.paths[i].v < 0 || cfg.paths[i].v > kMaxDelay)
-            return range_error(fmt::format("paths[{}]", i).c_str(), fmt::format("{} ns", cfg.paths[i].v),
-                               "in [0, 1e9] ns");
-    if (cfg.jitter.v < 0 || cfg.jitter.v > kMaxDelay)
-        return range_error("jitter", fmt::format("{} ns", cfg.jitter.v), "in [0, 1e9] ns");
-    if (!probability_ok(cfg.loss)) return range_error("loss", fmt::format("{}", cfg.loss), "in [0, 1]");
-    if (!probability_ok(cfg.duplicate))
-        return range_error("duplicate", fmt::format("{}", cfg.duplicate), "in [0, 1]");
-    if (!probability_ok(cfg.corrupt)) return range_error("corrupt", fmt::format("{}", cfg.corrupt), "in [0, 1]");
-    return {};
-}
 
 const char* to_string(LinkDrop d) {
     switch (d) {
@@ -57,10 +17,7 @@ const char* to_string(LinkDrop d) {
 }
 
 Link::Link(LinkId id, LinkEnd src, LinkEnd dst, const LinkConfig& cfg, uint64_t seed)
-    : id_(id), src_(src), dst_(dst), ring_(16), rng_(seed), cfg_(cfg) {
-    const std::size_t k = std::max<std::size_t>(cfg_.paths.size(), 1);
-    for (std::size_t i = 0; i < k; ++i) last_arrival_.push_back(Nanos{0});
-}
+    : id_(id), src_(src), dst_(dst), ring_(16), rng_(seed), model_(cfg) {}
 
 Link::Send Link::send(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) {
     if (!up_) {
@@ -72,7 +29,7 @@ Link::Send Link::send(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) 
         return Send::Started;
     }
     const Bytes len{pool.len(h)};
-    if (len.v > cfg_.queue_limit.v - queued_bytes_.v) {
+    if (len.v > model_.config().queue_limit.v - queued_bytes_.v) {
         drop(LinkDrop::QueueFull, h, pool);
         return Send::Dropped;
     }
@@ -112,69 +69,44 @@ bool Link::set_up(bool up, FramePool& pool) {
     return true;
 }
 
-Nanos Link::busy_until_ceil() const { return Nanos{(busy_ps_ + (busy_frac_ != 0 ? 1 : 0) + 999) / 1000}; }
-
 void Link::start(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) {
-    // A frame handed over in the nanosecond the previous one ended follows it
-    // back to back from its exact end, so a sender that refills the link on
-    // every TxDone loses nothing to rounding.
-    if (busy_until_ceil() < now) {
-        busy_ps_ = now.v * 1000;
-        busy_frac_ = 0;
-    }
-    if (tap_tx_ != nullptr) tap_tx_->write(Nanos{busy_ps_ / 1000}, pool.frame(h));
-
     const uint32_t len = pool.len(h);
-    const uint64_t total = busy_frac_ + uint64_t{len} * 8 * kPsPerSecond;
-    busy_ps_ += static_cast<int64_t>(total / cfg_.rate.v);
-    busy_frac_ = total % cfg_.rate.v;
+    const uint32_t key = model_.config().paths.size() > 1 ? path_key(pool.frame(h)) : 0;
+    const link::Delivery d = model_.transmit(Bytes{len}, now, rng_, key);
+    if (tap_tx_ != nullptr) tap_tx_->write(d.tx_start, pool.frame(h));
     transmitting_ = true;
     ++counters_.tx_frames;
     counters_.tx_bytes += len;
-    const Nanos tx_end = busy_until_ceil();
-    q.push(tx_end, EventKind::TxDone, id_, 0);
+    q.push(d.tx_end, EventKind::TxDone, id_, 0);
 
-    // The random draws happen in a fixed order per frame, so a link's fate
-    // sequence depends only on its seed and the frames it carried.
-    if (rng_.chance(cfg_.loss)) {
-        drop(LinkDrop::Loss, h, pool);
-        return;
-    }
-    if (rng_.chance(cfg_.corrupt) && !corrupt(h, pool)) {
-        drop(LinkDrop::BadFcs, h, pool);
-        return;
-    }
-    const std::size_t path = cfg_.paths.size() > 1 ? pick_path(pool.frame(h)) : 0;
-    Nanos arrival = tx_end + (cfg_.paths.empty() ? cfg_.propagation : cfg_.paths[path]);
-    if (cfg_.jitter.v > 0) {
-        arrival += Nanos{static_cast<int64_t>(rng_.below(static_cast<uint64_t>(cfg_.jitter.v) + 1))};
-        if (!cfg_.jitter_reorders) arrival = std::max(arrival, last_arrival_[path]);
-    }
-    last_arrival_[path] = arrival;
+    if (d.fate == link::Fate::LostLinkDown) return drop(LinkDrop::LinkDown, h, pool);
+    if (d.fate == link::Fate::LostRandom) return drop(LinkDrop::Loss, h, pool);
+    if (d.corruption == Corruption::BadFcs || (d.corruption == Corruption::BadIcrc && !corrupt_icrc(h, pool)))
+        return drop(LinkDrop::BadFcs, h, pool);
     const uint64_t tag = uint64_t{epoch_} << 32;
-    q.push(arrival, EventKind::Deliver, id_, tag | h.v);
-    if (rng_.chance(cfg_.duplicate)) {
+    q.push(d.arrival, EventKind::Deliver, id_, tag | h.v);
+    if (d.duplicate) {
         const FrameHandle copy = pool.clone(h);
         if (copy.valid()) {
             ++counters_.duplicated;
-            q.push(arrival, EventKind::Deliver, id_, tag | copy.v);
+            q.push(d.arrival, EventKind::Deliver, id_, tag | copy.v);
         }
     }
 }
 
-std::size_t Link::pick_path(std::span<const uint8_t> frame) const {
+// RoCE frames spread over the paths by UDP source port, as ECMP hashes
+// them; everything else (PFC, ARP) takes path 0.
+uint32_t Link::path_key(std::span<const uint8_t> frame) const {
     if (wire::classify(frame) != wire::FrameKind::Roce) return 0;
     wire::EthView eth;
     if (!wire::parse_eth(frame, eth)) return 0;
     const std::size_t l3 = eth.l3_off;
     const std::size_t udp = eth.l2.ethertype == wire::ethertype::kIpv4 ? l3 + (frame[l3] & 0x0F) * 4u : l3 + 40;
     if (frame.size() < udp + 2) return 0;
-    const uint16_t sport = static_cast<uint16_t>(frame[udp] << 8 | frame[udp + 1]);
-    return sport % cfg_.paths.size();
+    return static_cast<uint32_t>(frame[udp] << 8 | frame[udp + 1]);
 }
 
-bool Link::corrupt(FrameHandle h, FramePool& pool) {
-    if (cfg_.corrupt_mode == CorruptMode::Fcs) return false;
+bool Link::corrupt_icrc(FrameHandle h, FramePool& pool) {
     const std::span<uint8_t> f = pool.frame(h);
     wire::RocePacket pkt;
     if (wire::parse_roce(f, pkt, wire::ParseOptions{.verify_icrc = false}) != wire::ParseError::Ok) return false;

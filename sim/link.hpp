@@ -1,24 +1,22 @@
-// One direction of a cable in virtual time: a transmit FIFO, a transmitter
-// that serialises at the link rate, and a wire with propagation delay and
-// fault injection (loss, duplication, corruption, jitter, K paths with
-// different delays, down/up).
-//
-// Serialisation is exact: the transmitter's busy-until time is kept in
-// picoseconds plus a remainder in 1/rate picoseconds, so back-to-back frames
-// at any rate never drift from bits/rate however long the run. Events fire
-// on the first whole nanosecond at or after the exact time.
+// One direction of a cable in virtual time: a transmit FIFO in front of the
+// one link model (link/link.hpp), which times each frame (exact picosecond
+// serialisation, propagation or K paths, jitter, reorder) and decides its
+// faults (loss, corruption, duplication, scheduled down/up). This class adds
+// what only virtual time needs: the queue of frame handles, the events, the
+// bytes a corrupted frame carries, the manual down/up and pcap taps.
 //
 // The link does not call nodes itself: the Simulator dispatches its events
 // and hands delivered frames to the receiving node.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "common/fixed_vec.hpp"
 #include "common/rng.hpp"
 #include "common/units.hpp"
+#include "link/link.hpp"
 #include "sim/event_queue.hpp"
 #include "sim/frame_pool.hpp"
 
@@ -32,35 +30,9 @@ using NodeId = uint32_t;
 using PortId = uint16_t;
 using LinkId = uint32_t;
 
-inline constexpr std::size_t kMaxPaths = 16;
-
-enum class CorruptMode : uint8_t {
-    Icrc,  // flip one ICRC-covered byte of a RoCE frame; the receiver's ICRC check fails
-    Fcs,   // the frame fails its Ethernet FCS and is dropped at the receiver
-};
-
-struct LinkConfig {
-    BitsPerSec rate = BitsPerSec::gbps(100);
-    Nanos propagation{0};
-    // Bytes that may wait behind the frame being serialised.
-    Bytes queue_limit{UINT64_MAX};
-    double loss = 0.0;       // per frame, after serialisation
-    double duplicate = 0.0;  // per delivered frame: a copy arrives right after it
-    double corrupt = 0.0;    // per frame
-    CorruptMode corrupt_mode = CorruptMode::Icrc;
-    // Uniform extra delay in [0, jitter] per frame. Unless jitter_reorders,
-    // a frame never arrives before an earlier frame of the same path.
-    Nanos jitter{0};
-    bool jitter_reorders = false;
-    // K-path spraying: when non-empty, a RoCE frame takes path
-    // (UDP source port % K) and that path's delay replaces `propagation`.
-    // Other frames (PFC, ARP) take path 0. Paths may overtake each other.
-    FixedVec<Nanos, kMaxPaths> paths;
-};
-
-// Empty if `cfg` is valid, else one message naming the key, the value and
-// the allowed range.
-std::string validate(const LinkConfig& cfg);
+using link::kMaxPaths;
+using LinkConfig = link::Config;
+using link::Corruption;
 
 struct LinkEnd {
     NodeId node = 0;
@@ -72,7 +44,7 @@ enum class LinkDrop : uint8_t {
     QueueFull,  // the transmit queue was at queue_limit
     LinkDown,   // sent, queued or in flight while the link was down
     Loss,       // random loss on the wire
-    BadFcs,     // corrupted where no ICRC can carry it (FCS mode, or not RoCE)
+    BadFcs,     // corrupted where no ICRC can carry it (corrupt_as BadFcs, or not RoCE)
     kCount,
 };
 const char* to_string(LinkDrop d);
@@ -118,7 +90,7 @@ public:
     LinkId id() const { return id_; }
     LinkEnd src() const { return src_; }
     LinkEnd dst() const { return dst_; }
-    const LinkConfig& config() const { return cfg_; }
+    const LinkConfig& config() const { return model_.config(); }
     const LinkCounters& counters() const { return counters_; }
     bool up() const { return up_; }
     // Nothing serialising and nothing queued.
@@ -128,10 +100,9 @@ public:
 
 private:
     void start(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool);
-    Nanos busy_until_ceil() const;
-    std::size_t pick_path(std::span<const uint8_t> frame) const;
-    // False if the frame must be dropped as FCS-bad.
-    bool corrupt(FrameHandle h, FramePool& pool);
+    uint32_t path_key(std::span<const uint8_t> frame) const;
+    // False if the frame cannot carry a bad ICRC and must be dropped as FCS-bad.
+    bool corrupt_icrc(FrameHandle h, FramePool& pool);
     void drop(LinkDrop why, FrameHandle h, FramePool& pool);
     void ring_push(FrameHandle h);
     FrameHandle ring_pop();
@@ -142,9 +113,6 @@ private:
     bool up_ = true;
     bool transmitting_ = false;
     uint32_t epoch_ = 0;  // bumped when the link goes down, voiding frames in flight
-    // The transmitter is busy until busy_ps_ + busy_frac_ / rate picoseconds.
-    int64_t busy_ps_ = 0;
-    uint64_t busy_frac_ = 0;
     uint32_t ring_head_ = 0;
     uint32_t queued_frames_ = 0;
     Bytes queued_bytes_{0};
@@ -152,9 +120,8 @@ private:
     pcap::Writer* tap_tx_ = nullptr;
     pcap::Writer* tap_rx_ = nullptr;
     Rng rng_;
-    LinkConfig cfg_;
+    link::Model model_;
     LinkCounters counters_;
-    FixedVec<Nanos, kMaxPaths> last_arrival_;
 };
 
 }  // namespace rocemu::sim

@@ -486,14 +486,17 @@ void read_link(Reader& r, const YAML::Node& n, LinkConfig& c) {
     const std::string path = "LINK";
     if (!r.is_map(n, path)) return;
     r.only(n, path,
-           {"speed", "propagation_delay_ns", "loss_rate", "corrupt_rate", "corrupt_as", "reorder_rate",
-            "reorder_delay_ns", "down_up", "pfc_storm"});
+           {"speed", "propagation_delay_ns", "wire_overhead_bytes", "queue_limit_bytes", "loss_rate", "corrupt_rate",
+            "corrupt_as", "reorder_rate", "reorder_delay_ns", "jitter_ns", "jitter_reorders", "duplicate_rate",
+            "paths_ns", "down_up", "pfc_storm"});
     uint64_t mbps = c.speed.v / 1000000;
     r.set_int(n, "speed", path, 1, 800000, mbps);
     c.speed = BitsPerSec::mbps(static_cast<double>(mbps));
     r.set_nanos(n, "propagation_delay_ns", path, c.propagation_delay);
+    r.set_int(n, "wire_overhead_bytes", path, 0, 64, c.wire_overhead.v);
+    r.set_bytes(n, "queue_limit_bytes", path, c.queue_limit);
     for (auto [key, out] : {std::pair{"loss_rate", &c.loss_rate}, std::pair{"corrupt_rate", &c.corrupt_rate},
-                            std::pair{"reorder_rate", &c.reorder_rate}})
+                            std::pair{"reorder_rate", &c.reorder_rate}, std::pair{"duplicate_rate", &c.duplicate_rate}})
         if (n[key])
             if (auto v = r.real(n[key], path + "." + key, 0.0, 1.0)) *out = *v;
     if (n["corrupt_as"]) {
@@ -506,6 +509,15 @@ void read_link(Reader& r, const YAML::Node& n, LinkConfig& c) {
             r.fail(fmt::format("LINK.corrupt_as: '{}' not allowed (allowed: fcs, icrc)", a));
     }
     r.set_nanos(n, "reorder_delay_ns", path, c.reorder_delay);
+    r.set_nanos(n, "jitter_ns", path, c.jitter);
+    r.set_bool(n, "jitter_reorders", path, c.jitter_reorders);
+    if (const auto ps = n["paths_ns"]) {
+        if (!ps.IsSequence() || ps.size() > link::kMaxPaths)
+            return r.fail(fmt::format("LINK.paths_ns: expected a list of at most {} delays", link::kMaxPaths));
+        for (std::size_t i = 0; i < ps.size(); ++i)
+            if (auto v = r.integer(ps[i], fmt::format("LINK.paths_ns[{}]", i), 0, int64_t{1} << 62))
+                c.paths.push_back(Nanos{*v});
+    }
     if (const auto du = n["down_up"]) {
         if (!du.IsSequence()) return r.fail("LINK.down_up: expected a list of {at_ns, up}");
         for (std::size_t i = 0; i < du.size(); ++i) {
@@ -552,6 +564,7 @@ LinkConfigResult parse_link_config(std::string_view yaml_text) {
         const YAML::Node root = YAML::Load(std::string(yaml_text));
         LinkConfig c;
         read_link(r, root, c);
+        if (r.ok()) r.fail(link::validate(c));
         if (r.ok()) out.config = std::move(c);
     } catch (const YAML::Exception& e) {
         r.fail(fmt::format("LINK: YAML: {}", e.what()));

@@ -75,9 +75,9 @@ Result run_chain(uint32_t nodes, uint64_t frame_hop_budget) {
     std::vector<std::unique_ptr<ChainNode>> chain;
     for (uint32_t i = 0; i < nodes; ++i)
         chain.push_back(std::make_unique<ChainNode>(sim, i == 0, i + 1 == nodes, i == 0 ? frames : 0));
-    LinkConfig cfg;
-    cfg.rate = BitsPerSec::gbps(100);
-    cfg.propagation = Nanos{1000};
+    LinkConfig cfg{.wire_overhead = Bytes{0}};
+    cfg.speed = BitsPerSec::gbps(100);
+    cfg.propagation_delay = Nanos{1000};
     for (uint32_t i = 0; i + 1 < nodes; ++i) sim.add_link(chain[i]->id(), 1, chain[i + 1]->id(), 0, cfg);
 
     // CPU time next to wall time: on a shared machine it is the steadier one.
@@ -135,9 +135,9 @@ void run_incast() {
     PacedSender a(sim, Nanos{410}), b(sim, Nanos{410});
     Merge sw(sim);
     ChainNode sink(sim, false, true, 0);
-    LinkConfig cfg;
-    cfg.rate = BitsPerSec::gbps(40);
-    cfg.propagation = Nanos{1000};
+    LinkConfig cfg{.wire_overhead = Bytes{0}};
+    cfg.speed = BitsPerSec::gbps(40);
+    cfg.propagation_delay = Nanos{1000};
     sim.connect(a.id(), 0, sw.id(), 0, cfg);
     sim.connect(b.id(), 0, sw.id(), 1, cfg);
     sim.connect(sw.id(), 2, sink.id(), 0, cfg);

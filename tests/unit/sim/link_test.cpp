@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <stdexcept>
@@ -45,9 +46,9 @@ class SimLinkExact : public ::testing::TestWithParam<uint64_t> {};
 TEST_P(SimLinkExact, BackToBackMillionFramesDoNotDrift) {
     constexpr uint32_t kLen = 1538;  // not a whole number of ns at these rates
     constexpr uint64_t kCount = 1000000;
-    LinkConfig cfg;
-    cfg.rate = BitsPerSec{GetParam()};
-    cfg.propagation = Nanos{500};
+    LinkConfig cfg = test::bare_link();
+    cfg.speed = BitsPerSec{GetParam()};
+    cfg.propagation_delay = Nanos{500};
     Pair p(cfg, kCount, [](uint64_t i) { return test::tagged_frame(i, kLen); });
     p.src.start();
     p.sim.run_until_idle();
@@ -56,7 +57,7 @@ TEST_P(SimLinkExact, BackToBackMillionFramesDoNotDrift) {
     ASSERT_EQ(got.size(), kCount);
     for (uint64_t i = 0; i < kCount; ++i) {
         ASSERT_EQ(got[i].tag, i);
-        ASSERT_EQ(got[i].t.v, ceil_ns(static_cast<unsigned __int128>(i + 1) * kLen * 8, cfg.rate) + 500)
+        ASSERT_EQ(got[i].t.v, ceil_ns(static_cast<unsigned __int128>(i + 1) * kLen * 8, cfg.speed) + 500)
             << "frame " << i;
     }
     EXPECT_EQ(p.counters().tx_bytes, kCount * kLen);
@@ -68,9 +69,9 @@ INSTANTIATE_TEST_SUITE_P(Rates, SimLinkExact,
                                            BitsPerSec::gbps(56).v));
 
 TEST(SimLink, QueuedBurstOfMixedSizesIsExact) {
-    LinkConfig cfg;
-    cfg.rate = BitsPerSec::gbps(800);
-    cfg.propagation = Nanos{1234};
+    LinkConfig cfg = test::bare_link();
+    cfg.speed = BitsPerSec::gbps(800);
+    cfg.propagation_delay = Nanos{1234};
     std::vector<uint32_t> lens;
     Rng rng(3);
     for (int i = 0; i < 20000; ++i) lens.push_back(64 + static_cast<uint32_t>(rng.below(9216 - 64 + 1)));
@@ -84,15 +85,15 @@ TEST(SimLink, QueuedBurstOfMixedSizesIsExact) {
     unsigned __int128 bits = 0;
     for (std::size_t i = 0; i < lens.size(); ++i) {
         bits += lens[i] * 8;
-        ASSERT_EQ(p.dst.got()[i].t.v, ceil_ns(bits, cfg.rate) + 1234) << "frame " << i;
+        ASSERT_EQ(p.dst.got()[i].t.v, ceil_ns(bits, cfg.speed) + 1234) << "frame " << i;
     }
     EXPECT_EQ(p.src.tx_ready_calls(), 1u);  // once, when the queue ran dry
 }
 
 TEST(SimLink, PropagationAndIdleRestart) {
-    LinkConfig cfg;
-    cfg.rate = BitsPerSec::gbps(100);
-    cfg.propagation = Nanos{2500};
+    LinkConfig cfg = test::bare_link();
+    cfg.speed = BitsPerSec::gbps(100);
+    cfg.propagation_delay = Nanos{2500};
     Pair p(cfg, 2, [](uint64_t i) { return test::tagged_frame(i, 1001); });  // 80.08 ns
     p.src.set_pull(false);
     p.src.start();
@@ -114,8 +115,8 @@ void expect_binomial(uint64_t observed, uint64_t n, double prob) {
 constexpr uint64_t kFaultFrames = 100000;
 
 TEST(SimLink, LossRateWithinBinomialBounds) {
-    LinkConfig cfg;
-    cfg.loss = 0.02;
+    LinkConfig cfg = test::bare_link();
+    cfg.loss_rate = 0.02;
     Pair p(cfg, kFaultFrames, [](uint64_t i) { return test::tagged_frame(i, 256); });
     p.src.start();
     p.sim.run_until_idle();
@@ -128,8 +129,8 @@ TEST(SimLink, LossRateWithinBinomialBounds) {
 }
 
 TEST(SimLink, DuplicationRateWithinBinomialBounds) {
-    LinkConfig cfg;
-    cfg.duplicate = 0.03;
+    LinkConfig cfg = test::bare_link();
+    cfg.duplicate_rate = 0.03;
     Pair p(cfg, kFaultFrames, [](uint64_t i) { return test::tagged_frame(i, 256); });
     p.src.start();
     p.sim.run_until_idle();
@@ -150,8 +151,9 @@ TEST(SimLink, DuplicationRateWithinBinomialBounds) {
 }
 
 TEST(SimLink, CorruptionBreaksExactlyTheIcrc) {
-    LinkConfig cfg;
-    cfg.corrupt = 0.05;
+    LinkConfig cfg = test::bare_link();
+    cfg.corrupt_rate = 0.05;
+    cfg.corrupt_as = Corruption::BadIcrc;
     // Every fourth frame has no payload, so the PSN is what gets hit.
     auto make = [](uint64_t i) { return test::roce_frame(static_cast<uint32_t>(i), 0xC001, i % 4 == 0 ? 0 : 512); };
     Pair p(cfg, 40000, make, true);
@@ -190,9 +192,9 @@ uint32_t psn_of(const std::vector<uint8_t>& f) {
 
 TEST(SimLink, FcsModeAndNonRoceCorruptionDrop) {
     for (const bool roce : {true, false}) {
-        LinkConfig cfg;
-        cfg.corrupt = 0.1;
-        cfg.corrupt_mode = roce ? CorruptMode::Fcs : CorruptMode::Icrc;
+        LinkConfig cfg = test::bare_link();
+        cfg.corrupt_rate = 0.1;
+        cfg.corrupt_as = roce ? Corruption::BadFcs : Corruption::BadIcrc;
         auto make = [roce](uint64_t i) {
             return roce ? test::roce_frame(static_cast<uint32_t>(i), 0xC001, 64) : test::tagged_frame(i, 64);
         };
@@ -208,8 +210,8 @@ TEST(SimLink, FcsModeAndNonRoceCorruptionDrop) {
 }
 
 TEST(SimLink, KPathsReorderAndEachPathKeepsItsDelay) {
-    LinkConfig cfg;
-    cfg.rate = BitsPerSec::gbps(400);
+    LinkConfig cfg = test::bare_link();
+    cfg.speed = BitsPerSec::gbps(400);
     for (int64_t d : {1000, 5000, 2000, 3000}) cfg.paths.push_back(Nanos{d});
     constexpr uint32_t kLen = 1098;  // 58 bytes of headers and ICRC, 1040 of payload
     constexpr uint64_t kCount = 4000;
@@ -230,7 +232,7 @@ TEST(SimLink, KPathsReorderAndEachPathKeepsItsDelay) {
         const uint16_t sport = static_cast<uint16_t>(0xC000 + psn * 7);
         const std::size_t path = sport % 4;
         ++per_path[path];
-        const int64_t tx_end = ceil_ns(static_cast<unsigned __int128>(psn + 1) * kLen * 8, cfg.rate);
+        const int64_t tx_end = ceil_ns(static_cast<unsigned __int128>(psn + 1) * kLen * 8, cfg.speed);
         ASSERT_EQ(got[k].t.v - tx_end, cfg.paths[path].v) << "psn " << psn;
     }
     EXPECT_GT(inversions, kCount / 4);
@@ -238,7 +240,7 @@ TEST(SimLink, KPathsReorderAndEachPathKeepsItsDelay) {
 }
 
 TEST(SimLink, NonRoceFramesTakePathZero) {
-    LinkConfig cfg;
+    LinkConfig cfg = test::bare_link();
     cfg.paths.push_back(Nanos{700});
     cfg.paths.push_back(Nanos{9000});
     Pair p(cfg, 50, [](uint64_t i) { return test::tagged_frame(i, 100); });
@@ -246,14 +248,14 @@ TEST(SimLink, NonRoceFramesTakePathZero) {
     p.sim.run_until_idle();
     ASSERT_EQ(p.dst.got().size(), 50u);
     for (std::size_t i = 0; i < 50; ++i)
-        EXPECT_EQ(p.dst.got()[i].t.v, ceil_ns(static_cast<unsigned __int128>(i + 1) * 800, cfg.rate) + 700);
+        EXPECT_EQ(p.dst.got()[i].t.v, ceil_ns(static_cast<unsigned __int128>(i + 1) * 800, cfg.speed) + 700);
 }
 
 TEST(SimLink, JitterWithinBoundsAndOrderedUnlessAllowed) {
     for (const bool reorders : {false, true}) {
-        LinkConfig cfg;
-        cfg.rate = BitsPerSec::gbps(100);
-        cfg.propagation = Nanos{1000};
+        LinkConfig cfg = test::bare_link();
+        cfg.speed = BitsPerSec::gbps(100);
+        cfg.propagation_delay = Nanos{1000};
         cfg.jitter = Nanos{2000};
         cfg.jitter_reorders = reorders;
         constexpr uint64_t kCount = 20000;
@@ -310,9 +312,9 @@ TEST(SimLink, DownDropsQueuedInFlightAndNewFramesUntilUp) {
     Simulator sim(SimConfig{});
     Ticker tx(sim, 150);
     Sink rx(sim);
-    LinkConfig cfg;
-    cfg.rate = BitsPerSec::gbps(10);  // 800 ns per frame
-    cfg.propagation = Nanos{10000};
+    LinkConfig cfg = test::bare_link();
+    cfg.speed = BitsPerSec::gbps(10);  // 800 ns per frame
+    cfg.propagation_delay = Nanos{10000};
     const LinkId l = sim.add_link(tx.id(), 0, rx.id(), 0, cfg);
     sim.arm_timer(tx.id(), Nanos{0});  // frame k leaves at k us and arrives at k us + 10.8 us
     sim.schedule_link_state(l, Nanos{50500}, false);
@@ -334,8 +336,8 @@ TEST(SimLink, DownDropsQueuedInFlightAndNewFramesUntilUp) {
 }
 
 TEST(SimLink, GoingDownFlushesTheQueue) {
-    LinkConfig cfg;
-    cfg.rate = BitsPerSec::gbps(1);  // 8 us per 1000 B
+    LinkConfig cfg = test::bare_link();
+    cfg.speed = BitsPerSec::gbps(1);  // 8 us per 1000 B
     Pair p(cfg, 10, [](uint64_t i) { return test::tagged_frame(i, 1000); });
     p.src.set_pull(false);
     p.src.burst();
@@ -351,7 +353,7 @@ TEST(SimLink, GoingDownFlushesTheQueue) {
 }
 
 TEST(SimLink, FiniteQueueDropsOverflowAndSignalsReady) {
-    LinkConfig cfg;
+    LinkConfig cfg = test::bare_link();
     cfg.queue_limit = Bytes{3000};
     Pair p(cfg, 10, [](uint64_t i) { return test::tagged_frame(i, 1000); });
     p.src.set_pull(false);
@@ -369,10 +371,10 @@ TEST(SimLink, FiniteQueueDropsOverflowAndSignalsReady) {
 TEST(SimLink, TapsRecordEntryAndArrivalWithVirtualTimes) {
     const auto dir = std::filesystem::temp_directory_path() / ("rocemu_sim_tap_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
-    LinkConfig cfg;
-    cfg.rate = BitsPerSec::gbps(40);
-    cfg.propagation = Nanos{300};
-    cfg.loss = 0.2;
+    LinkConfig cfg = test::bare_link();
+    cfg.speed = BitsPerSec::gbps(40);
+    cfg.propagation_delay = Nanos{300};
+    cfg.loss_rate = 0.2;
     uint64_t delivered = 0, sent = 0;
     {
         pcap::Writer tx((dir / "tx.pcap").string()), rx((dir / "rx.pcap").string());
@@ -396,7 +398,7 @@ TEST(SimLink, TapsRecordEntryAndArrivalWithVirtualTimes) {
         while (rtx.next(f)) {
             EXPECT_EQ(f.data, test::roce_frame(static_cast<uint32_t>(n), 0xC000, 1000));
             // Stamped when serialisation starts: the exact end of the previous frame.
-            EXPECT_EQ(f.ts.v, static_cast<int64_t>(static_cast<unsigned __int128>(n) * len * 8 * 1000000000u / cfg.rate.v));
+            EXPECT_EQ(f.ts.v, static_cast<int64_t>(static_cast<unsigned __int128>(n) * len * 8 * 1000000000u / cfg.speed.v));
             ++n;
         }
         EXPECT_EQ(n, sent);
@@ -412,30 +414,97 @@ TEST(SimLink, TapsRecordEntryAndArrivalWithVirtualTimes) {
     std::filesystem::remove_all(dir);
 }
 
+// The virtual-time link and the live switch's link are one model: with the
+// same config and seed, every frame meets the same fate at the same times.
+TEST(SimLink, SameFaultScenarioAsTheLiveLinkModel) {
+    LinkConfig cfg;  // with the switch's preamble and IFG
+    cfg.speed = BitsPerSec::gbps(25);
+    cfg.propagation_delay = Nanos{1000};
+    cfg.loss_rate = 0.05;
+    cfg.corrupt_rate = 0.03;
+    cfg.corrupt_as = Corruption::BadFcs;
+    cfg.reorder_rate = 0.1;
+    cfg.reorder_delay = Nanos{3000};
+    cfg.jitter = Nanos{500};
+    cfg.duplicate_rate = 0.02;
+    cfg.up_down = {{Nanos{200000}, false}, {Nanos{260000}, true}};
+    constexpr uint64_t kSeed = 42;
+    constexpr uint64_t kCount = 2000;
+    constexpr uint32_t kLen = 1000;
+
+    FramePool pool(1u << 12);
+    EventQueue q;
+    Link vlink(0, LinkEnd{0, 0}, LinkEnd{1, 0}, cfg, kSeed);
+    for (uint64_t i = 0; i < kCount; ++i) {
+        const FrameHandle h = pool.alloc();
+        ASSERT_TRUE(h.valid());
+        const auto bytes = test::tagged_frame(i, kLen);
+        std::copy(bytes.begin(), bytes.end(), pool.buffer(h).begin());
+        pool.set_len(h, kLen);
+        vlink.send(h, Nanos{0}, q, pool);
+    }
+    std::vector<std::pair<uint64_t, Nanos>> virtual_arrivals;
+    while (!q.empty()) {
+        const Event e = q.pop();
+        if (e.kind == EventKind::TxDone) {
+            vlink.on_tx_done(e.time, q, pool);
+        } else if (const FrameHandle h = vlink.on_deliver(e.arg, e.time, pool); h.valid()) {
+            virtual_arrivals.emplace_back(test::tag_of(pool.frame(h)), e.time);
+            pool.free(h);
+        }
+    }
+
+    link::Model live(cfg);
+    Rng rng(kSeed);
+    std::vector<std::pair<uint64_t, Nanos>> live_arrivals;
+    Nanos now{0};
+    for (uint64_t i = 0; i < kCount; ++i) {
+        const link::Delivery d = live.transmit(Bytes{kLen}, now, rng);
+        now = d.tx_end;
+        if (d.fate != link::Fate::Delivered || d.corruption == Corruption::BadFcs) continue;
+        live_arrivals.emplace_back(i, d.arrival);
+        if (d.duplicate) live_arrivals.emplace_back(i, d.arrival);
+    }
+    std::sort(virtual_arrivals.begin(), virtual_arrivals.end());
+    std::sort(live_arrivals.begin(), live_arrivals.end());
+    EXPECT_EQ(virtual_arrivals, live_arrivals);
+
+    const link::Counters& lc = live.counters();
+    const LinkCounters& vc = vlink.counters();
+    EXPECT_GT(lc.lost_down, 0u);
+    EXPECT_GT(lc.reordered, 0u);
+    EXPECT_GT(lc.duplicated, 0u);
+    EXPECT_EQ(vc.dropped(LinkDrop::LinkDown), lc.lost_down);
+    EXPECT_EQ(vc.dropped(LinkDrop::Loss), lc.lost_random);
+    EXPECT_EQ(vc.dropped(LinkDrop::BadFcs), lc.corrupted);
+    EXPECT_EQ(vc.duplicated, lc.duplicated);
+    EXPECT_EQ(pool.in_use(), 0u);
+}
+
 TEST(SimLink, ValidateNamesKeyValueAndRange) {
     LinkConfig ok;
     EXPECT_EQ(validate(ok), "");
     LinkConfig bad = ok;
-    bad.loss = 1.5;
-    EXPECT_EQ(validate(bad), "link.loss = 1.5: must be in [0, 1]");
+    bad.loss_rate = 1.5;
+    EXPECT_EQ(validate(bad), "LINK.loss_rate: 1.5 out of range [0, 1]");
     bad = ok;
-    bad.rate = BitsPerSec{0};
-    EXPECT_NE(validate(bad).find("link.rate = 0 bit/s"), std::string::npos);
+    bad.speed = BitsPerSec{0};
+    EXPECT_NE(validate(bad).find("LINK.speed: 0 Mb/s"), std::string::npos);
     bad = ok;
     bad.paths.push_back(Nanos{10});
     bad.paths.push_back(Nanos{-1});
-    EXPECT_EQ(validate(bad), "link.paths[1] = -1 ns: must be in [0, 1e9] ns");
+    EXPECT_EQ(validate(bad), "LINK.paths_ns[1]: -1 out of range [0, 1000000000]");
     bad = ok;
     bad.jitter = Nanos{-5};
-    EXPECT_NE(validate(bad).find("link.jitter"), std::string::npos);
+    EXPECT_NE(validate(bad).find("LINK.jitter_ns"), std::string::npos);
     bad = ok;
-    bad.duplicate = std::nan("");
-    EXPECT_NE(validate(bad).find("link.duplicate"), std::string::npos);
+    bad.duplicate_rate = std::nan("");
+    EXPECT_NE(validate(bad).find("LINK.duplicate_rate"), std::string::npos);
 
     Simulator sim(SimConfig{});
     Sink a(sim), b(sim);
     bad = ok;
-    bad.corrupt = -0.1;
+    bad.corrupt_rate = -0.1;
     EXPECT_THROW(sim.add_link(a.id(), 0, b.id(), 0, bad), std::invalid_argument);
     EXPECT_THROW(sim.add_link(a.id(), 0, 7, 0, ok), std::invalid_argument);
     sim.add_link(a.id(), 0, b.id(), 0, ok);

@@ -128,7 +128,7 @@ TEST(SimRun, UntilConditionStopsRightAfterTheEvent) {
     Simulator sim(SimConfig{});
     Source src(sim, 100, [](uint64_t i) { return test::tagged_frame(i, 1250); });  // 100 ns at 100G
     Sink dst(sim);
-    sim.add_link(src.id(), 0, dst.id(), 0, LinkConfig{});
+    sim.add_link(src.id(), 0, dst.id(), 0, test::bare_link());
     src.start();
     EXPECT_TRUE(sim.run_until_cond([&] { return dst.got().size() == 10; }));
     EXPECT_EQ(dst.got().size(), 10u);
@@ -165,7 +165,7 @@ TEST(SimRun, LinkStateChangesReachTheSendingEndOnce) {
     Simulator sim(SimConfig{});
     Watcher a, b;
     const NodeId ia = sim.add_node(a), ib = sim.add_node(b);
-    const auto [ab, ba] = sim.connect(ia, 4, ib, 9, LinkConfig{});
+    const auto [ab, ba] = sim.connect(ia, 4, ib, 9, test::bare_link());
     sim.schedule_link_state(ab, 10_ns, false);
     sim.schedule_link_state(ba, 10_ns, false);
     sim.schedule_link_state(ab, 15_ns, false);  // already down: no news
@@ -216,19 +216,20 @@ RunResult faulty_run(uint64_t seed, const std::filesystem::path& pcap_path) {
         });
         Merger m(sim);
         Sink s(sim, true);
-        LinkConfig la;
-        la.loss = 0.01;
-        la.duplicate = 0.01;
-        la.corrupt = 0.01;
-        la.propagation = 700_ns;
-        LinkConfig lb;
+        LinkConfig la = test::bare_link();
+        la.loss_rate = 0.01;
+        la.duplicate_rate = 0.01;
+        la.corrupt_rate = 0.01;
+        la.corrupt_as = Corruption::BadIcrc;
+        la.propagation_delay = 700_ns;
+        LinkConfig lb = test::bare_link();
         lb.jitter = 300_ns;
         lb.jitter_reorders = true;
         for (int64_t d : {200, 900, 400}) lb.paths.push_back(Nanos{d});
-        LinkConfig bottleneck;
-        bottleneck.rate = BitsPerSec::gbps(40);
+        LinkConfig bottleneck = test::bare_link();
+        bottleneck.speed = BitsPerSec::gbps(40);
         bottleneck.queue_limit = Bytes{64 * 1024};
-        bottleneck.propagation = 1_us;
+        bottleneck.propagation_delay = 1_us;
         const LinkId ids[] = {sim.add_link(a.id(), 0, m.id(), 0, la), sim.add_link(b.id(), 0, m.id(), 1, lb),
                               sim.add_link(m.id(), 2, s.id(), 0, bottleneck)};
         for (LinkId id : ids) sim.set_taps(id, &tap, &tap);

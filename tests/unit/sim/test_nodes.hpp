@@ -35,6 +35,13 @@ inline std::vector<uint8_t> roce_frame(uint32_t psn, uint16_t sport, uint32_t pa
 }
 
 // A frame of `len` bytes whose first eight carry `index`.
+// These tests time frames by their own bytes: no preamble or IFG on the wire.
+inline LinkConfig bare_link() {
+    LinkConfig c;
+    c.wire_overhead = Bytes{0};
+    return c;
+}
+
 inline std::vector<uint8_t> tagged_frame(uint64_t index, uint32_t len) {
     std::vector<uint8_t> f(len, 0xA5);
     std::memcpy(f.data(), &index, sizeof index);

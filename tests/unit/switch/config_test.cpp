@@ -163,6 +163,30 @@ TEST(SwitchLinkConfig, ExampleFileParses) {
     EXPECT_TRUE(link.poll_storm(10_ms));
 }
 
+TEST(SwitchLinkConfig, VirtualTimeKeysParse) {
+    const LinkConfigResult r = parse_link_config(
+        "speed: 400000\nwire_overhead_bytes: 0\nqueue_limit_bytes: 65536\njitter_ns: 300\njitter_reorders: true\n"
+        "duplicate_rate: 0.01\npaths_ns: [200, 900, 400]\n");
+    ASSERT_TRUE(r.config) << r.error;
+    const LinkConfig& c = *r.config;
+    EXPECT_EQ(c.speed, BitsPerSec::gbps(400));
+    EXPECT_EQ(c.wire_overhead, Bytes{0});
+    EXPECT_EQ(c.queue_limit, Bytes{65536});
+    EXPECT_EQ(c.jitter, 300_ns);
+    EXPECT_TRUE(c.jitter_reorders);
+    EXPECT_DOUBLE_EQ(c.duplicate_rate, 0.01);
+    ASSERT_EQ(c.paths.size(), 3u);
+    EXPECT_EQ(c.paths[0], 200_ns);
+    EXPECT_EQ(c.paths[1], 900_ns);
+    EXPECT_EQ(c.paths[2], 400_ns);
+    // Left out, the switch's defaults: preamble and IFG count, no queue limit.
+    const LinkConfigResult d = parse_link_config("loss_rate: 0");
+    ASSERT_TRUE(d.config) << d.error;
+    EXPECT_EQ(d.config->wire_overhead, kWireOverhead);
+    EXPECT_EQ(d.config->queue_limit, Bytes{UINT64_MAX});
+    EXPECT_TRUE(d.config->paths.empty());
+}
+
 TEST(SwitchLinkConfig, ErrorsNameTheKey) {
     struct Case {
         const char* yaml;
@@ -174,7 +198,13 @@ TEST(SwitchLinkConfig, ErrorsNameTheKey) {
                          Case{"down_up: [{at_ns: 5}]", "LINK.down_up[0]: needs at_ns and up"},
                          Case{"pfc_storm: {period_ns: 0}", "LINK.pfc_storm.period_ns: 0"},
                          Case{"pfc_storm: {priorities: \"8\"}", "LINK.pfc_storm.priorities: 8"},
-                         Case{"jitter_ns: 5", "LINK.jitter_ns: unknown key"}}) {
+                         Case{"jitter: 5", "LINK.jitter: unknown key"},
+                         Case{"paths_ns: 700", "LINK.paths_ns: expected a list"},
+                         Case{"paths_ns: [700, -1]", "LINK.paths_ns[1]: -1 out of range"},
+                         Case{"jitter_reorders: maybe", "LINK.jitter_reorders: 'maybe' is not a boolean"},
+                         Case{"wire_overhead_bytes: 65", "LINK.wire_overhead_bytes: 65 out of range [0, 64]"},
+                         Case{"propagation_delay_ns: 2000000000",
+                              "LINK.propagation_delay_ns: 2000000000 out of range [0, 1000000000]"}}) {
         const LinkConfigResult r = parse_link_config(c.yaml);
         EXPECT_FALSE(r.config) << c.yaml;
         EXPECT_NE(r.error.find(c.key), std::string::npos) << r.error;

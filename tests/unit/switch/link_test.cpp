@@ -27,9 +27,52 @@ TEST(SwitchLink, SerialisesAtSpeedThenPropagates) {
     EXPECT_EQ(link.counters().frames, 2u);
 }
 
+TEST(SwitchLink, BackToBackFramesDoNotDriftFromBitsOverSpeed) {
+    LinkConfig cfg;
+    cfg.speed = BitsPerSec::gbps(25);
+    Link link(cfg);
+    Rng rng(1);
+    // 1538 + 20 bytes at 25 Gb/s is 498.56 ns: rounding each frame up would
+    // gain 0.44 ns a frame.
+    constexpr uint64_t kWireBits = (1538 + 20) * 8;
+    Nanos now{};
+    for (uint64_t i = 0; i < 100000; ++i) {
+        const LinkDelivery d = link.transmit(Bytes{1538}, now, rng);
+        const unsigned __int128 exact_ps = static_cast<unsigned __int128>(i + 1) * kWireBits * 1000000000000ull / cfg.speed.v;
+        const auto ceil_ns = static_cast<int64_t>((exact_ps + 999) / 1000);
+        ASSERT_EQ(d.tx_end.v, ceil_ns) << "frame " << i;
+        now = d.tx_end;
+    }
+}
+
 void expect_rate(uint64_t k, uint64_t n, double p) {
     const double sd = std::sqrt(static_cast<double>(n) * p * (1 - p));
     EXPECT_NEAR(static_cast<double>(k), static_cast<double>(n) * p, 5 * sd);
+}
+
+TEST(SwitchLink, PathsJitterAndDuplicatesAsInVirtualTime) {
+    LinkConfig cfg;
+    cfg.speed = BitsPerSec::gbps(100);
+    for (int64_t d : {1000, 5000, 2000}) cfg.paths.push_back(Nanos{d});
+    cfg.jitter = 400_ns;
+    cfg.jitter_reorders = true;
+    cfg.duplicate_rate = 0.03;
+    Link link(cfg);
+    Rng rng(5);
+    constexpr uint64_t n = 60000;
+    uint64_t dups = 0;
+    Nanos now{};
+    for (uint64_t i = 0; i < n; ++i) {
+        const uint32_t sport = 0xC000 + static_cast<uint32_t>(i * 7);
+        const LinkDelivery d = link.transmit(Bytes{1000}, now, rng, sport);
+        now = d.tx_end;
+        const Nanos extra = d.arrival - d.tx_end - cfg.paths[sport % 3];
+        ASSERT_GE(extra, 0_ns) << "frame " << i;
+        ASSERT_LE(extra, 400_ns) << "frame " << i;
+        dups += d.duplicate;
+    }
+    expect_rate(dups, n, 0.03);
+    EXPECT_EQ(link.counters().duplicated, dups);
 }
 
 TEST(SwitchLink, LossCorruptionAndReorderHappenAtTheirRates) {

@@ -1,0 +1,138 @@
+// One direction of a cable: its timing and its faults, as one pure model
+// shared by the live soft-switch (switch/dpdk) and the virtual-time
+// simulator (sim::Link), so a fault scenario behaves the same in both.
+//
+// The caller hands in each frame with `now` and an Rng&, and gets back when
+// (and whether, and how damaged) it arrives. The model owns no frames, no
+// queue and no clock: what to do with the bytes is the caller's business.
+//
+// Serialisation is exact: the wire's busy-until time is kept in picoseconds
+// plus a remainder in 1/speed picoseconds, so back-to-back frames at any
+// speed never drift from bits/speed however long the run. Reported times are
+// the first whole nanosecond at or after the exact time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/fixed_vec.hpp"
+#include "common/rng.hpp"
+#include "common/units.hpp"
+// PfcFrameDesc and kWireOverhead are 802.1Qbb / MAC vocabulary the switch
+// core already defines; the header has no code to link against.
+#include "switch/types.hpp"
+
+namespace rocemu::link {
+
+inline constexpr std::size_t kMaxPaths = 16;
+
+enum class Corruption : uint8_t {
+    None,
+    BadFcs,   // the receiving MAC drops the frame
+    BadIcrc,  // the frame arrives; a RoCE receiver's ICRC check fails
+};
+
+// A port that keeps pausing its peer: PFC frames every `period` from
+// `start` until `stop`.
+struct PfcStorm {
+    Nanos start = Nanos::max();
+    Nanos stop = Nanos::max();
+    Nanos period{};
+    sw::PfcFrameDesc frame{};
+};
+
+// Keys are the YAML keys parse_link_config() reads (with _ns / _bytes units).
+struct Config {
+    BitsPerSec speed = BitsPerSec::gbps(100);
+    Nanos propagation_delay{0};
+    // Bytes on the wire per frame beyond its length: preamble, SFD and IFG.
+    Bytes wire_overhead = sw::kWireOverhead;
+    // Bytes that may wait behind the frame being serialised. Only a caller
+    // that queues (sim::Link) reads it; the live switch's MMU queues instead.
+    Bytes queue_limit{UINT64_MAX};
+    double loss_rate = 0.0;       // per frame
+    double corrupt_rate = 0.0;    // per frame that was not lost
+    Corruption corrupt_as = Corruption::BadFcs;
+    double reorder_rate = 0.0;    // per frame: delivered reorder_delay late
+    Nanos reorder_delay{0};
+    // Uniform extra delay in [0, jitter] per frame. Unless jitter_reorders,
+    // a frame never arrives before an earlier frame of the same path.
+    Nanos jitter{0};
+    bool jitter_reorders = false;
+    double duplicate_rate = 0.0;  // per delivered frame: a copy arrives with it
+    // K-path spraying: when non-empty, a frame takes path (path_key % K) and
+    // that path's delay replaces propagation_delay. Paths may overtake.
+    FixedVec<Nanos, kMaxPaths> paths;
+    // (time, up) state changes; the link starts up. Any order.
+    std::vector<std::pair<Nanos, bool>> up_down;
+    std::optional<PfcStorm> storm;
+};
+
+// Empty if `cfg` is valid, else one message naming the key, the value and
+// the allowed range, worded as parse_link_config() words it.
+std::string validate(const Config& cfg);
+
+enum class Fate : uint8_t { Delivered, LostLinkDown, LostRandom };
+
+struct Delivery {
+    Fate fate = Fate::Delivered;
+    Corruption corruption = Corruption::None;
+    bool duplicate = false;  // a second copy arrives at `arrival` too
+    Nanos tx_start{};        // first bit on the wire (rounded down)
+    Nanos tx_end{};          // last bit on the wire
+    Nanos arrival{};         // last bit at the far end
+};
+
+struct Counters {
+    uint64_t frames = 0;  // frames that took the wire
+    uint64_t bytes = 0;
+    uint64_t lost_down = 0;
+    uint64_t lost_random = 0;
+    uint64_t corrupted = 0;
+    uint64_t reordered = 0;
+    uint64_t duplicated = 0;
+    uint64_t storm_frames = 0;
+};
+
+class Model {
+public:
+    // `cfg` must pass validate().
+    explicit Model(Config cfg);
+
+    // A frame offered at `now`. It starts when the wire is free, takes its
+    // serialisation time (length plus wire_overhead) and its path's delay.
+    // A frame offered while the link is down occupies no wire and is lost.
+    // `path_key` picks the path when there are several (the UDP source port
+    // of a RoCE frame, else 0).
+    //
+    // The random draws come in a fixed order (loss, corruption, reorder,
+    // jitter, duplication), each only when its rate is non-zero, so the fate
+    // sequence depends only on the Rng's seed and the frames offered.
+    Delivery transmit(Bytes frame_len, Nanos now, Rng& rng, uint32_t path_key = 0);
+
+    bool up(Nanos now) const;
+    // When the wire is next free.
+    Nanos busy_until() const { return Nanos{(busy_ps_ + (busy_frac_ != 0 ? 1 : 0) + 999) / 1000}; }
+    // The next storm frame or up/down change after the ones already seen.
+    Nanos next_event(Nanos now) const;
+    // The storm frame due at or before `now`, if any; call until nullopt.
+    std::optional<sw::PfcFrameDesc> poll_storm(Nanos now);
+
+    const Config& config() const { return cfg_; }
+    const Counters& counters() const { return c_; }
+
+private:
+    Config cfg_;
+    // The wire is busy until busy_ps_ + busy_frac_ / speed picoseconds.
+    int64_t busy_ps_ = 0;
+    uint64_t busy_frac_ = 0;
+    Nanos next_storm_ = Nanos::max();
+    std::array<Nanos, kMaxPaths> last_arrival_{};
+    Counters c_{};
+};
+
+}  // namespace rocemu::link
