@@ -175,8 +175,11 @@ TEST_F(TransportSpray, PathAwareAvoidsAMarkingPath) {
         ++per_port[p.udp_sport];
     }
     ASSERT_EQ(per_port.size(), 4u);
-    for (auto& [port, n] : per_port)
-        if (port != *bad) EXPECT_GT(n, 3 * per_port[*bad]) << "port " << port;
+    for (auto& [port, n] : per_port) {
+        if (port != *bad) {
+            EXPECT_GT(n, 3 * per_port[*bad]) << "port " << port;
+        }
+    }
     EXPECT_GT(qc(1).np_ecn_marked_roce_packets, 0u);
 }
 
