@@ -11,6 +11,7 @@
 
 #include "dataplane/pcap/pcap.hpp"
 #include "sim/sim.hpp"
+#include "switch/config.hpp"
 #include "test_nodes.hpp"
 
 namespace rocemu::sim {
@@ -479,6 +480,27 @@ TEST(SimLink, SameFaultScenarioAsTheLiveLinkModel) {
     EXPECT_EQ(vc.dropped(LinkDrop::BadFcs), lc.corrupted);
     EXPECT_EQ(vc.duplicated, lc.duplicated);
     EXPECT_EQ(pool.in_use(), 0u);
+}
+
+// The switch's YAML parser is the one link parser: what it reads runs in
+// virtual time as it would on a live port.
+TEST(SimLink, ParsedYamlConfigDrivesTheVirtualLink) {
+    const sw::LinkConfigResult r = sw::parse_link_config(
+        "speed: 10000\npropagation_delay_ns: 2000\ndown_up: [{at_ns: 50000, up: false}, {at_ns: 100000, up: true}]\n");
+    ASSERT_TRUE(r.config) << r.error;
+    // 1000 + 20 bytes at 10 Gb/s: 816 ns a frame. Frame 62 would start at
+    // 50592 ns, inside the down window: it and every frame offered after it
+    // take no wire and are lost at once.
+    Pair p(*r.config, 200, [](uint64_t i) { return test::tagged_frame(i, 1000); });
+    p.src.start();
+    p.sim.run_until_idle();
+    const auto& got = p.dst.got();
+    ASSERT_EQ(got.size(), 62u);
+    for (uint64_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].tag, i);
+        EXPECT_EQ(got[i].t.v, static_cast<int64_t>(i + 1) * 816 + 2000);
+    }
+    EXPECT_EQ(p.counters().dropped(LinkDrop::LinkDown), 138u);
 }
 
 TEST(SimLink, ValidateNamesKeyValueAndRange) {
