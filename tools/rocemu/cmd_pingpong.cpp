@@ -362,6 +362,11 @@ void add_pingpong_command(CLI::App& app, int& status) {
     cmd->callback([o, &status] { status = run_pingpong(*o); });
 }
 
-void add_verbs_commands(CLI::App& app, int& status) { add_pingpong_command(app, status); }
+void add_perf_command(CLI::App& app, int& status);  // cmd_perf.cpp
+
+void add_verbs_commands(CLI::App& app, int& status) {
+    add_pingpong_command(app, status);
+    add_perf_command(app, status);
+}
 
 }  // namespace rocemu::cli
