@@ -14,6 +14,7 @@ void add_counters_command(CLI::App& app, int& status);
 void add_host_command(CLI::App& app, int& status);
 void add_verbs_commands(CLI::App& app, int& status);  // pingpong, perf
 void add_switch_command(CLI::App& app, int& status);
+void add_rdma_ops_command(CLI::App& app, int& status);
 #endif
 
 }  // namespace rocemu::cli

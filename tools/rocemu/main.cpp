@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     rocemu::cli::add_host_command(app, status);
     rocemu::cli::add_verbs_commands(app, status);
     rocemu::cli::add_switch_command(app, status);
+    rocemu::cli::add_rdma_ops_command(app, status);
 #endif
 
     app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });

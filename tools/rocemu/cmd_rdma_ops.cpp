@@ -1,0 +1,469 @@
+// `rocemu rdma-ops`: the other side of tests/interop/guest/rdma_ops.c (RDMA
+// WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, checked end to
+// end). It speaks that program's TCP exchange (an 87-byte
+// LID:QPN:PSN:GID:RKEY:VADDR:LEN record each way, then DONE/FAIL and
+// PASS/FAIL verdicts, see tests/interop/README.md) so either side can be rxe.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "tools/rocemu/commands.hpp"
+#include "tools/rocemu/oob.hpp"
+#include "verbs/verbs.hpp"
+
+namespace rocemu::cli {
+namespace {
+
+using namespace rocemu::verbs;
+
+constexpr size_t kRecordLen = 87;  // 86 characters and a NUL
+constexpr size_t kFaOff = 0;
+constexpr size_t kCsOff = 8;
+constexpr size_t kDataOff = 16;
+constexpr uint64_t kFaInitial = 0x1000000000000000ULL;
+constexpr uint64_t kCsMissSwap = 0xdeaddeaddeaddeadULL;
+constexpr uint32_t kAccess =
+    transport::kLocalWrite | transport::kRemoteWrite | transport::kRemoteRead | transport::kRemoteAtomic;
+const Nanos kExchangeTimeout = Nanos::from_s(120);
+
+struct RdmaOpsOptions {
+    std::string port;
+    host::HostOptions host;
+    bool mtu_set = false;
+    int gidx = -1;
+    uint32_t size = 4096;
+    int iters = 10;
+    int mtu = 0;
+    int tcp_port = oob::kDefaultPort;
+    int timeout_s = 30;
+    std::string capture;
+    std::string server;
+    std::vector<std::string> eal_args;
+};
+
+struct Peer {
+    uint16_t lid = 0;
+    uint32_t qpn = 0;
+    uint32_t psn = 0;
+    Gid gid{};
+    uint32_t rkey = 0;
+    uint64_t vaddr = 0;
+    uint32_t len = 0;
+};
+
+// Varies with both the iteration and the offset so a stale or shifted buffer never matches.
+uint8_t pattern(int i, size_t j) { return static_cast<uint8_t>(static_cast<size_t>(i) * 131u + j * 7u + (j >> 8) + 1u); }
+
+std::array<char, kRecordLen> format_record(const Peer& p) {
+    std::string gid;
+    for (uint8_t b : p.gid) gid += fmt::format("{:02x}", b);
+    const std::string s =
+        fmt::format("{:04x}:{:06x}:{:06x}:{}:{:08x}:{:016x}:{:08x}", p.lid, p.qpn, p.psn, gid, p.rkey, p.vaddr, p.len);
+    std::array<char, kRecordLen> out{};
+    std::memcpy(out.data(), s.data(), std::min(s.size(), kRecordLen - 1));
+    return out;
+}
+
+std::optional<Peer> parse_record(const std::array<char, kRecordLen>& in) {
+    if (in[kRecordLen - 1] != '\0' || std::strlen(in.data()) != kRecordLen - 1) return std::nullopt;
+    unsigned lid, qpn, psn, rkey, len;
+    uint64_t vaddr;
+    char gid[33];
+    if (std::sscanf(in.data(), "%4x:%6x:%6x:%32[0-9a-f]:%8x:%16" SCNx64 ":%8x", &lid, &qpn, &psn, gid, &rkey, &vaddr,
+                    &len) != 7 ||
+        std::strlen(gid) != 32)
+        return std::nullopt;
+    Peer p;
+    for (size_t i = 0; i < 16; ++i) {
+        unsigned b;
+        if (std::sscanf(gid + 2 * i, "%2x", &b) != 1) return std::nullopt;
+        p.gid[i] = static_cast<uint8_t>(b);
+    }
+    p.lid = static_cast<uint16_t>(lid);
+    p.qpn = qpn;
+    p.psn = psn;
+    p.rkey = rkey;
+    p.vaddr = vaddr;
+    p.len = len;
+    return p;
+}
+
+int tcp_connect(const std::string& host, uint16_t port, Nanos timeout, std::string& error) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (const int e = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); e != 0) {
+        error = fmt::format("cannot resolve {}: {}", host, gai_strerror(e));
+        return -1;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout.v);
+    int fd = -1;
+    while (fd < 0) {
+        fd = ::socket(res->ai_family, res->ai_socktype, res->ai_protocol);
+        if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+            error = fmt::format("couldn't connect to {}:{}: {}", host, port, std::strerror(errno));
+            ::close(fd);
+            fd = -1;
+        }
+        if (fd >= 0 || std::chrono::steady_clock::now() > deadline) break;
+        // The server may still be starting.
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::freeaddrinfo(res);
+    return fd;
+}
+
+std::optional<PathMtu> path_mtu_of(int bytes) {
+    switch (bytes) {
+        case 256: return PathMtu::Mtu256;
+        case 512: return PathMtu::Mtu512;
+        case 1024: return PathMtu::Mtu1024;
+        case 2048: return PathMtu::Mtu2048;
+        case 4096: return PathMtu::Mtu4096;
+        default: return std::nullopt;
+    }
+}
+
+class RdmaOps {
+public:
+    RdmaOps(const RdmaOpsOptions& o, Context& ctx) : o_(o), ctx_(ctx) {}
+
+    int run() {
+        if (!setup()) return 1;
+        Peer me;
+        me.qpn = qpn_.v;
+        me.psn = static_cast<uint32_t>(lrand48() & 0xffffff);
+        ctx_.query_gid(1, gidx_, me.gid);
+        me.rkey = mr_.rkey;
+        me.vaddr = reinterpret_cast<uint64_t>(buf_);
+        me.len = static_cast<uint32_t>(buf_len_);
+        if (o_.server.empty()) std::memcpy(buf_ + kFaOff, &kFaInitial, 8);
+        const auto rec = format_record(me);
+        std::string err;
+        const Nanos io_timeout = kExchangeTimeout;
+        bool ok = false;
+        std::array<char, kRecordLen> in{};
+        char verdict[5];
+        if (!o_.server.empty()) {
+            const int fd = tcp_connect(o_.server, static_cast<uint16_t>(o_.tcp_port), kExchangeTimeout, err);
+            if (fd < 0) return fail(err);
+            std::optional<Peer> rem;
+            if (!oob::detail::write_all(fd, rec.data(), rec.size(), err) ||
+                !oob::detail::read_exact(fd, in.data(), in.size(), io_timeout, err) || !(rem = parse_record(in))) {
+                oob::detail::close_fd(fd);
+                return fail("exchange with " + o_.server + " failed" + (err.empty() ? "" : ": " + err));
+            }
+            if (std::string e = connect_qp(me.psn, *rem); !e.empty()) {
+                oob::detail::close_fd(fd);
+                return fail(e);
+            }
+            ok = client_ops(*rem);
+            if (!oob::detail::write_all(fd, ok ? "DONE" : "FAIL", 5, err) ||
+                !oob::detail::read_exact(fd, verdict, 5, io_timeout, err)) {
+                oob::detail::close_fd(fd);
+                return fail("lost the server before its verdict: " + err);
+            }
+            oob::detail::close_fd(fd);
+            if (std::memcmp(verdict, "PASS", 5) != 0) {
+                fmt::print(stderr, "rocemu rdma-ops: server verdict: {:.4s}\n", verdict);
+                ok = false;
+            }
+        } else {
+            const int fd = oob::detail::listen_and_accept(static_cast<uint16_t>(o_.tcp_port), kExchangeTimeout, err);
+            if (fd < 0) return fail(err);
+            std::optional<Peer> rem;
+            if (!oob::detail::read_exact(fd, in.data(), in.size(), io_timeout, err) || !(rem = parse_record(in))) {
+                oob::detail::close_fd(fd);
+                return fail("exchange with the client failed" + (err.empty() ? "" : ": " + err));
+            }
+            if (std::string e = connect_qp(me.psn, *rem); !e.empty()) {
+                oob::detail::close_fd(fd);
+                return fail(e);
+            }
+            // The client runs every operation before it answers, so this read
+            // waits as long as the whole test may take.
+            const Nanos whole_run = Nanos::from_s(static_cast<int64_t>(o_.timeout_s) * 5 * o_.iters) + io_timeout;
+            if (!oob::detail::write_all(fd, rec.data(), rec.size(), err) ||
+                !oob::detail::read_exact(fd, verdict, 5, whole_run, err)) {
+                oob::detail::close_fd(fd);
+                return fail("lost the client: " + err);
+            }
+            ok = std::memcmp(verdict, "DONE", 5) == 0 && server_check();
+            const bool sent = oob::detail::write_all(fd, ok ? "PASS" : "FAIL", 5, err);
+            oob::detail::close_fd(fd);
+            if (!sent) return fail(err);
+        }
+        print_counters();
+        fmt::print("rocemu rdma-ops: {} {}\n", o_.server.empty() ? "server" : "client", ok ? "PASS" : "FAIL");
+        return ok ? 0 : 1;
+    }
+
+    ~RdmaOps() { std::free(buf_); }
+
+private:
+    int fail(const std::string& msg) {
+        fmt::print(stderr, "rocemu rdma-ops: {}\n", msg);
+        return 1;
+    }
+
+    bool setup() {
+        gidx_ = o_.gidx >= 0 ? o_.gidx : ctx_.default_gid_index();
+        // Checked before anything goes on the wire, so a wrong index fails at once.
+        if (ctx_.check_gid_index(1, gidx_)) return !fail(ctx_.last_error());
+        PortAttr pa;
+        ctx_.query_port(1, pa);
+        mtu_ = o_.mtu ? *path_mtu_of(o_.mtu) : pa.active_mtu;
+        buf_len_ = kDataOff + o_.size;
+        if (posix_memalign(reinterpret_cast<void**>(&buf_), 4096, buf_len_) != 0) return !fail("out of memory");
+        std::memset(buf_, 0, buf_len_);
+        if (ctx_.alloc_pd(pd_) || ctx_.reg_mr(pd_, buf_, buf_len_, kAccess, mr_) || ctx_.create_cq(16, nullptr, cq_))
+            return !fail("pd/mr/cq setup failed: " + ctx_.last_error());
+        QpInitAttr ia;
+        ia.qp_type = QpType::Rc;
+        ia.pd = pd_;
+        ia.send_cq = cq_;
+        ia.recv_cq = cq_;
+        ia.cap.max_send_wr = 4;
+        ia.cap.max_recv_wr = 1;
+        ia.cap.max_send_sge = 1;
+        ia.cap.max_recv_sge = 1;
+        if (ctx_.create_qp(ia, qpn_)) return !fail("create_qp failed: " + ctx_.last_error());
+        QpAttr a;
+        a.qp_state = QpState::Init;
+        a.pkey_index = 0;
+        a.port_num = 1;
+        a.qp_access_flags = kAccess;
+        if (ctx_.modify_qp(qpn_, a,
+                           transport::kAttrState | transport::kAttrPkeyIndex | transport::kAttrPort |
+                               transport::kAttrAccessFlags))
+            return !fail("modify_qp INIT failed: " + ctx_.last_error());
+        return true;
+    }
+
+    std::string connect_qp(uint32_t my_psn, const Peer& rem) {
+        QpAttr a;
+        a.qp_state = QpState::Rtr;
+        a.path_mtu = mtu_;
+        a.dest_qp_num = Qpn{rem.qpn};
+        a.rq_psn = Psn{rem.psn};
+        a.max_dest_rd_atomic = 1;
+        a.min_rnr_timer = 12;
+        std::copy(rem.gid.begin(), rem.gid.end(), a.ah_attr.dgid.b.begin());
+        a.ah_attr.sgid_index = static_cast<uint8_t>(gidx_);
+        a.ah_attr.hop_limit = 1;
+        if (ctx_.modify_qp(qpn_, a,
+                           transport::kAttrState | transport::kAttrAv | transport::kAttrPathMtu |
+                               transport::kAttrDestQpn | transport::kAttrRqPsn | transport::kAttrMaxDestRdAtomic |
+                               transport::kAttrMinRnrTimer))
+            return "modify_qp RTR failed: " + ctx_.last_error();
+        a.qp_state = QpState::Rts;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.sq_psn = Psn{my_psn};
+        a.max_rd_atomic = 1;
+        if (ctx_.modify_qp(qpn_, a,
+                           transport::kAttrState | transport::kAttrTimeout | transport::kAttrRetryCnt |
+                               transport::kAttrRnrRetry | transport::kAttrSqPsn | transport::kAttrMaxQpRdAtomic))
+            return "modify_qp RTS failed: " + ctx_.last_error();
+        return {};
+    }
+
+    // Posts one signaled WR and waits (bounded by -t) for its completion.
+    bool run_wr(SendWr& w, WcOpcode want, const char* what) {
+        w.send_flags = transport::kSendSignaled;
+        if (ctx_.post_send(qpn_, std::span(&w, 1))) {
+            fail(fmt::format("post {} failed: {}", what, ctx_.last_error()));
+            return false;
+        }
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o_.timeout_s);
+        Wc wc;
+        int n;
+        while ((n = ctx_.poll_cq(cq_, std::span(&wc, 1))) == 0) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                fail(fmt::format("{}: no completion within {} s", what, o_.timeout_s));
+                return false;
+            }
+            std::this_thread::yield();
+        }
+        if (n < 0 || wc.status != WcStatus::Success || wc.opcode != want) {
+            fail(fmt::format("{} completed with status {} ({}), opcode {}", what, wc_status_str(wc.status),
+                             static_cast<int>(wc.status), static_cast<int>(wc.opcode)));
+            return false;
+        }
+        return true;
+    }
+
+    bool client_ops(const Peer& rem) {
+        if (rem.len < kDataOff + o_.size)
+            return !fail(fmt::format("server region is {} bytes, need {}", rem.len, kDataOff + o_.size));
+        uint8_t* data = buf_ + kDataOff;
+        uint64_t* result = reinterpret_cast<uint64_t*>(buf_);
+        uint64_t fa_expect = kFaInitial;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < o_.iters; ++i) {
+            for (size_t j = 0; j < o_.size; ++j) data[j] = pattern(i, j);
+            SendWr w;
+            w.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(data), o_.size, mr_.lkey});
+            w.opcode = WrOpcode::RdmaWrite;
+            w.remote_addr = rem.vaddr + kDataOff;
+            w.rkey = rem.rkey;
+            if (!run_wr(w, WcOpcode::RdmaWrite, "RDMA WRITE")) return false;
+            std::memset(data, 0, o_.size);
+            w.opcode = WrOpcode::RdmaRead;
+            if (!run_wr(w, WcOpcode::RdmaRead, "RDMA READ")) return false;
+            for (size_t j = 0; j < o_.size; ++j)
+                if (data[j] != pattern(i, j))
+                    return !fail(fmt::format("iteration {}: READ byte {} is 0x{:02x}, wrote 0x{:02x}", i, j, data[j],
+                                             pattern(i, j)));
+
+            SendWr a;
+            a.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(result), 8, mr_.lkey});
+            a.rkey = rem.rkey;
+            *result = 0;
+            a.opcode = WrOpcode::AtomicFetchAndAdd;
+            a.remote_addr = rem.vaddr + kFaOff;
+            a.compare_add = static_cast<uint64_t>(i) + 1;
+            if (!run_wr(a, WcOpcode::FetchAdd, "FETCH_AND_ADD")) return false;
+            if (*result != fa_expect)
+                return !fail(fmt::format("iteration {}: FETCH_AND_ADD returned 0x{:x}, expected 0x{:x}", i, *result,
+                                         fa_expect));
+            fa_expect += static_cast<uint64_t>(i) + 1;
+
+            // A matching compare must swap; a stale one must not.
+            a.opcode = WrOpcode::AtomicCmpAndSwp;
+            a.remote_addr = rem.vaddr + kCsOff;
+            a.compare_add = static_cast<uint64_t>(i);
+            a.swap = static_cast<uint64_t>(i) + 1;
+            *result = ~uint64_t{0};
+            if (!run_wr(a, WcOpcode::CompSwap, "CMP_AND_SWAP")) return false;
+            if (*result != static_cast<uint64_t>(i))
+                return !fail(fmt::format("iteration {}: CMP_AND_SWAP returned 0x{:x}, expected 0x{:x}", i, *result, i));
+            a.swap = kCsMissSwap;
+            *result = ~uint64_t{0};
+            if (!run_wr(a, WcOpcode::CompSwap, "CMP_AND_SWAP (miss)")) return false;
+            if (*result != static_cast<uint64_t>(i) + 1)
+                return !fail(fmt::format("iteration {}: missing CMP_AND_SWAP returned 0x{:x}, expected 0x{:x}", i,
+                                         *result, i + 1));
+        }
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        fmt::print("rocemu rdma-ops: client: {} iterations of WRITE+READ {} B, FETCH_AND_ADD, 2x CMP_AND_SWAP ok in "
+                   "{:.3f} s\n",
+                   o_.iters, o_.size, s);
+        return true;
+    }
+
+    // What the client's operations must have left in this side's region.
+    bool server_check() {
+        const uint64_t n = static_cast<uint64_t>(o_.iters);
+        uint64_t fa, cs;
+        std::memcpy(&fa, buf_ + kFaOff, 8);
+        std::memcpy(&cs, buf_ + kCsOff, 8);
+        if (fa != kFaInitial + n * (n + 1) / 2)
+            return !fail(fmt::format("server: FETCH_AND_ADD word is 0x{:x}, expected 0x{:x}", fa,
+                                     kFaInitial + n * (n + 1) / 2));
+        if (cs != n) return !fail(fmt::format("server: CMP_AND_SWAP word is 0x{:x}, expected 0x{:x}", cs, n));
+        const uint8_t* data = buf_ + kDataOff;
+        for (size_t j = 0; j < o_.size; ++j)
+            if (data[j] != pattern(o_.iters - 1, j))
+                return !fail(fmt::format("server: data byte {} is 0x{:02x}, expected 0x{:02x}", j, data[j],
+                                         pattern(o_.iters - 1, j)));
+        fmt::print("rocemu rdma-ops: server: region holds the last WRITE, FETCH_AND_ADD word 0x{:x}, CMP_AND_SWAP "
+                   "word {}\n",
+                   fa, cs);
+        return true;
+    }
+
+    // One "counter NAME VALUE" line per port counter, for scripts that compare them with rxe's.
+    void print_counters() {
+        Counters c;
+        if (ctx_.query_counters(c)) return;
+        transport::for_each_counter(c, [](const char* name, uint64_t v) { fmt::print("counter {} {}\n", name, v); });
+    }
+
+    const RdmaOpsOptions& o_;
+    Context& ctx_;
+    int gidx_ = 0;
+    PathMtu mtu_ = PathMtu::Mtu1024;
+    uint8_t* buf_ = nullptr;
+    size_t buf_len_ = 0;
+    PdHandle pd_;
+    MrHandle mr_;
+    CqHandle cq_;
+    Qpn qpn_;
+};
+
+int run_rdma_ops(RdmaOpsOptions o) {
+    // After `--` every word is positional: the first may have landed in SERVER_IP.
+    if (!o.server.empty() && o.server[0] == '-') {
+        o.eal_args.insert(o.eal_args.begin(), o.server);
+        o.server.clear();
+    }
+    if (o.size < 1 || o.size > (1u << 30) || o.iters < 1 || o.timeout_s < 1 || o.tcp_port < 1 || o.tcp_port > 65535) {
+        fmt::print(stderr, "rocemu rdma-ops: -s must be 1..2^30, -n and -t at least 1, -p 1..65535\n");
+        return 1;
+    }
+    if (o.mtu && !path_mtu_of(o.mtu)) {
+        fmt::print(stderr, "rocemu rdma-ops: -m {}: the path MTU must be 256, 512, 1024, 2048 or 4096\n", o.mtu);
+        return 1;
+    }
+    srand48(static_cast<long>(getpid()) ^ static_cast<long>(time(nullptr)));
+    DeviceOptions d;
+    d.devspec = o.port;
+    d.host = o.host;
+    d.mtu_set = o.mtu_set;
+    d.capture = o.capture;
+    // The poll thread keeps answering ARP and ACKing while the TCP exchange blocks.
+    d.progress = Progress::Lcore;
+    std::string error;
+    std::unique_ptr<Context> ctx = Context::open(d, o.eal_args, error);
+    if (!ctx) {
+        fmt::print(stderr, "rocemu rdma-ops: {}\n", error);
+        return 1;
+    }
+    RdmaOps ops(o, *ctx);
+    return ops.run();
+}
+
+}  // namespace
+
+void add_rdma_ops_command(CLI::App& app, int& status) {
+    auto o = std::make_shared<RdmaOpsOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "rdma-ops",
+        "RDMA WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, paired with tests/interop's rdma_ops "
+        "(its 87-byte LID:QPN:PSN:GID:RKEY:VADDR:LEN exchange). Server (passive target) without SERVER_IP, client "
+        "with it. EAL arguments go after `--`.");
+    cmd->add_option("--port", o->port, "DPDK device string, e.g. net_af_packet0,iface=veth0")->required();
+    cmd->add_option("--ip", o->host.ip, "IPv4 address and prefix, e.g. 10.0.0.1/24")->required();
+    cmd->add_option("--mac", o->host.mac, "MAC address (default: the port's)");
+    cmd->add_option("--gid-layout", o->host.gid_layout, "connectx (RoCEv2 IPv4 GID at index 3) or rxe (index 1)")
+        ->capture_default_str();
+    cmd->add_option("--port-mtu", o->host.port_mtu, "set the port MTU (default: the device's)")
+        ->each([o](const std::string&) { o->mtu_set = true; });
+    cmd->add_option("-g,--gid-idx", o->gidx, "local GID index (default: the port's RoCEv2 IPv4 GID)");
+    cmd->add_option("-s,--size", o->size, "WRITE/READ size in bytes")->capture_default_str();
+    cmd->add_option("-n,--iters", o->iters, "iterations")->capture_default_str();
+    cmd->add_option("-m,--mtu", o->mtu, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the active MTU)");
+    cmd->add_option("-p,--tcp-port", o->tcp_port, "TCP port of the exchange")->capture_default_str();
+    cmd->add_option("-t,--timeout", o->timeout_s, "seconds to wait for each completion")->capture_default_str();
+    cmd->add_option("--capture", o->capture, "write every frame received and sent to this pcapng file");
+    cmd->add_option("server", o->server, "the server's IPv4 address (client mode)");
+    cmd->add_option("eal", o->eal_args, "EAL arguments, after --");
+    cmd->callback([o, &status] { status = run_rdma_ops(*o); });
+}
+
+}  // namespace rocemu::cli
