@@ -378,6 +378,21 @@ int LoopbackPerf::run(const PerfOptions& o, PerfResult& out, std::string& error)
     return 0;
 }
 
+std::string LoopbackPerf::counters() {
+    std::string out;
+    for (int s = 0; s < 2; ++s) {
+        Context& c = *impl_->ctx[s];
+        for (const auto& [name, v] : c.port_counters())
+            if (v) out += fmt::format("{} {} {}\n", c.name(), name, v);
+        Counters e;
+        c.query_counters(e);
+        transport::for_each_counter(e, [&](const char* name, uint64_t v) {
+            if (v) out += fmt::format("{} {} {}\n", c.name(), name, v);
+        });
+    }
+    return out;
+}
+
 std::string perf_bw_header() {
     return fmt::format(" {:<10} {:<13} {:<18} {:<21} {:<14}", "#bytes", "#iterations", "BW peak[Gb/sec]",
                        "BW average[Gb/sec]", "MsgRate[Mpps]");

@@ -45,6 +45,8 @@ public:
     ~LoopbackPerf();
     // 0 on success, else an errno value with `error` set.
     int run(const PerfOptions& o, PerfResult& out, std::string& error);
+    // The non-zero port and engine counters of both devices, one per line.
+    std::string counters();
 
     struct Impl;
 
