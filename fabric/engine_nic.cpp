@@ -4,13 +4,16 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <sys/mman.h>
+
 #include "dataplane/wire/l2.hpp"
 
 namespace rocemu::fabric {
 
 namespace {
 
-constexpr Bytes kWireOverhead{20};  // preamble, SFD and IFG, as the switch counts them
+constexpr Bytes kWireOverhead{20};
+constexpr uint64_t kArenaHint = uint64_t{0x1000} << 32;  // preamble, SFD and IFG, as the switch counts them
 
 transport::PathMtu path_mtu(uint32_t bytes) {
     switch (bytes) {
@@ -41,9 +44,16 @@ EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_ind
     transport::VerbsError err;
     eng_ = transport::Engine::create(cfg, err);
     if (!eng_) throw std::invalid_argument(err.msg);
+    // Address-space only: pages are committed as regions touch them.
+    void* hint = reinterpret_cast<void*>(kArenaHint + uint64_t{nic_index} * kArenaBytes);
+    void* a = mmap(hint, kArenaBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (a == MAP_FAILED) throw std::invalid_argument("EngineNic: cannot map the memory arena");
+    arena_ = static_cast<uint8_t*>(a);
     pd_ = eng_->alloc_pd().value;
     cq_ = eng_->create_cq(65536).value;
 }
+
+EngineNic::~EngineNic() { munmap(arena_, kArenaBytes); }
 
 sim::NodeId EngineNic::attach() {
     id_ = sim_.add_node(*this);
@@ -51,9 +61,11 @@ sim::NodeId EngineNic::attach() {
 }
 
 EngineNic::Region EngineNic::add_region(uint64_t bytes) {
-    memory_.push_back(std::make_unique<uint8_t[]>(bytes));
+    const uint64_t at = (arena_used_ + 63) & ~uint64_t{63};
+    if (at + bytes > kArenaBytes) throw std::invalid_argument("EngineNic: memory arena exhausted");
+    arena_used_ = at + bytes;
     Region r;
-    r.addr = memory_.back().get();
+    r.addr = arena_ + at;
     r.len = bytes;
     const auto mr = eng_->reg_mr(pd_, r.addr, bytes, transport::kLocalWrite | transport::kRemoteWrite);
     if (!mr.ok()) throw std::invalid_argument(mr.error.msg);
@@ -125,6 +137,79 @@ bool EngineNic::post_write(Qpn qp, uint64_t wr_id, const Region& src, uint32_t l
     return true;
 }
 
+void EngineNic::add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const Region& src, uint64_t remote_addr,
+                            uint32_t rkey) {
+    if (QpCtx* c = ctx(qp)) c->flow = flow;
+    tx_.push_back(TxFlow{flow, qp, src, remote_addr, rkey, spec.start, spec.size.v, std::max(spec.steps, 1u)});
+}
+
+EngineNic::TxFlow* EngineNic::tx_flow(uint32_t flow) {
+    for (TxFlow& f : tx_)
+        if (f.flow == flow) return &f;
+    return nullptr;
+}
+
+uint64_t EngineNic::step_bytes(const TxFlow& f) const {
+    return f.size / f.steps + (f.step + 1 == f.steps ? f.size % f.steps : 0);
+}
+
+void EngineNic::begin_step(uint32_t flow, Nanos now) {
+    TxFlow* f = tx_flow(flow);
+    if (!f || f->open || f->step >= f->steps) return;
+    f->open = true;
+    post_due_ = true;
+    sim_.arm_timer(id_, now);
+}
+
+void EngineNic::post_due(Nanos now) {
+    post_due_ = false;
+    for (TxFlow& f : tx_) {
+        if (!f.started && f.start <= now) {
+            f.started = f.open = true;
+            if (stats_) (*stats_)[f.flow].first_tx = now;
+        }
+        if (!f.open) continue;
+        const uint64_t step = step_bytes(f);
+        while (f.posted < step && f.in_flight < kChunksInFlight) {
+            const auto len = static_cast<uint32_t>(std::min<uint64_t>(kChunk, step - f.posted));
+            transport::SendWr w;
+            w.wr_id = uint64_t{f.flow} << 32 | len;
+            w.opcode = transport::WrOpcode::RdmaWrite;
+            w.send_flags = transport::kSendSignaled;
+            w.sg_list.push_back(transport::Sge{reinterpret_cast<uint64_t>(f.src.addr), len, f.src.lkey});
+            w.remote_addr = f.remote_addr;
+            w.rkey = f.rkey;
+            if (eng_->post_send(f.qp, std::span(&w, 1), fx_).err) {
+                ++c_.post_errors;
+                break;
+            }
+            f.posted += len;
+            ++f.in_flight;
+            if (stats_) (*stats_)[f.flow].tx_bytes += len;
+        }
+    }
+}
+
+void EngineNic::on_completion(const transport::Wc& wc, Nanos now) {
+    const bool ok = wc.status == transport::WcStatus::Success;
+    ++(ok ? c_.completions : c_.failed_completions);
+    TxFlow* f = tx_flow(static_cast<uint32_t>(wc.wr_id >> 32));
+    if (!f || !ok) return;
+    const uint32_t len = static_cast<uint32_t>(wc.wr_id);
+    --f->in_flight;
+    f->acked += len;
+    if (stats_) {
+        (*stats_)[f->flow].rx_bytes += len;
+        (*stats_)[f->flow].last_rx = now;
+    }
+    post_due_ = true;
+    if (f->acked < step_bytes(*f)) return;
+    ++f->step;
+    f->open = false;
+    f->posted = f->acked = 0;
+    if (sink_) sink_->on_step_done(f->flow, now);
+}
+
 EngineNic::QpCtx* EngineNic::ctx(Qpn q) {
     for (QpCtx& c : qps_)
         if (c.qpn == q) return &c;
@@ -145,7 +230,10 @@ void EngineNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
         wire::Pfc pfc;
         if (wire::parse_pfc(f, pfc) && ((pfc.class_enable >> prio_) & 1)) {
             ++c_.pfc_rx;
+            // A pause replaces the one in force: count only its new span.
+            if (paused_until_ > now) paused_total_ -= paused_until_ - now;
             paused_until_ = now + line_rate_.serialise(Bytes{uint64_t{pfc.quanta[prio_]} * 64});
+            paused_total_ += paused_until_ - now;
         }
     } else {
         // The engine counts and drops what it cannot use, by reason.
@@ -163,25 +251,31 @@ void EngineNic::on_timer(Nanos now) {
     }
     if (eng_->next_timer() <= now) eng_->on_timer(now, fx_);
     engine_timer_ran_ = now;
+    for (const TxFlow& f : tx_) post_due_ |= !f.started && f.start <= now;
     handle(now);
 }
 
 void EngineNic::handle(Nanos now) {
-    try_send(now);
-    for (const Qpn q : fx_.cnp_received) {
-        ++c_.cnp_rx;
-        if (QpCtx* c = ctx(q)) {
-            c->cc.on_cnp(now);
-            eng_->set_next_send(q, c->cc.next_send_time());
+    // A completion can open more WRITEs (this flow's next chunks, or a step
+    // the sink opens at once), so loop until nothing is left to post.
+    do {
+        if (post_due_) post_due(now);
+        try_send(now);
+        for (const Qpn q : fx_.cnp_received) {
+            ++c_.cnp_rx;
+            if (QpCtx* c = ctx(q)) {
+                c->cc.on_cnp(now);
+                eng_->set_next_send(q, c->cc.next_send_time());
+                if (stats_ && c->flow != UINT32_MAX) ++(*stats_)[c->flow].cnp_rx;
+            }
         }
-    }
-    if (!fx_.cq_events.empty()) {
-        transport::Wc wc[64];
-        for (uint32_t n; (n = eng_->poll_cq(cq_, wc)) > 0;)
-            for (uint32_t i = 0; i < n; ++i)
-                ++(wc[i].status == transport::WcStatus::Success ? c_.completions : c_.failed_completions);
-    }
-    fx_.clear();
+        if (!fx_.cq_events.empty()) {
+            transport::Wc wc[64];
+            for (uint32_t n; (n = eng_->poll_cq(cq_, wc)) > 0;)
+                for (uint32_t i = 0; i < n; ++i) on_completion(wc[i], now);
+        }
+        fx_.clear();
+    } while (post_due_);
     rearm(now);
 }
 
@@ -206,6 +300,7 @@ void EngineNic::try_send(Nanos now) {
         if (QpCtx* c = ctx(fr.qpn)) {
             c->cc.on_tx(wire_bytes, now);
             eng_->set_next_send(fr.qpn, c->cc.next_send_time());
+            if (stats_ && c->flow != UINT32_MAX) ++(*stats_)[c->flow].tx_pkts;
         }
     ++c_.tx_frames;
     sim_.transmit(id_, 0, h);
@@ -219,6 +314,8 @@ void EngineNic::rearm(Nanos now) {
     // ACK that opens the window wakes this node through on_frame instead.
     if (t <= now && engine_timer_ran_ == now) t = Nanos::max();
     for (const QpCtx& q : qps_) t = std::min(t, q.cc.next_timer());
+    for (const TxFlow& f : tx_)
+        if (!f.started) t = std::min(t, std::max(now, f.start));
     if (eng_->tx_pending(now))
         t = std::min(t, std::max({now, busy_until_, paused_until_}));
     else if (now < busy_until_)

@@ -7,8 +7,12 @@
 // paced by its own cc::QpCc: CNPs the engine reports cut its rate, and the
 // engine is told when the QP may send next (Engine::set_next_send).
 //
-// Not yet used by Fabric, whose hosts are GenNic traffic generators; the
-// tests drive it on a leaf built by hand.
+// Fabric drives it with flows: each flow is one RC QP pair whose message is
+// posted as signaled RDMA WRITEs of at most kChunk bytes, at most
+// kChunksInFlight at a time, in steps (a collective's steps): the NIC opens
+// step 0 at the flow's start, reports each finished step to its FlowSink and
+// opens a later step when told (begin_step). Per-flow progress goes into the
+// FlowStats the Fabric owns: rx_bytes counts bytes whose WRITE completed.
 #pragma once
 
 #include <array>
@@ -18,6 +22,7 @@
 
 #include "cc/cc.hpp"
 #include "dataplane/transport/engine.hpp"
+#include "fabric/gen_nic.hpp"
 #include "fabric/topology.hpp"
 #include "sim/sim.hpp"
 
@@ -31,18 +36,37 @@ struct EngineNicCounters {
     uint64_t completions = 0;
     uint64_t failed_completions = 0;  // status other than Success
     uint64_t pool_empty_drops = 0;    // no frame buffer for the engine to fill
+    uint64_t post_errors = 0;         // flow WRITEs the engine refused
+};
+
+// Told when a flow's step has completed (its last WRITE's CQE arrived).
+class FlowSink {
+public:
+    virtual void on_step_done(uint32_t flow, Nanos now) = 0;
+
+protected:
+    ~FlowSink() = default;
 };
 
 class EngineNic : public sim::Node {
 public:
+    static constexpr uint32_t kChunk = 64 * 1024;
+    static constexpr uint32_t kChunksInFlight = 16;
+    static constexpr uint64_t kArenaBytes = uint64_t{256} << 20;
+
     // Throws std::invalid_argument if the engine config is rejected.
     EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index);
+    ~EngineNic() override;
     EngineNic(const EngineNic&) = delete;
     EngineNic& operator=(const EngineNic&) = delete;
 
     sim::NodeId attach();
 
-    // A memory region of `bytes` (zeroed) with local and remote write access.
+    // A memory region of `bytes` (zeroed) with local and remote write access,
+    // carved from the NIC's arena. The arena is mapped at an address derived
+    // from the NIC index when that range is free, so RETH virtual addresses,
+    // and with them the pcaps, repeat from run to run. Throws
+    // std::invalid_argument when the arena (kArenaBytes) is exhausted.
     struct Region {
         uint8_t* addr = nullptr;
         uint64_t len = 0;
@@ -56,6 +80,28 @@ public:
     // One signaled RDMA WRITE of [src, src+len) to the peer's remote_addr.
     bool post_write(Qpn qp, uint64_t wr_id, const Region& src, uint32_t len, uint64_t remote_addr, uint32_t rkey);
 
+    // Flows (set before the run). `stats` is indexed by flow id.
+    void set_flow_sink(std::vector<FlowStats>* stats, FlowSink* sink) {
+        stats_ = stats;
+        sink_ = sink;
+    }
+    // Flow `flow` sends `spec.size` bytes in `spec.steps` steps on `qp` (in
+    // RTS), every chunk from `src` to [remote_addr, +kChunk) under `rkey`.
+    void add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const Region& src, uint64_t remote_addr,
+                     uint32_t rkey);
+    // Arms the node for the flows' start times (Fabric::start).
+    void begin_flows() { rearm(sim_.now()); }
+    // Opens the flow's next step; its WRITEs are posted at `now`.
+    void begin_step(uint32_t flow, Nanos now);
+
+    // Port paused by a received PFC frame (data priority) at `now`, and the
+    // total paused time up to `now`.
+    bool paused(Nanos now) const { return paused_until_ > now; }
+    Nanos paused_time(Nanos now) const {
+        return paused_total_ - (paused_until_ > now ? paused_until_ - now : Nanos{0});
+    }
+    const NicSpec& spec() const { return spec_; }
+
     void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
     void on_timer(Nanos now) override;
 
@@ -67,8 +113,29 @@ private:
     struct QpCtx {
         Qpn qpn;
         cc::QpCc cc;
+        uint32_t flow = UINT32_MAX;
+    };
+    struct TxFlow {
+        uint32_t flow;
+        Qpn qp;
+        Region src;
+        uint64_t remote_addr;
+        uint32_t rkey;
+        Nanos start;
+        uint64_t size;
+        uint32_t steps;
+        uint32_t step = 0;     // the step being sent (== steps when done)
+        bool open = false;     // the step's WRITEs may be posted
+        bool started = false;  // step 0 opened
+        uint64_t posted = 0;   // bytes of this step posted
+        uint64_t acked = 0;    // bytes of this step completed
+        uint32_t in_flight = 0;
     };
     QpCtx* ctx(Qpn q);
+    TxFlow* tx_flow(uint32_t flow);
+    uint64_t step_bytes(const TxFlow& f) const;
+    void post_due(Nanos now);
+    void on_completion(const transport::Wc& wc, Nanos now);
     void handle(Nanos now);
     void try_send(Nanos now);
     void rearm(Nanos now);
@@ -83,12 +150,18 @@ private:
     transport::Effects fx_;
     transport::PdHandle pd_;
     transport::CqHandle cq_;
-    std::vector<std::unique_ptr<uint8_t[]>> memory_;
+    uint8_t* arena_ = nullptr;
+    uint64_t arena_used_ = 0;
     std::vector<QpCtx> qps_;
     sim::NodeId id_ = 0;
     Nanos busy_until_{};
     Nanos paused_until_{};
+    Nanos paused_total_{};
     Nanos engine_timer_ran_ = Nanos::max();
+    std::vector<TxFlow> tx_;
+    std::vector<FlowStats>* stats_ = nullptr;
+    FlowSink* sink_ = nullptr;
+    bool post_due_ = false;
     EngineNicCounters c_;
 };
 

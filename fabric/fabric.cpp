@@ -1,6 +1,7 @@
 #include "fabric/fabric.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -47,8 +48,14 @@ Fabric::Fabric(const Topology& topo, uint64_t seed) : topo_(topo), sim_(sim::Sim
         sw_ids.push_back(switches_.back()->attach());
     }
     for (uint32_t n = 0; n < topo_.nics.size(); ++n) {
-        nics_.push_back(std::make_unique<GenNic>(sim_, topo_, n, stats_, done_));
-        nic_ids.push_back(nics_.back()->attach());
+        if (model() == NicModel::Rc) {
+            rc_nics_.push_back(std::make_unique<EngineNic>(sim_, topo_, n));
+            rc_nics_.back()->set_flow_sink(&stats_, this);
+            nic_ids.push_back(rc_nics_.back()->attach());
+        } else {
+            nics_.push_back(std::make_unique<GenNic>(sim_, topo_, n, stats_, done_));
+            nic_ids.push_back(nics_.back()->attach());
+        }
     }
     for (const LinkSpec& l : topo_.links) {
         auto id = [&](const Endpoint& e) { return e.is_switch ? sw_ids[e.index] : nic_ids[e.index]; };
@@ -61,9 +68,57 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     const auto id = static_cast<uint32_t>(flows_.size());
     flows_.push_back(f);
     stats_.emplace_back();
-    nics_[f.src]->add_tx_flow(id, f, topo_.nics[f.dst]);
-    nics_[f.dst]->add_rx_flow(id, f);
+    if (model() == NicModel::Generator) {
+        nics_[f.src]->add_tx_flow(id, f, topo_.nics[f.dst]);
+        nics_[f.dst]->add_rx_flow(id, f);
+        return id;
+    }
+    EngineNic& src = *rc_nics_[f.src];
+    EngineNic& dst = *rc_nics_[f.dst];
+    const Qpn sq = src.create_qp();
+    const Qpn dq = dst.create_qp();
+    // Both ends start at PSN 0: nothing on the wire depends on the choice.
+    src.connect(sq, dq, topo_.nics[f.dst], Psn{0}, Psn{0});
+    dst.connect(dq, sq, topo_.nics[f.src], Psn{0}, Psn{0});
+    const EngineNic::Region from = src.add_region(EngineNic::kChunk);
+    const EngineNic::Region to = dst.add_region(EngineNic::kChunk);
+    src.add_tx_flow(id, f, sq, from, reinterpret_cast<uint64_t>(to.addr), to.rkey);
+    steps_done_.push_back(0);
+    steps_begun_.push_back(1);  // step 0 opens at the flow's start
+    followers_.emplace_back();
+    if (f.after != FlowSpec::kNoFlow) {
+        if (f.after >= id) throw std::invalid_argument("FlowSpec::after must name an earlier flow");
+        followers_[f.after].push_back(id);
+    }
     return id;
+}
+
+void Fabric::stall(uint32_t nic, Nanos at) {
+    if (model() != NicModel::Generator) throw std::logic_error("a stuck receiver needs nic.model: generator");
+    nics_[nic]->stall_from(at);
+}
+
+bool Fabric::nic_paused(uint32_t nic, Nanos now) const {
+    return model() == NicModel::Rc ? rc_nics_[nic]->paused(now) : nics_[nic]->paused(now);
+}
+
+void Fabric::on_step_done(uint32_t flow, Nanos now) {
+    const uint32_t done = ++steps_done_[flow];
+    if (done == std::max(flows_[flow].steps, 1u)) {
+        stats_[flow].done = true;
+        ++done_;
+    }
+    maybe_begin(flow, now);
+    for (const uint32_t g : followers_[flow]) maybe_begin(g, now);
+}
+
+void Fabric::maybe_begin(uint32_t flow, Nanos now) {
+    const FlowSpec& f = flows_[flow];
+    const uint32_t next = steps_begun_[flow];
+    if (next >= std::max(f.steps, 1u) || steps_done_[flow] < next) return;
+    if (f.after != FlowSpec::kNoFlow && steps_done_[f.after] < next) return;
+    ++steps_begun_[flow];
+    rc_nics_[f.src]->begin_step(flow, now);
 }
 
 bool Fabric::capture(std::string_view link, const std::string& path, std::string& error) {
@@ -87,6 +142,8 @@ bool Fabric::capture(std::string_view link, const std::string& path, std::string
 
 void Fabric::start() {
     for (auto& n : nics_) n->start();
+    // RC flows open their first step at their start time.
+    for (auto& n : rc_nics_) n->begin_flows();
 }
 
 bool Fabric::all_done() const { return done_ == flows_.size(); }
@@ -127,6 +184,13 @@ Totals Fabric::totals() const {
                 t.max_queue = std::max(t.max_queue, core.queue_counters(static_cast<sw::PortId>(p), q).watermark);
         }
         t.switch_drops += s->counters().not_ip_drops + s->counters().bad_pfc_drops + s->counters().pool_empty_drops;
+    }
+    for (const auto& n : rc_nics_) {
+        const transport::Counters& e = n->engine().counters();
+        t.cnps += e.np_cnp_sent;
+        for (const uint64_t d : e.drops) t.nic_drops += d;
+        t.nic_drops += n->counters().pool_empty_drops;
+        t.nic_paused += n->paused_time(now);
     }
     for (const auto& n : nics_) {
         const NicCounters& c = n->counters();

@@ -1,5 +1,6 @@
 // A whole fabric in virtual time: one Simulator holding a SwitchNode per
-// switch and a GenNic per NIC of a Topology, cabled as the topology says,
+// switch and a NIC per NIC of a Topology (an EngineNic with RC QPs, or a
+// GenNic traffic generator, as nic.model says), cabled as the topology says,
 // with flows to run, optional pcap capture of named links and a sampler for
 // time series. One thread, deterministic: the same topology, flows and seed
 // give identical counters and byte-identical pcaps.
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "dataplane/pcap/pcap.hpp"
+#include "fabric/engine_nic.hpp"
 #include "fabric/gen_nic.hpp"
 #include "fabric/switch_node.hpp"
 #include "fabric/topology.hpp"
@@ -41,15 +43,19 @@ struct Totals {
 // no extra wire overhead (the nodes pace every frame with it).
 sim::LinkConfig link_config(const LinkClass& c);
 
-class Fabric {
+class Fabric : private FlowSink {
 public:
     Fabric(const Topology& topo, uint64_t seed);
     Fabric(const Fabric&) = delete;
     Fabric& operator=(const Fabric&) = delete;
 
-    // Before start(): flows, stalls, captures.
+    // Before start(): flows, stalls, captures. With the RC model a flow is
+    // an RC QP pair (one QP on each NIC, connected to each other) and a
+    // kChunk memory region on each side. `f.after` names an earlier flow.
     uint32_t add_flow(const FlowSpec& f);
-    void stall(uint32_t nic, Nanos at) { nics_[nic]->stall_from(at); }
+    // The generator model only (an RC responder cannot be made to stall):
+    // throws std::logic_error on the RC model.
+    void stall(uint32_t nic, Nanos at);
     // Taps both directions of the named link into one pcap. False (with a
     // message) if the link is unknown or the file cannot be written.
     bool capture(std::string_view link, const std::string& path, std::string& error);
@@ -65,7 +71,13 @@ public:
     sim::Simulator& sim() { return sim_; }
     Nanos now() const { return sim_.now(); }
     const std::vector<std::unique_ptr<SwitchNode>>& switches() const { return switches_; }
+    NicModel model() const { return topo_.cfg.nic.model; }
+    // Empty unless model() is Generator.
     const std::vector<std::unique_ptr<GenNic>>& nics() const { return nics_; }
+    // Empty unless model() is Rc.
+    const std::vector<std::unique_ptr<EngineNic>>& rc_nics() const { return rc_nics_; }
+    uint32_t nic_count() const { return static_cast<uint32_t>(topo_.nics.size()); }
+    bool nic_paused(uint32_t nic, Nanos now) const;
     const std::vector<FlowSpec>& flows() const { return flows_; }
     const std::vector<FlowStats>& stats() const { return stats_; }
     Totals totals() const;
@@ -77,10 +89,19 @@ public:
     std::vector<SwitchEvent> events() const;
 
 private:
+    void on_step_done(uint32_t flow, Nanos now) override;
+    void maybe_begin(uint32_t flow, Nanos now);
+
     Topology topo_;
     sim::Simulator sim_;
     std::vector<std::unique_ptr<SwitchNode>> switches_;
     std::vector<std::unique_ptr<GenNic>> nics_;
+    std::vector<std::unique_ptr<EngineNic>> rc_nics_;
+    // RC model, per flow: steps completed and begun, and the flows whose
+    // next step waits for this one.
+    std::vector<uint32_t> steps_done_;
+    std::vector<uint32_t> steps_begun_;
+    std::vector<std::vector<uint32_t>> followers_;
     std::vector<std::array<sim::LinkId, 2>> links_;
     std::vector<FlowSpec> flows_;
     std::vector<FlowStats> stats_;

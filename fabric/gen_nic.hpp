@@ -36,6 +36,13 @@ struct FlowSpec {
     Bytes size{};  // bytes of WRITE payload
     Nanos start{};
     uint16_t sport = 0xC000;  // UDP source port: the flow's ECMP entropy
+    // The RC model sends `size` in `steps` equal steps (the last takes the
+    // remainder); step k > 0 starts once this flow's step k-1 and flow
+    // `after`'s step k-1 have completed (a ring's data dependency). The
+    // generator model streams `size` at once.
+    uint32_t steps = 1;
+    uint32_t after = kNoFlow;
+    static constexpr uint32_t kNoFlow = UINT32_MAX;
 };
 
 // Receive-side state of one flow, also what the report reads.

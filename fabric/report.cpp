@@ -47,9 +47,9 @@ void Recorder::sample(Nanos now) {
             ps.nonzero |= paused;
         }
     }
-    for (const auto& n : f_.nics()) {
-        Series& ps = series(pauses_, pi++, n->spec().name);
-        const bool paused = n->paused(now);
+    for (uint32_t n = 0; n < f_.nic_count(); ++n) {
+        Series& ps = series(pauses_, pi++, f_.topology().nics[n].name);
+        const bool paused = f_.nic_paused(n, now);
         ps.v.push_back(paused);
         ps.nonzero |= paused;
     }

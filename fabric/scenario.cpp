@@ -216,7 +216,8 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
 
 // --- 2. Incast: PFC only vs PFC + DCQCN ------------------------------------------
 
-Topology single_leaf(uint32_t hosts, const std::string& cc, const ScenarioOptions& o) {
+Topology single_leaf(uint32_t hosts, const std::string& cc, const ScenarioOptions& o,
+                     NicModel model = NicModel::Rc) {
     FabricConfig c = base_or(o,
                              fmt::format("topology: {{kind: leaf_spine, leaves: 1, hosts_per_leaf: {}, spines: 0}}\n"
                                          "switch: {{profile: lossless-100g}}\n",
@@ -226,6 +227,7 @@ Topology single_leaf(uint32_t hosts, const std::string& cc, const ScenarioOption
     if (!ccr.config) throw std::invalid_argument(ccr.error);
     c.nic.cc_name = cc;
     c.nic.cc = ccr.config->nic.cc;
+    c.nic.model = model;
     return generate(c);
 }
 
@@ -243,7 +245,7 @@ ScenarioResult incast(const ScenarioOptions& o) {
     Runner run("incast", o);
     std::vector<Outcome> outs;
     for (const auto& [label, cc] : {std::pair{"pfc-only", "none"}, std::pair{"pfc+dcqcn", "connectx-default"}}) {
-        Variant v{label, single_leaf(senders + 1, cc, o), {}, Nanos::from_ms(o.reduced ? 20 : 100)};
+        Variant v{label, single_leaf(senders + 1, cc, o, NicModel::Generator), {}, Nanos::from_ms(o.reduced ? 20 : 100)};
         Rng rng(o.seed);
         Workload w;
         w.pattern = Pattern::Incast;
@@ -373,6 +375,7 @@ ScenarioResult pfc_storm(const ScenarioOptions& o) {
     for (const bool wd : {false, true}) {
         FabricConfig c = cfg;
         c.sw.base.pfc_wd.enabled = wd;
+        c.nic.model = NicModel::Generator;  // an RC responder cannot be made to stall
         Variant v{wd ? "watchdog-on" : "watchdog-off", generate(c), {}, limit, Nanos::from_us(20)};
         const Bytes big{1ull << 34};
         v.flows.push_back(FlowSpec{0, 5, big, Nanos{0}, 0xC010});

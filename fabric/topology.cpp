@@ -163,6 +163,8 @@ cc::CcConfigResult load_cc(const std::string& name, const std::string& source) {
 
 }  // namespace
 
+std::string_view nic_model_name(NicModel m) { return m == NicModel::Rc ? "rc" : "generator"; }
+
 ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& source) {
     Reader r(source);
     YAML::Node root;
@@ -228,7 +230,17 @@ ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& 
     }
 
     if (const YAML::Node nic = root["nic"]) {
-        r.only(nic, "nic", {"cc", "spraying", "mtu", "dscp"});
+        r.only(nic, "nic", {"model", "cc", "spraying", "mtu", "dscp"});
+        if (nic["model"]) {
+            std::string model;
+            r.string(nic, "model", "nic.model", model);
+            if (model == "rc")
+                c.nic.model = NicModel::Rc;
+            else if (model == "generator")
+                c.nic.model = NicModel::Generator;
+            else
+                r.fail("nic.model", fmt::format("'{}' is not one of rc, generator", model));
+        }
         r.string(nic, "cc", "nic.cc", c.nic.cc_name);
         r.boolean(nic, "spraying", "nic.spraying", c.nic.spraying);
         r.uint(nic, "mtu", "nic.mtu", 576, 9216, c.nic.mtu);
@@ -485,11 +497,11 @@ std::string Topology::summary() const {
     for (const SwitchSpec& s : switches) (s.role == Role::Spine ? nsp : nsw)++;
     return fmt::format(
         "fabric '{}' ({}): {} NICs, {} leaf/edge switches, {} spines, {} links; host links {} Gbit/s {} ns, "
-        "fabric links {} Gbit/s {} ns; oversubscription {:.2f}:1; NIC cc {} spraying {} MTU {} (RDMA {}); "
-        "switch profile {}",
+        "fabric links {} Gbit/s {} ns; oversubscription {:.2f}:1; NIC {} cc {} spraying {} MTU {} "
+        "(RDMA {}); switch profile {}",
         cfg.name, shape_name(cfg.shape), nics.size(), nsw, nsp, links.size(), cfg.host_link.speed.as_gbps(),
         cfg.host_link.delay.v, cfg.fabric_link.speed.as_gbps(), cfg.fabric_link.delay.v, oversubscription,
-        cfg.nic.cc_name, cfg.nic.spraying ? "on" : "off", cfg.nic.mtu, cfg.nic.rdma_mtu(), cfg.sw.name);
+        nic_model_name(cfg.nic.model), cfg.nic.cc_name, cfg.nic.spraying ? "on" : "off", cfg.nic.mtu, cfg.nic.rdma_mtu(), cfg.sw.name);
 }
 
 }  // namespace rocemu::fabric

@@ -27,7 +27,13 @@ struct LinkClass {
     Nanos delay{500};
 };
 
+// How Fabric models a host NIC: the RC transport (verbs, RC QPs, ACKs,
+// retransmission; EngineNic) or a traffic generator without ACKs (GenNic).
+enum class NicModel : uint8_t { Rc, Generator };
+std::string_view nic_model_name(NicModel m);
+
 struct NicProfile {
+    NicModel model = NicModel::Rc;
     std::string cc_name = "connectx-default";  // a cc preset, a file, or "none"
     cc::CcConfig cc{};
     bool spraying = false;  // per-packet UDP source port entropy

@@ -46,7 +46,9 @@ TEST(FabricRun, OneFlowCrossesTheFabricAtLineRate) {
 }
 
 TEST(FabricRun, IncastWithoutCcIsLosslessThroughPfc) {
-    Fabric f(make("topology: {kind: dumbbell, left_hosts: 4, right_hosts: 1}\nnic: {cc: none}\n"
+    // The generator has no window: 4 senders flood the bottleneck until PFC
+    // holds them (RC windows bound this incast below XOFF; see below).
+    Fabric f(make("topology: {kind: dumbbell, left_hosts: 4, right_hosts: 1}\nnic: {cc: none, model: generator}\n"
                   "switch: {profile: lossless-100g}\n"),
              1);
     for (uint32_t s = 0; s < 4; ++s)
@@ -60,6 +62,28 @@ TEST(FabricRun, IncastWithoutCcIsLosslessThroughPfc) {
     EXPECT_EQ(t.cnps, 0u);
     EXPECT_GT(t.nic_paused, Nanos{0});
     EXPECT_GT(t.ecn_marks, 0u);  // marking happens; nobody reacts
+}
+
+TEST(FabricRun, RcIncastStaysWithinTheWindowsWithoutPfcAndIsLossless) {
+    // 4 RC senders: at most 4 windows of 128 packets can queue at the
+    // bottleneck, less than the shared buffer lets a PG fill before XOFF.
+    Fabric f(make("topology: {kind: dumbbell, left_hosts: 4, right_hosts: 1}\nnic: {cc: none}\n"
+                  "switch: {profile: lossless-100g}\n"),
+             1);
+    ASSERT_EQ(f.model(), NicModel::Rc);
+    for (uint32_t s = 0; s < 4; ++s)
+        f.add_flow(FlowSpec{s, 4, Bytes{8 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + s)});
+    f.start();
+    f.run(Nanos::from_ms(50));
+    ASSERT_TRUE(f.all_done());
+    const Totals t = f.totals();
+    EXPECT_EQ(t.switch_drops, 0u);
+    EXPECT_EQ(t.nic_drops, 0u);
+    EXPECT_EQ(t.pfc_xoff, 0u);
+    EXPECT_LE(t.max_queue.v, 4u * 128 * (4096 + 78));
+    EXPECT_GT(t.max_queue.v, 128u * 4096);  // more than one window did queue
+    for (const auto& n : f.rc_nics()) EXPECT_EQ(n->counters().failed_completions, 0u);
+    for (const FlowStats& s : f.stats()) EXPECT_EQ(s.rx_bytes, uint64_t{8} << 20);
 }
 
 TEST(FabricRun, DcqcnReactsToMarksWithCnps) {
