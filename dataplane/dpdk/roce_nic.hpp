@@ -18,6 +18,8 @@
 #include <span>
 
 #include "dataplane/dpdk/nic.hpp"
+#include "dataplane/wire/l2.hpp"
+#include "dataplane/wire/pause.hpp"
 #include "dataplane/transport/engine.hpp"
 
 namespace rocemu::dpdk {
@@ -42,17 +44,29 @@ class EngineUpper {
 public:
     static constexpr bool kHandlesRoce = true;
 
-    explicit EngineUpper(transport::Engine& engine) : engine_(engine) {}
+    // The NIC sends its RoCE traffic (data, ACKs and CNPs alike) on one PFC
+    // priority; a pause of that priority holds all of it. Priority 3 is the
+    // lossless RoCE class of SONiC's and mlx5's usual setup.
+    static constexpr int kDefaultPfcPriority = 3;
+
+    explicit EngineUpper(transport::Engine& engine, int pfc_priority = kDefaultPfcPriority,
+                         BitsPerSec port_speed = BitsPerSec::gbps(100))
+        : engine_(engine), pfc_priority_(pfc_priority), port_speed_(port_speed) {}
 
     void on_roce(std::span<const uint8_t> frame, Nanos now) { engine_.on_frame(frame, now, fx_); }
-    // PFC pauses belong to the pacer, which is not attached yet; the host
-    // stack has counted the frame (rx_pfc).
-    void on_pfc(std::span<const uint8_t>, Nanos) {}
+    // The host stack has counted the frame (rx_pfc); here it pauses TX.
+    void on_pfc(std::span<const uint8_t> frame, Nanos now) {
+        wire::Pfc pfc;
+        if (wire::parse_pfc(frame, pfc)) pauses_.on_pfc(pfc, now, port_speed_);
+    }
+    bool tx_paused(Nanos now) const { return pauses_.paused(pfc_priority_, now); }
+    const wire::PfcPauseState& pauses() const { return pauses_; }
     // Resolutions are picked up by calling fill_av() again.
     void on_host_effect(const host::HostEffect&, Nanos) {}
     Nanos next_timer() const { return engine_.next_timer(); }
     void on_timer(Nanos now) { engine_.on_timer(now, fx_); }
     size_t pull_tx(std::span<uint8_t> out, Nanos now) {
+        if (tx_paused(now)) return 0;
         transport::TxFrame f;
         f.buf = out;
         return engine_.tx_burst(std::span(&f, 1), now, fx_) ? f.len : 0;
@@ -88,6 +102,9 @@ public:
 private:
     transport::Engine& engine_;
     transport::Effects fx_;
+    int pfc_priority_;
+    BitsPerSec port_speed_;
+    wire::PfcPauseState pauses_;
 };
 
 // Completes `av` for RTR. Pending: an ARP request is out; poll the NIC (and

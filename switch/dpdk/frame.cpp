@@ -145,19 +145,4 @@ size_t build_pfc(const PfcFrameDesc& pfc, const wire::MacAddr& src, std::span<ui
     return wire::encode_pfc(p, out);
 }
 
-void PauseState::on_pfc(const PfcFrameDesc& f, Nanos now, BitsPerSec speed) {
-    for (int p = 0; p < kNumTc; ++p) {
-        if (!((f.class_enable >> p) & 1)) continue;
-        const auto i = static_cast<size_t>(p);
-        const uint16_t q = f.quanta[i];
-        if (q == 0) {
-            until_[i] = now;
-            ++xon_[i];
-        } else {
-            until_[i] = now + speed.serialise(Bytes{uint64_t{q} * 512 / 8});
-            ++xoff_[i];
-        }
-    }
-}
-
 }  // namespace rocemu::sw::live

@@ -5,6 +5,8 @@
 // tests need no EAL and the simulated fabric could share it.
 #pragma once
 
+#include "dataplane/wire/pause.hpp"
+
 #include <array>
 #include <cstdint>
 #include <span>
@@ -50,20 +52,7 @@ bool corrupt_icrc(std::span<uint8_t> frame);
 size_t build_pfc(const PfcFrameDesc& pfc, const wire::MacAddr& src, std::span<uint8_t> out);
 
 // The pauses a sender honours: priority p may not start a frame before
-// until(p). A PFC frame sets, for each enabled priority, the pause to
-// quanta x 512 bit times at `speed` from `now` (0 resumes at once).
-class PauseState {
-public:
-    void on_pfc(const PfcFrameDesc& f, Nanos now, BitsPerSec speed);
-    bool paused(int prio, Nanos now) const { return until_[static_cast<size_t>(prio)] > now; }
-    Nanos until(int prio) const { return until_[static_cast<size_t>(prio)]; }
-    uint64_t xoff_frames(int prio) const { return xoff_[static_cast<size_t>(prio)]; }
-    uint64_t xon_frames(int prio) const { return xon_[static_cast<size_t>(prio)]; }
-
-private:
-    std::array<Nanos, kNumTc> until_{};
-    std::array<uint64_t, kNumTc> xoff_{};
-    std::array<uint64_t, kNumTc> xon_{};
-};
+// until(p). Shared with the emulated NIC, so both honour PFC alike.
+using PauseState = wire::PfcPauseState;
 
 }  // namespace rocemu::sw::live

@@ -212,6 +212,53 @@ TEST_F(DpdkRoceRing, RcSendAndWriteCompleteAcrossThePorts) {
     EXPECT_EQ(a.nic->stats()[PortStat::DropTxFull], 0u);
 }
 
+TEST_F(DpdkRoceRing, PfcPauseOfTheRocePriorityHoldsTransmissionForThePauseTime) {
+    connect();
+    RoceNic& a = *n[0];
+    SendWr write;
+    write.wr_id = 9;
+    write.opcode = WrOpcode::RdmaWrite;
+    write.send_flags = kSendSignaled;
+    write.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(a.buf.data()), 64, a.mr.lkey});
+    write.remote_addr = reinterpret_cast<uint64_t>(n[1]->buf.data());
+    write.rkey = n[1]->mr.rkey;
+    ASSERT_FALSE(a.engine->post_send(a.qpn, std::span(&write, 1), a.upper->effects()));
+
+    // 1000 quanta at the default 100 Gbit/s port speed: 512000 bit times = 5120 ns.
+    wire::Pfc pfc;
+    pfc.class_enable = 1u << EngineUpper::kDefaultPfcPriority;
+    pfc.quanta[EngineUpper::kDefaultPfcPriority] = 1000;
+    std::array<uint8_t, 64> frame{};
+    ASSERT_EQ(wire::encode_pfc(pfc, frame), wire::kPfcFrameLen);
+    const Nanos t0{int64_t{1} << 50};  // after any time the loop has seen
+    a.upper->on_pfc(std::span(frame.data(), wire::kPfcFrameLen), t0);
+
+    std::vector<uint8_t> out(16384);
+    EXPECT_EQ(a.upper->pull_tx(out, t0), 0u);
+    EXPECT_EQ(a.upper->pull_tx(out, t0 + Nanos{5119}), 0u);
+    EXPECT_GT(a.upper->pull_tx(out, t0 + Nanos{5120}), 0u) << "the WRITE goes once the pause expires";
+
+    // A pause of another priority does not hold the NIC, and a resume (time 0) ends a pause at once.
+    pfc.class_enable = 1u << 5;
+    pfc.quanta = {};
+    pfc.quanta[5] = 0xFFFF;
+    wire::encode_pfc(pfc, frame);
+    a.upper->on_pfc(std::span(frame.data(), wire::kPfcFrameLen), t0 + Nanos{6000});
+    EXPECT_FALSE(a.upper->tx_paused(t0 + Nanos{6001}));
+    pfc.class_enable = 1u << EngineUpper::kDefaultPfcPriority;
+    pfc.quanta = {};
+    pfc.quanta[EngineUpper::kDefaultPfcPriority] = 0xFFFF;
+    wire::encode_pfc(pfc, frame);
+    a.upper->on_pfc(std::span(frame.data(), wire::kPfcFrameLen), t0 + Nanos{7000});
+    EXPECT_TRUE(a.upper->tx_paused(t0 + Nanos{7001}));
+    pfc.quanta[EngineUpper::kDefaultPfcPriority] = 0;
+    wire::encode_pfc(pfc, frame);
+    a.upper->on_pfc(std::span(frame.data(), wire::kPfcFrameLen), t0 + Nanos{8000});
+    EXPECT_FALSE(a.upper->tx_paused(t0 + Nanos{8000}));
+    EXPECT_EQ(a.upper->pauses().xoff_frames(EngineUpper::kDefaultPfcPriority), 2u);
+    EXPECT_EQ(a.upper->pauses().xon_frames(EngineUpper::kDefaultPfcPriority), 1u);
+}
+
 TEST_F(DpdkRoceRing, EngineAndQpCountersAreAnsweredByTheLoopToAnotherThread) {
     connect();
     RoceNic& a = *n[0];
