@@ -85,11 +85,6 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     src.add_tx_flow(id, f, sq, from, reinterpret_cast<uint64_t>(to.addr), to.rkey);
     steps_done_.push_back(0);
     steps_begun_.push_back(1);  // step 0 opens at the flow's start
-    followers_.emplace_back();
-    if (f.after != FlowSpec::kNoFlow) {
-        if (f.after >= id) throw std::invalid_argument("FlowSpec::after must name an earlier flow");
-        followers_[f.after].push_back(id);
-    }
     return id;
 }
 
@@ -142,6 +137,14 @@ bool Fabric::capture(std::string_view link, const std::string& path, std::string
 
 void Fabric::start() {
     for (auto& n : nics_) n->start();
+    followers_.assign(flows_.size(), {});
+    for (uint32_t id = 0; id < flows_.size(); ++id) {
+        const uint32_t after = flows_[id].after;
+        if (after == FlowSpec::kNoFlow) continue;
+        if (after >= flows_.size() || after == id)
+            throw std::invalid_argument(fmt::format("flow {}: after = {} names no other flow", id, after));
+        followers_[after].push_back(id);
+    }
     // RC flows open their first step at their start time.
     for (auto& n : rc_nics_) n->begin_flows();
 }

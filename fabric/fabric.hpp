@@ -51,7 +51,8 @@ public:
 
     // Before start(): flows, stalls, captures. With the RC model a flow is
     // an RC QP pair (one QP on each NIC, connected to each other) and a
-    // kChunk memory region on each side. `f.after` names an earlier flow.
+    // kChunk memory region on each side. start() throws std::invalid_argument
+    // if a flow's `after` names no other flow.
     uint32_t add_flow(const FlowSpec& f);
     // The generator model only (an RC responder cannot be made to stall):
     // throws std::logic_error on the RC model.

@@ -69,10 +69,21 @@ std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& r
         case Pattern::RingAllReduce: {
             const uint32_t rails = topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1;
             const uint32_t ranks = n / rails;
-            const uint64_t bytes = ranks > 1 ? 2 * w.size.v * (ranks - 1) / ranks : 0;
-            // NICs are numbered host-major, so NIC i of host h is h*rails+i.
+            if (ranks < 2 || w.size.v < ranks) break;
+            // 2(n-1) steps (reduce-scatter, then all-gather), each a chunk of
+            // size/n to the ring successor once the predecessor's previous
+            // step has landed here.
+            const uint32_t steps = 2 * (ranks - 1);
+            const uint64_t bytes = w.size.v / ranks * steps;
+            // NICs are numbered host-major, so NIC i of host h is h*rails+i,
+            // and flows are added in that order.
+            const auto first = static_cast<uint32_t>(out.size());
             for (uint32_t h = 0; h < ranks; ++h)
-                for (uint32_t i = 0; i < rails; ++i) add(h * rails + i, ((h + 1) % ranks) * rails + i, bytes);
+                for (uint32_t i = 0; i < rails; ++i) {
+                    add(h * rails + i, ((h + 1) % ranks) * rails + i, bytes);
+                    out.back().steps = steps;
+                    out.back().after = first + ((h + ranks - 1) % ranks) * rails + i;
+                }
             break;
         }
     }

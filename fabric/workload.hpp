@@ -3,10 +3,12 @@
 // bandwidth factor of each, and a size sweep that reports nccl-tests'
 // columns (size, time, algbw, busbw) plus PFC, ECN and CNP totals.
 //
-// Ring all-reduce is modelled by its traffic, not its steps: every rank
-// streams 2(n-1)/n x size to its ring successor at once, which is what the
-// ring's links carry; rings follow rails (NIC i of host h sends to NIC i of
-// host h+1), as NCCL builds one ring per rail.
+// Ring all-reduce is a flow per ring edge of 2(n-1) steps of size/n each
+// (FlowSpec::steps, ::after = the predecessor's flow): on the RC model each
+// step waits for this rank's previous step and its predecessor's; the
+// generator model streams the 2(n-1)/n x size at once. Rings follow rails
+// (NIC i of host h sends to NIC i of host h+1), as NCCL builds one ring per
+// rail.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +35,8 @@ struct Workload {
     Nanos start{};
 };
 
-// Flows for one run. Each flow's UDP source port (its ECMP entropy) is drawn
+// Flows for one run, to be added to an empty Fabric in order (`after`
+// holds indices into the returned list). Each flow's UDP source port (its ECMP entropy) is drawn
 // from `rng`, as a QP's port would be.
 std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& rng);
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fabric/fabric.hpp"
+#include "fabric/workload.hpp"
 
 namespace rocemu::fabric {
 namespace {
@@ -100,6 +101,41 @@ TEST(FabricRun, DcqcnReactsToMarksWithCnps) {
     uint64_t cnp_rx = 0;
     for (const FlowStats& s : f.stats()) cnp_rx += s.cnp_rx;
     EXPECT_EQ(cnp_rx, t.cnps);  // lossless: every CNP reaches its sender
+}
+
+TEST(FabricRun, RcRingAllReduceRunsItsStepsInOrder) {
+    const Topology topo = make(kLeafSpine);
+    Workload w;
+    w.pattern = Pattern::RingAllReduce;
+    w.size = Bytes{4 << 20};
+    Rng rng(3);
+    const std::vector<FlowSpec> flows = make_flows(topo, w, rng);
+    const uint32_t n = topo.nic_count();
+    ASSERT_EQ(flows.size(), n);
+    Fabric f(topo, 1);
+    for (const FlowSpec& fl : flows) {
+        EXPECT_EQ(fl.steps, 2 * (n - 1));
+        EXPECT_EQ(fl.dst, (fl.src + 1) % n);
+        EXPECT_EQ(flows[fl.after].dst, fl.src);  // waits for the data it forwards
+        f.add_flow(fl);
+    }
+    f.start();
+    f.run(Nanos::from_ms(20));
+    ASSERT_TRUE(f.all_done());
+    Nanos first = Nanos::max(), last{};
+    for (const FlowStats& s : f.stats()) {
+        EXPECT_EQ(s.rx_bytes, w.size.v / n * 2 * (n - 1));
+        first = std::min(first, s.first_tx);
+        last = std::max(last, s.last_rx);
+    }
+    // Steps are sequential: each costs at least a chunk's serialisation and
+    // a round trip, so the whole cannot beat 2(n-1) chunks back to back plus
+    // one round trip per step; nor should it take many times that.
+    const Nanos chunk = BitsPerSec::gbps(100).serialise(Bytes{w.size.v / n});
+    const Nanos floor = chunk * (2 * (n - 1)) + Nanos{2000} * (2 * (n - 1));
+    EXPECT_GT(last - first, floor);
+    EXPECT_LT(last - first, floor * 2);
+    EXPECT_EQ(f.totals().switch_drops, 0u);
 }
 
 std::string slurp(const std::string& path) {
