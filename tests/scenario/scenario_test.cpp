@@ -71,6 +71,7 @@ TEST(FabricScenario, JumboFramesAreMoreEfficient) {
     const ScenarioResult r = run("mtu", 1);
     auto m = r.metrics;
     EXPECT_GE(m["mtu9000.efficiency"] - m["mtu1500.efficiency"], 0.04);
+    EXPECT_GT(m["mtu9000.mpps"], 0);
     EXPECT_GE(m["mtu1500.mpps"], 3 * m["mtu9000.mpps"]);
     EXPECT_TRUE(r.pass) << r.verdict;
 }
