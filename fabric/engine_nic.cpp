@@ -88,7 +88,7 @@ Qpn EngineNic::create_qp() {
     return r.value;
 }
 
-void EngineNic::connect(Qpn local, Qpn remote, const NicSpec& peer, Psn sq_psn, Psn rq_psn) {
+void EngineNic::connect(Qpn local, Qpn remote, const NicSpec& peer, Psn sq_psn, Psn rq_psn, uint16_t udp_sport) {
     using namespace transport;
     QpAttr a;
     a.qp_state = QpState::Init;
@@ -107,6 +107,7 @@ void EngineNic::connect(Qpn local, Qpn remote, const NicSpec& peer, Psn sq_psn, 
     a.ah_attr.dgid = wire::IpAddr::from_v4(peer.ip);
     // Routed: the next hop is the leaf, whatever the destination.
     a.ah_attr.dmac = wire::MacAddr{gateway_mac_};
+    a.ah_attr.udp_sport = udp_sport;
     a.ah_attr.traffic_class = static_cast<uint8_t>(profile_.dscp << 2 | wire::ecn::kEct0);
     check(eng_->modify_qp(
         local, a,

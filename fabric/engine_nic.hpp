@@ -76,7 +76,8 @@ public:
     Region add_region(uint64_t bytes);
     // An RC QP in RESET; connect() moves it to RTS towards the peer's QP.
     Qpn create_qp();
-    void connect(Qpn local, Qpn remote, const NicSpec& peer, Psn sq_psn, Psn rq_psn);
+    // `udp_sport` is the QP's ECMP entropy; 0 derives it from the QPNs as rxe does.
+    void connect(Qpn local, Qpn remote, const NicSpec& peer, Psn sq_psn, Psn rq_psn, uint16_t udp_sport = 0);
     // One signaled RDMA WRITE of [src, src+len) to the peer's remote_addr.
     bool post_write(Qpn qp, uint64_t wr_id, const Region& src, uint32_t len, uint64_t remote_addr, uint32_t rkey);
 

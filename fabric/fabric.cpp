@@ -78,8 +78,9 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     const Qpn sq = src.create_qp();
     const Qpn dq = dst.create_qp();
     // Both ends start at PSN 0: nothing on the wire depends on the choice.
-    src.connect(sq, dq, topo_.nics[f.dst], Psn{0}, Psn{0});
-    dst.connect(dq, sq, topo_.nics[f.src], Psn{0}, Psn{0});
+    // The flow's source port is its ECMP entropy, the ACKs' too.
+    src.connect(sq, dq, topo_.nics[f.dst], Psn{0}, Psn{0}, f.sport);
+    dst.connect(dq, sq, topo_.nics[f.src], Psn{0}, Psn{0}, f.sport);
     const EngineNic::Region from = src.add_region(EngineNic::kChunk);
     const EngineNic::Region to = dst.add_region(EngineNic::kChunk);
     src.add_tx_flow(id, f, sq, from, reinterpret_cast<uint64_t>(to.addr), to.rkey);
