@@ -167,8 +167,11 @@ check_pair() {
     if [ "$sent_by_rocemu" != "$rxe_rcvd" ] || [ "$sent_by_rxe" != "$rxe_sent" ]; then
       fail "$name" "counters disagree with the wire: $summary"; return
     fi
-    if [ "$retr" != 0 ] || [ "$seq" != 0 ] || [ "$dup" != 0 ]; then
-      fail "$name" "retransmission on a clean link: $summary"; return
+    # rocemu must neither NAK (rxe's rcvd_seq_err) nor retransmit (rxe's
+    # duplicate_request) on a clean link. rxe's own timer retries (completer_retry_err)
+    # are reported, not failed: see README "rxe retries on a clean link".
+    if [ "$seq" != 0 ] || [ "$dup" != 0 ]; then
+      fail "$name" "NAK or retransmission by rocemu on a clean link: $summary"; return
     fi
   elif [ "$sent_by_rxe" -gt "$rxe_sent" ]; then
     fail "$name" "more rxe frames on the wire than rxe sent: $summary"; return
@@ -214,14 +217,16 @@ wrong_gid_checks() {
   else
     fail "wrong-gid-index-missing" "exit $rc: $(tail -3 <<< "$out" | tr '\n' ' ')"
   fi
+  # rocemu is the server here: rxe's ibv_rc_pingpong would refuse the IPv6
+  # GID first (at its own RTR) if rocemu sent its record before failing.
   port=$((TCP_PORT += 1))
-  guest_spawn wronggid "echo \$\$ > /tmp/wronggid.pid; exec ibv_rc_pingpong -d rxe0 -g $G -e -n 1 -p $port"
-  guest_run -t 60 "wait-listen $port 50" > /dev/null
   # shellcheck disable=SC2046
-  out="$(guest_ns_exec timeout 60 "$ROCEMU" pingpong -g 0 -p "$port" $(rocemu_args) "$OOB_GUEST" 2>&1)"; rc=$?
-  # The rxe server got a valid record and waits forever for traffic.
-  guest_run 'kill $(cat /tmp/wronggid.pid)' > /dev/null
-  guest_wait wronggid 30 > /dev/null
+  guest_ns_exec timeout 60 "$ROCEMU" pingpong -g 0 -p "$port" $(rocemu_args) > "$WORK/wronggid.log" 2>&1 &
+  ROCEMU_PID=$!
+  host_wait_listen "$port" 30
+  guest_run -t 60 "ibv_rc_pingpong -d rxe0 -g $G -e -n 1 -p $port $OOB_HOST" > "$WORK/wronggid.guest.log" 2>&1
+  wait "$ROCEMU_PID"; rc=$?; ROCEMU_PID=""
+  out="$(cat "$WORK/wronggid.log")"
   if [ "$rc" = 1 ] && grep -q 'GID index 0 .*different IP versions' <<< "$out"; then
     pass "wrong-gid-index-ipv6-vs-ipv4" "$(grep 'GID index' <<< "$out" | head -1)"
   else
@@ -243,8 +248,10 @@ if boot 1500; then
     both_ways rc-1MiB-mtu1500 0 "$PP -s 1048576 -n 5" "$RP -s 1048576 -n 5"
     both_ways ud-512-mtu1500 0 "ibv_ud_pingpong -d rxe0 -g $G -e -s 512 -n 100" "$RP --ud -s 512 -n 100"
     if netem_on 3%; then
-      both_ways rc-3000-loss3%-mtu1500 1 "$PP -s 3000 -n 50" "$RP -s 3000 -n 50"
-      both_ways rdma-ops-loss3%-mtu1500 1 "rdma_ops -d rxe0 -g $G -s 65536 -n 3 -t 120" "rdma-ops -s 65536 -n 3 -t 120"
+      # rdma_ops only: ibv_rc_pingpong has no handshake after its traffic, so a
+      # lost final ACK leaves one side retransmitting to a QP its peer already
+      # destroyed (README, "Loss scenarios").
+      both_ways rdma-ops-loss3%-mtu1500 1 "rdma_ops -d rxe0 -g $G -s 65536 -n 5 -t 120" "rdma-ops -s 65536 -n 5 -t 120"
       netem_off
     else
       fail "netem loss in the guest" "tc failed"
