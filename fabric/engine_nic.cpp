@@ -82,6 +82,10 @@ Qpn EngineNic::create_qp() {
     ia.cap.max_send_wr = 4096;
     ia.peer_accepts_cnp = profile_.cc.algorithm != cc::CcAlgorithm::kNone;
     ia.reliability = profile_.spraying ? transport::Reliability::Spray : transport::Reliability::Interop;
+    // Oblivious spraying: as many paths as the engine offers (its default
+    // of 4 collides on a 4-spine fabric), taken in turn.
+    ia.spray_paths = 16;
+    ia.spray_policy = transport::SprayPolicy::RoundRobin;
     const auto r = eng_->create_qp(ia);
     if (!r.ok()) throw std::invalid_argument(r.error.msg);
     qps_.push_back(QpCtx{r.value, cc::QpCc(profile_.cc, line_rate_)});
