@@ -1,6 +1,6 @@
 // `rocemu demo`: the main job with no arguments. Runs the default scenario
 // (ECMP vs spraying vs adaptive routing) on the embedded default fabric in
-// virtual time, prints its expectation, table and verdict, and points at the
+// virtual time, its hosts RC NICs posting RDMA WRITEs, prints its expectation, table and verdict, and points at the
 // report folder (CSV time series, SVG plots).
 #include <memory>
 #include <string>
