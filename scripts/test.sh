@@ -44,7 +44,7 @@ fi
 
 if [ -x tests/interop/run.sh ]; then
   step "interop with Linux rxe in a QEMU guest (core scenarios)"
-  PATH="$PWD/build/tools/rocemu:$PATH" bash tests/interop/run.sh --core 2>&1 | tee build/interop.log
+  bash tests/interop/run.sh --core --rocemu "$PWD/build/tools/rocemu/rocemu" 2>&1 | tee build/interop.log
   line=$(grep -E "^[0-9]+ passed, [0-9]+ failed" build/interop.log | tail -n 1)
   if [ -n "$line" ]; then
     passed=$((passed + $(echo "$line" | cut -d' ' -f1)))
