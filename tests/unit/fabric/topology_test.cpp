@@ -135,6 +135,12 @@ TEST(FabricTopology, DumbbellHasOneBottleneck) {
     EXPECT_EQ(nb.mac, t.switches[1].port_mac[2]);  // after the right side's two host ports
 }
 
+TEST(FabricTopology, NicModelDefaultsToRc) {
+    EXPECT_EQ(parse_ok("topology: {kind: incast}").nic.model, NicModel::Rc);
+    EXPECT_EQ(parse_ok("topology: {kind: incast}\nnic: {model: generator}").nic.model, NicModel::Generator);
+    EXPECT_EQ(parse_ok("topology: {kind: incast}\nnic: {model: rc}").nic.model, NicModel::Rc);
+}
+
 TEST(FabricTopology, NicProfileCarriesCcSprayingAndMtu) {
     const FabricConfig c = parse_ok(
         "topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 2, spines: 0}\n"
@@ -166,6 +172,8 @@ TEST(FabricTopology, ErrorsNameFileKeyAndProblem) {
               std::string::npos);
     EXPECT_NE(parse_err("topology: {kind: incast}\nnic: {cc: warp}").find("bad.yaml: nic.cc: 'warp'"),
               std::string::npos);
+    EXPECT_EQ(parse_err("topology: {kind: incast}\nnic: {model: ud}"),
+              "bad.yaml: nic.model: 'ud' is not one of rc, generator");
     EXPECT_NE(parse_err("topology: {kind: incast}\nswitch: {profile: nope}").find("bad.yaml: switch.profile:"),
               std::string::npos);
     EXPECT_NE(parse_err("topology: {kind: incast, colour: red}").find("bad.yaml: topology.colour: unknown key"),
