@@ -31,6 +31,7 @@ struct FabricArgs {
     std::string out = "rocemu-report";
     std::string pcap;
     bool reduced = false;
+    std::string nic_model;  // empty: the file's nic.model
 };
 
 std::optional<FabricConfig> load(const FabricArgs& a) {
@@ -151,12 +152,15 @@ void add_fabric_command(CLI::App& app, int& status) {
     run->add_option("--seed", a->seed, "run seed")->capture_default_str();
     run->add_option("-o,--out", a->out, "report folder")->capture_default_str();
     run->add_option("--pcap", a->pcap, "capture this link (e.g. leaf0-spine1) into the report folder");
+    run->add_option("--nic-model", a->nic_model, "override the file's nic.model: rc or generator")
+        ->check(CLI::IsMember({"rc", "generator"}));
     run->callback([a, &status] {
-        const auto cfg = load(*a);
+        auto cfg = load(*a);
         if (!cfg) {
             status = 2;
             return;
         }
+        if (!a->nic_model.empty()) cfg->nic.model = a->nic_model == "rc" ? NicModel::Rc : NicModel::Generator;
         ScenarioOptions o;
         o.seed = a->seed;
         o.out_dir = a->out;
