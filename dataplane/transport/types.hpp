@@ -3,6 +3,8 @@
 // <infiniband/verbs.h> so the verbs/ wrapper maps them one to one.
 #pragma once
 
+#include <optional>
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -108,6 +110,12 @@ struct AddressVector {
 
 enum class PathMtu : uint8_t { Mtu256 = 1, Mtu512, Mtu1024, Mtu2048, Mtu4096 };
 constexpr uint32_t mtu_bytes(PathMtu m) { return 128u << static_cast<uint8_t>(m); }
+// The IB path MTU of `bytes` (256, 512, 1024, 2048 or 4096), or nullopt.
+constexpr std::optional<PathMtu> path_mtu_from_bytes(int bytes) {
+    for (auto m : {PathMtu::Mtu256, PathMtu::Mtu512, PathMtu::Mtu1024, PathMtu::Mtu2048, PathMtu::Mtu4096})
+        if (static_cast<int>(mtu_bytes(m)) == bytes) return m;
+    return std::nullopt;
+}
 
 // ibv_qp_attr_mask, same bit values.
 enum QpAttrMask : uint32_t {

@@ -57,17 +57,6 @@ void print_dest(const char* which, const oob::PingpongDest& d) {
                gid_text(g));
 }
 
-std::optional<PathMtu> path_mtu_of(int bytes) {
-    switch (bytes) {
-        case 256: return PathMtu::Mtu256;
-        case 512: return PathMtu::Mtu512;
-        case 1024: return PathMtu::Mtu1024;
-        case 2048: return PathMtu::Mtu2048;
-        case 4096: return PathMtu::Mtu4096;
-        default: return std::nullopt;
-    }
-}
-
 class Pingpong {
 public:
     Pingpong(const PingpongOptions& o, Context& ctx) : o_(o), ctx_(ctx) {}
@@ -111,7 +100,7 @@ private:
         PortAttr pa;
         ctx_.query_port(1, pa);
         mtu_ = pa.active_mtu;
-        if (o_.mtu) mtu_ = *path_mtu_of(o_.mtu);
+        if (o_.mtu) mtu_ = *transport::path_mtu_from_bytes(o_.mtu);
         if (o_.ud && size_ > transport::mtu_bytes(pa.active_mtu))
             return !fail(fmt::format("Requested size larger than port MTU ({})", transport::mtu_bytes(pa.active_mtu)));
 
@@ -308,7 +297,7 @@ int run_pingpong(PingpongOptions o) {
         fmt::print(stderr, "rocemu pingpong: -s must be at least 1, -n at least 1 and -p 1-65535\n");
         return 1;
     }
-    if (o.mtu && !path_mtu_of(o.mtu)) {
+    if (o.mtu && !transport::path_mtu_from_bytes(o.mtu)) {
         fmt::print(stderr, "rocemu pingpong: -m {}: the path MTU must be 256, 512, 1024, 2048 or 4096\n", o.mtu);
         return 1;
     }

@@ -100,43 +100,6 @@ std::optional<Peer> parse_record(const std::array<char, kRecordLen>& in) {
     return p;
 }
 
-int tcp_connect(const std::string& host, uint16_t port, Nanos timeout, std::string& error) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (const int e = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); e != 0) {
-        error = fmt::format("cannot resolve {}: {}", host, gai_strerror(e));
-        return -1;
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout.v);
-    int fd = -1;
-    while (fd < 0) {
-        fd = ::socket(res->ai_family, res->ai_socktype, res->ai_protocol);
-        if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
-            error = fmt::format("couldn't connect to {}:{}: {}", host, port, std::strerror(errno));
-            ::close(fd);
-            fd = -1;
-        }
-        if (fd >= 0 || std::chrono::steady_clock::now() > deadline) break;
-        // The server may still be starting.
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ::freeaddrinfo(res);
-    return fd;
-}
-
-std::optional<PathMtu> path_mtu_of(int bytes) {
-    switch (bytes) {
-        case 256: return PathMtu::Mtu256;
-        case 512: return PathMtu::Mtu512;
-        case 1024: return PathMtu::Mtu1024;
-        case 2048: return PathMtu::Mtu2048;
-        case 4096: return PathMtu::Mtu4096;
-        default: return std::nullopt;
-    }
-}
-
 class RdmaOps {
 public:
     RdmaOps(const RdmaOpsOptions& o, Context& ctx) : o_(o), ctx_(ctx) {}
@@ -158,7 +121,7 @@ public:
         std::array<char, kRecordLen> in{};
         char verdict[5];
         if (!o_.server.empty()) {
-            const int fd = tcp_connect(o_.server, static_cast<uint16_t>(o_.tcp_port), kExchangeTimeout, err);
+            const int fd = oob::tcp_connect(o_.server, static_cast<uint16_t>(o_.tcp_port), kExchangeTimeout, err);
             if (fd < 0) return fail(err);
             std::optional<Peer> rem;
             if (!oob::detail::write_all(fd, rec.data(), rec.size(), err) ||
@@ -225,7 +188,7 @@ private:
         if (ctx_.check_gid_index(1, gidx_)) return !fail(ctx_.last_error());
         PortAttr pa;
         ctx_.query_port(1, pa);
-        mtu_ = o_.mtu ? *path_mtu_of(o_.mtu) : pa.active_mtu;
+        mtu_ = o_.mtu ? *transport::path_mtu_from_bytes(o_.mtu) : pa.active_mtu;
         buf_len_ = kDataOff + o_.size;
         if (posix_memalign(reinterpret_cast<void**>(&buf_), 4096, buf_len_) != 0) return !fail("out of memory");
         std::memset(buf_, 0, buf_len_);
@@ -416,7 +379,7 @@ int run_rdma_ops(RdmaOpsOptions o) {
         fmt::print(stderr, "rocemu rdma-ops: -s must be 1..2^30, -n and -t at least 1, -p 1..65535\n");
         return 1;
     }
-    if (o.mtu && !path_mtu_of(o.mtu)) {
+    if (o.mtu && !transport::path_mtu_from_bytes(o.mtu)) {
         fmt::print(stderr, "rocemu rdma-ops: -m {}: the path MTU must be 256, 512, 1024, 2048 or 4096\n", o.mtu);
         return 1;
     }

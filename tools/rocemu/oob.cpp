@@ -144,8 +144,7 @@ int listen_and_accept(uint16_t port, Nanos timeout, std::string& error) {
 
 }  // namespace detail
 
-Result connect(const std::string& host, uint16_t port, const PingpongDest& local, Nanos timeout) {
-    Result r;
+int tcp_connect(const std::string& host, uint16_t port, Nanos timeout, std::string& error) {
     const auto deadline = deadline_after(timeout);
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -153,8 +152,8 @@ Result connect(const std::string& host, uint16_t port, const PingpongDest& local
     addrinfo* res = nullptr;
     const std::string service = std::to_string(port);
     if (const int e = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); e != 0) {
-        r.error = fmt::format("cannot resolve {}: {}", host, gai_strerror(e));
-        return r;
+        error = fmt::format("cannot resolve {}: {}", host, gai_strerror(e));
+        return -1;
     }
     int fd = -1;
     std::string last_error;
@@ -173,10 +172,16 @@ Result connect(const std::string& host, uint16_t port, const PingpongDest& local
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     ::freeaddrinfo(res);
-    if (fd < 0) {
-        r.error = fmt::format("couldn't connect to {}:{} within {:.1f} s ({})", host, port, timeout.seconds(), last_error);
-        return r;
-    }
+    if (fd < 0)
+        error = fmt::format("couldn't connect to {}:{} within {:.1f} s ({})", host, port, timeout.seconds(), last_error);
+    return fd;
+}
+
+Result connect(const std::string& host, uint16_t port, const PingpongDest& local, Nanos timeout) {
+    Result r;
+    const auto deadline = deadline_after(timeout);
+    const int fd = tcp_connect(host, port, timeout, r.error);
+    if (fd < 0) return r;
     const auto rec = format_record(local);
     char buf[kRecordLen];
     if (detail::write_all(fd, rec.data(), rec.size(), r.error) &&

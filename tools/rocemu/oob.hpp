@@ -44,6 +44,10 @@ Result serve(uint16_t port, const PingpongDest& local, Nanos timeout, OnRemote&&
 // and sends "done".
 Result connect(const std::string& host, uint16_t port, const PingpongDest& local, Nanos timeout);
 
+// Connects to host:port over TCP, retrying until `timeout` since the server
+// may not be listening yet. Returns the socket, or -1 with `error` set.
+int tcp_connect(const std::string& host, uint16_t port, Nanos timeout, std::string& error);
+
 namespace detail {
 int listen_and_accept(uint16_t port, Nanos timeout, std::string& error);
 bool read_exact(int fd, char* buf, size_t len, Nanos timeout, std::string& error, bool allow_short = false);
