@@ -161,7 +161,7 @@ struct Bench {
                     w = SendWr{};
                     w.wr_id = posted + i;
                     w.opcode = op;
-                    w.send_flags = (posted + i + 1) % signal_every == 0 ? kSendSignaled : 0;
+                    w.send_flags = (posted + i + 1) % signal_every == 0 ? uint32_t{kSendSignaled} : 0u;
                     const size_t off = ((posted + i) * len) % (mem[0].size() - len);
                     w.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(mem[0].data() + off), len, mr[0].lkey});
                     w.remote_addr = reinterpret_cast<uint64_t>(mem[1].data() + off);
