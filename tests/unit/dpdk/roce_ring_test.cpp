@@ -308,22 +308,31 @@ TEST_F(DpdkRoceRing, TelemetrySocketServesPortEngineAndQpCounters) {
     connect();
     std::optional<std::vector<PortReport>> ports;
     std::string error;
-    std::atomic<bool> done{false};
-    std::thread reader([&] {
-        ports = read_counters(Eal::file_prefix(), error);
-        done = true;
-    });
-    ASSERT_TRUE(poll_until([&] { return done.load(); }));
-    reader.join();
-    ASSERT_TRUE(ports) << error;
-    ASSERT_EQ(ports->size(), 2u);
-    const PortReport& a = (*ports)[0].id == n[0]->port->id() ? (*ports)[0] : (*ports)[1];
-    EXPECT_EQ(a.name, n[0]->port->name());
+    // One read from another thread, while this one keeps the loops (which answer it) running.
+    auto read_once = [&] {
+        std::atomic<bool> done{false};
+        std::thread reader([&] {
+            ports = read_counters(Eal::file_prefix(), error);
+            done = true;
+        });
+        const bool answered = poll_until([&] { return done.load(); });
+        reader.join();
+        return answered && ports && ports->size() == 2;
+    };
     auto field = [](const Fields& f, const std::string& k) {
         for (const auto& [name, v] : f)
             if (name == k) return v;
         return std::string("missing");
     };
+    auto port_a = [&]() -> const PortReport& {
+        return (*ports)[0].id == n[0]->port->id() ? (*ports)[0] : (*ports)[1];
+    };
+    // The port board is republished every millisecond, so a read right after
+    // the ARP exchange may predate it: read until the reply shows (bounded).
+    ASSERT_TRUE(poll_until([&] { return read_once() && field(port_a().counters, "rx_arp_reply") != "0"; }))
+        << error;
+    const PortReport& a = port_a();
+    EXPECT_EQ(a.name, n[0]->port->name());
     EXPECT_EQ(field(a.counters, "tx_arp_request"), "1");
     EXPECT_EQ(field(a.counters, "rx_arp_reply"), "1");
     ASSERT_TRUE(a.engine);
