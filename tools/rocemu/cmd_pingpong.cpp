@@ -14,6 +14,7 @@
 
 #include "dataplane/dpdk/host/gid.hpp"
 #include "tools/rocemu/commands.hpp"
+#include "tools/rocemu/nic_cli.hpp"
 #include "tools/rocemu/oob.hpp"
 #include "verbs/verbs.hpp"
 
@@ -30,19 +31,11 @@ constexpr uint32_t kGrhBytes = 40;
 const Nanos kExchangeTimeout = Nanos::from_s(60);
 const Nanos kStallTimeout = Nanos::from_s(5);
 
-struct PingpongOptions {
-    std::string port;
-    host::HostOptions host;
-    bool mtu_set = false;
-    int gidx = -1;  // -1: the port's default RoCEv2 index
+struct PingpongOptions : NicCliOptions {
     int size = -1;  // -1: 4096 (RC) or 2048 (UD), as the real tools
     int iters = 1000;
-    int mtu = 0;    // path MTU in bytes; 0: the port's active MTU
     int tcp_port = oob::kDefaultPort;
     bool ud = false;
-    std::string capture;
-    std::string server;
-    std::vector<std::string> eal_args;
 };
 
 std::string gid_text(const Gid& g) {
@@ -287,32 +280,20 @@ private:
 };
 
 int run_pingpong(PingpongOptions o) {
-    // After `--` every word is positional: the first may have landed in SERVER_IP.
-    if (!o.server.empty() && o.server[0] == '-') {
-        o.eal_args.insert(o.eal_args.begin(), o.server);
-        o.server.clear();
+    if (std::string e = check_nic_options(o); !e.empty()) {
+        fmt::print(stderr, "rocemu pingpong: {}\n", e);
+        return 1;
     }
     if (o.size < 0) o.size = o.ud ? 2048 : 4096;
     if (o.size < 1 || o.iters < 1 || o.tcp_port < 1 || o.tcp_port > 65535) {
         fmt::print(stderr, "rocemu pingpong: -s must be at least 1, -n at least 1 and -p 1-65535\n");
         return 1;
     }
-    if (o.mtu && !transport::path_mtu_from_bytes(o.mtu)) {
-        fmt::print(stderr, "rocemu pingpong: -m {}: the path MTU must be 256, 512, 1024, 2048 or 4096\n", o.mtu);
-        return 1;
-    }
     srand48(static_cast<long>(getpid()) * static_cast<long>(time(nullptr)));
-    DeviceOptions d;
-    d.devspec = o.port;
-    d.host = o.host;
-    d.mtu_set = o.mtu_set;
-    d.capture = o.capture;
-    // The poll thread keeps answering ARP while the TCP exchange blocks.
-    d.progress = Progress::Lcore;
     std::string error;
     int status;
     {
-        std::unique_ptr<Context> ctx = Context::open(d, o.eal_args, error);
+        std::unique_ptr<Context> ctx = open_nic(o, error);
         if (!ctx) {
             fmt::print(stderr, "rocemu pingpong: {}\n", error);
             return 1;
@@ -332,20 +313,11 @@ void add_pingpong_command(CLI::App& app, int& status) {
         "ibv_rc_pingpong (or with --ud ibv_ud_pingpong) on an emulated NIC: the same TCP exchange (one 52-byte "
         "LID:QPN:PSN:GID record each way), QP setup and SEND/RECV ping-pong, so it pairs with the real tool. "
         "Server without SERVER_IP, client with it. EAL arguments go after `--`.");
-    cmd->add_option("--port", o->port, "DPDK device string, e.g. net_af_packet0,iface=veth0")->required();
-    cmd->add_option("--ip", o->host.ip, "IPv4 address and prefix, e.g. 10.0.0.1/24")->required();
-    cmd->add_option("--mac", o->host.mac, "MAC address (default: the port's)");
-    cmd->add_option("--gid-layout", o->host.gid_layout, "connectx (RoCEv2 IPv4 GID at index 3) or rxe (index 1)")
-        ->capture_default_str();
-    cmd->add_option("--port-mtu", o->host.port_mtu, "set the port MTU (default: the device's)")
-        ->each([o](const std::string&) { o->mtu_set = true; });
-    cmd->add_option("-g,--gid-idx", o->gidx, "local GID index (default: the port's RoCEv2 IPv4 GID)");
+    add_nic_options(cmd, *o);
     cmd->add_option("-s,--size", o->size, "message size (default 4096, or 2048 with --ud)");
     cmd->add_option("-n,--iters", o->iters, "number of exchanges")->capture_default_str();
-    cmd->add_option("-m,--mtu", o->mtu, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the active MTU)");
     cmd->add_option("-p,--tcp-port", o->tcp_port, "TCP port of the address exchange")->capture_default_str();
     cmd->add_flag("--ud", o->ud, "UD QPs, as ibv_ud_pingpong");
-    cmd->add_option("--capture", o->capture, "write every frame received and sent to this pcapng file");
     cmd->add_option("server", o->server, "the server's address (client mode)");
     cmd->add_option("eal", o->eal_args, "EAL arguments, after --");
     cmd->callback([o, &status] { status = run_pingpong(*o); });

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "tools/rocemu/commands.hpp"
+#include "tools/rocemu/nic_cli.hpp"
 #include "tools/rocemu/oob.hpp"
 #include "verbs/verbs.hpp"
 
@@ -38,19 +39,11 @@ constexpr uint32_t kAccess =
     transport::kLocalWrite | transport::kRemoteWrite | transport::kRemoteRead | transport::kRemoteAtomic;
 const Nanos kExchangeTimeout = Nanos::from_s(120);
 
-struct RdmaOpsOptions {
-    std::string port;
-    host::HostOptions host;
-    bool mtu_set = false;
-    int gidx = -1;
+struct RdmaOpsOptions : NicCliOptions {
     uint32_t size = 4096;
     int iters = 10;
-    int mtu = 0;
     int tcp_port = oob::kDefaultPort;
     int timeout_s = 30;
-    std::string capture;
-    std::string server;
-    std::vector<std::string> eal_args;
 };
 
 struct Peer {
@@ -370,29 +363,17 @@ private:
 };
 
 int run_rdma_ops(RdmaOpsOptions o) {
-    // After `--` every word is positional: the first may have landed in SERVER_IP.
-    if (!o.server.empty() && o.server[0] == '-') {
-        o.eal_args.insert(o.eal_args.begin(), o.server);
-        o.server.clear();
+    if (std::string e = check_nic_options(o); !e.empty()) {
+        fmt::print(stderr, "rocemu rdma-ops: {}\n", e);
+        return 1;
     }
     if (o.size < 1 || o.size > (1u << 30) || o.iters < 1 || o.timeout_s < 1 || o.tcp_port < 1 || o.tcp_port > 65535) {
         fmt::print(stderr, "rocemu rdma-ops: -s must be 1..2^30, -n and -t at least 1, -p 1..65535\n");
         return 1;
     }
-    if (o.mtu && !transport::path_mtu_from_bytes(o.mtu)) {
-        fmt::print(stderr, "rocemu rdma-ops: -m {}: the path MTU must be 256, 512, 1024, 2048 or 4096\n", o.mtu);
-        return 1;
-    }
     srand48(static_cast<long>(getpid()) ^ static_cast<long>(time(nullptr)));
-    DeviceOptions d;
-    d.devspec = o.port;
-    d.host = o.host;
-    d.mtu_set = o.mtu_set;
-    d.capture = o.capture;
-    // The poll thread keeps answering ARP and ACKing while the TCP exchange blocks.
-    d.progress = Progress::Lcore;
     std::string error;
-    std::unique_ptr<Context> ctx = Context::open(d, o.eal_args, error);
+    std::unique_ptr<Context> ctx = open_nic(o, error);
     if (!ctx) {
         fmt::print(stderr, "rocemu rdma-ops: {}\n", error);
         return 1;
@@ -410,20 +391,11 @@ void add_rdma_ops_command(CLI::App& app, int& status) {
         "RDMA WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, paired with tests/interop's rdma_ops "
         "(its 87-byte LID:QPN:PSN:GID:RKEY:VADDR:LEN exchange). Server (passive target) without SERVER_IP, client "
         "with it. EAL arguments go after `--`.");
-    cmd->add_option("--port", o->port, "DPDK device string, e.g. net_af_packet0,iface=veth0")->required();
-    cmd->add_option("--ip", o->host.ip, "IPv4 address and prefix, e.g. 10.0.0.1/24")->required();
-    cmd->add_option("--mac", o->host.mac, "MAC address (default: the port's)");
-    cmd->add_option("--gid-layout", o->host.gid_layout, "connectx (RoCEv2 IPv4 GID at index 3) or rxe (index 1)")
-        ->capture_default_str();
-    cmd->add_option("--port-mtu", o->host.port_mtu, "set the port MTU (default: the device's)")
-        ->each([o](const std::string&) { o->mtu_set = true; });
-    cmd->add_option("-g,--gid-idx", o->gidx, "local GID index (default: the port's RoCEv2 IPv4 GID)");
+    add_nic_options(cmd, *o);
     cmd->add_option("-s,--size", o->size, "WRITE/READ size in bytes")->capture_default_str();
     cmd->add_option("-n,--iters", o->iters, "iterations")->capture_default_str();
-    cmd->add_option("-m,--mtu", o->mtu, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the active MTU)");
     cmd->add_option("-p,--tcp-port", o->tcp_port, "TCP port of the exchange")->capture_default_str();
     cmd->add_option("-t,--timeout", o->timeout_s, "seconds to wait for each completion")->capture_default_str();
-    cmd->add_option("--capture", o->capture, "write every frame received and sent to this pcapng file");
     cmd->add_option("server", o->server, "the server's IPv4 address (client mode)");
     cmd->add_option("eal", o->eal_args, "EAL arguments, after --");
     cmd->callback([o, &status] { status = run_rdma_ops(*o); });
