@@ -87,13 +87,10 @@ private:
     }
 
     bool setup() {
-        gidx_ = o_.gidx >= 0 ? o_.gidx : ctx_.default_gid_index();
-        // Checked before anything goes on the wire, so a wrong index fails at once.
-        if (ctx_.check_gid_index(1, gidx_)) return !fail(ctx_.last_error());
+        if (std::string e = resolve_gid_and_mtu(ctx_, o_, gidx_, mtu_); !e.empty()) return !fail(e);
+        // UD messages are bounded by the port's active MTU, whatever -m says, as in ibv_ud_pingpong.
         PortAttr pa;
         ctx_.query_port(1, pa);
-        mtu_ = pa.active_mtu;
-        if (o_.mtu) mtu_ = *transport::path_mtu_from_bytes(o_.mtu);
         if (o_.ud && size_ > transport::mtu_bytes(pa.active_mtu))
             return !fail(fmt::format("Requested size larger than port MTU ({})", transport::mtu_bytes(pa.active_mtu)));
 

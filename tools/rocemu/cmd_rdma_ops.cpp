@@ -176,12 +176,7 @@ private:
     }
 
     bool setup() {
-        gidx_ = o_.gidx >= 0 ? o_.gidx : ctx_.default_gid_index();
-        // Checked before anything goes on the wire, so a wrong index fails at once.
-        if (ctx_.check_gid_index(1, gidx_)) return !fail(ctx_.last_error());
-        PortAttr pa;
-        ctx_.query_port(1, pa);
-        mtu_ = o_.mtu ? *transport::path_mtu_from_bytes(o_.mtu) : pa.active_mtu;
+        if (std::string e = resolve_gid_and_mtu(ctx_, o_, gidx_, mtu_); !e.empty()) return !fail(e);
         buf_len_ = kDataOff + o_.size;
         if (posix_memalign(reinterpret_cast<void**>(&buf_), 4096, buf_len_) != 0) return !fail("out of memory");
         std::memset(buf_, 0, buf_len_);

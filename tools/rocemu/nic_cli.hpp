@@ -63,4 +63,17 @@ inline std::unique_ptr<verbs::Context> open_nic(const NicCliOptions& o, std::str
     return verbs::Context::open(d, o.eal_args, error);
 }
 
+// The local GID index and path MTU the options ask for. The GID index is
+// checked before anything goes on the wire, so a wrong one fails at once.
+// Returns the error, or "".
+inline std::string resolve_gid_and_mtu(const verbs::Context& ctx, const NicCliOptions& o, int& gidx,
+                                       transport::PathMtu& mtu) {
+    gidx = o.gidx >= 0 ? o.gidx : ctx.default_gid_index();
+    if (ctx.check_gid_index(1, gidx)) return ctx.last_error();
+    verbs::PortAttr pa;
+    ctx.query_port(1, pa);
+    mtu = o.mtu ? *transport::path_mtu_from_bytes(o.mtu) : pa.active_mtu;
+    return {};
+}
+
 }  // namespace rocemu::cli
