@@ -312,7 +312,7 @@ std::unique_ptr<Context> Context::open(const DeviceOptions& opts, const std::vec
     m->qp_send_cq.assign(ec.max_qp, 0);
     m->qp_recv_cq.assign(ec.max_qp, 0);
     m->channel_fds.fill(-1);
-    m->upper = std::make_unique<dpdk::EngineUpper>(*m->engine);
+    m->upper = std::make_unique<dpdk::EngineUpper>(*m->engine, opts.pfc_priority, opts.link_speed);
     m->clock = std::make_unique<dpdk::TscClock>(dpdk::TscClock::starting_now());
     dpdk::NicConfig nc;
     nc.tx_drain = opts.tx_drain;

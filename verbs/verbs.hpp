@@ -72,6 +72,11 @@ struct DeviceOptions {
     std::string capture;     // pcapng of everything the port sends and receives; empty: none
     uint32_t max_qp = 1024;
     uint32_t max_cqe = 65536;
+    // A received PFC pause of `pfc_priority` holds the NIC's RoCE traffic for
+    // quanta x 512 bit times at `link_speed` (a live fabric runs its links
+    // slower than 100G).
+    BitsPerSec link_speed = BitsPerSec::gbps(100);
+    int pfc_priority = 3;
 };
 
 struct DeviceAttr {
