@@ -181,7 +181,13 @@ Nanos Engine::next_timer() const {
         if (q->rto_deadline < t) t = q->rto_deadline;
         if (q->rnr_deadline < t) t = q->rnr_deadline;
         if (q->sack_deadline < t) t = q->sack_deadline;
-        if (q->next_send.v > 0 && q->next_send < t && q->sq_req != q->sq_head) t = q->next_send;
+        // The pacing gate is a timer only for data that waits for nothing
+        // else: a window-blocked or RNR-waiting requester is woken by the
+        // ACK or its own timer, and reporting a gate that has passed would
+        // make a runtime that sleeps until next_timer() spin.
+        if (q->next_send.v > 0 && q->next_send < t &&
+            (q->out_head != q->out_tail || req_ready(*q, q->next_send)))
+            t = q->next_send;
     }
     return t;
 }

@@ -337,6 +337,45 @@ TEST_F(TransportRc, WindowLimitsOutstandingPsns) {
     EXPECT_EQ(qc(0).sent_pkts, L[0].config().max_unacked_psns);
 }
 
+// A runtime sleeps until next_timer(). A pacing gate that has passed while
+// the QP waits for its window is no reason to wake: the ACK that opens the
+// window arrives as a frame. Reporting the gate would make such a runtime spin.
+TEST_F(TransportRc, PassedPacingGateIsNoTimerWhileWindowBlocked) {
+    setup();
+    fill(0, 0, 1 << 20, 1);
+    L[0].set_next_send(s[0].qpn, Nanos::from_us(10));
+    send(0, rdma(1, WrOpcode::RdmaWrite, 0, 1 << 20, 0));
+    EXPECT_EQ(L[0].next_timer(), Nanos::from_us(10));  // data waits for the gate
+    const Nanos now = Nanos::from_us(20);
+    TxFrame fr[32];
+    std::vector<std::vector<uint8_t>> bufs(32, std::vector<uint8_t>(Engine::kMinTxBuf));
+    for (size_t i = 0; i < 32; ++i) fr[i].buf = bufs[i];
+    uint32_t sent = 0;
+    for (uint32_t n; (n = L[0].tx_burst(fr, now, L.fx[0])) > 0;) sent += n;
+    ASSERT_EQ(sent, L[0].config().max_unacked_psns);  // window full, no ACK delivered
+    EXPECT_FALSE(L[0].tx_pending(now));
+    const Nanos t = L[0].next_timer();
+    EXPECT_GT(t, now) << "a passed pacing gate is reported while the window is closed";
+    EXPECT_EQ(t, now + Nanos{int64_t{4096} << 10});  // the retransmit timer (timeout 10)
+}
+
+// A READ response waits for the pacing gate like requests do; the gate is
+// then the responder's timer.
+TEST_F(TransportRc, PacingGateIsTheTimerOfAWaitingReadResponse) {
+    setup();
+    fill(1, 0, 8192, 3);
+    send(0, rdma(1, WrOpcode::RdmaRead, 0, 8192, 0));
+    L.pump();  // the READ request is in flight
+    L[1].set_next_send(s[1].qpn, Nanos::from_ms(1));
+    L.run([&] { return L[1].next_timer() != Nanos::max(); }, Nanos::from_us(100));
+    EXPECT_EQ(L[1].next_timer(), Nanos::from_ms(1));
+    auto got = wait_send(1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, WcStatus::Success);
+    EXPECT_GE(L.now, Nanos::from_ms(1));
+    EXPECT_EQ(std::memcmp(at(0, 0), at(1, 0), 8192), 0);
+}
+
 TEST_F(TransportRc, UcSendAndWrite) {
     QpInitAttr t;
     t.qp_type = QpType::Uc;
