@@ -12,6 +12,8 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include <algorithm>
+#include <array>
 #include <concepts>
 #include <cstring>
 #include <span>
@@ -21,6 +23,7 @@
 #include "dataplane/dpdk/clock.hpp"
 #include "dataplane/dpdk/host/host_stack.hpp"
 #include "dataplane/dpdk/port.hpp"
+#include "dataplane/dpdk/rx_pfc.hpp"
 #include "dataplane/dpdk/stats.hpp"
 #include "dataplane/dpdk/telemetry.hpp"
 
@@ -37,6 +40,10 @@ concept NicUpper = requires(U u, const U cu, std::span<const uint8_t> in, std::s
     u.on_timer(now);
     { u.pull_tx(out, now) } -> std::same_as<size_t>;  // writes one frame into `out`; 0 when idle
 };
+
+// An upper that completes work with the host stack (ARP results); the loop hands it over.
+template <typename U>
+concept BindsHost = requires(U u, host::HostStack& h) { u.bind_host(h); };
 
 // An upper that can answer CounterQuery (engine and per-QP counters) on the loop thread.
 template <typename U>
@@ -56,21 +63,34 @@ struct NoTransport {
 struct NicConfig {
     Nanos tx_drain = Nanos::from_us(100);  // longest a queued frame waits for a fuller burst
     Nanos publish_every = Nanos::from_ms(1);
+    // PFC from the receive backlog: the PMD's RX queue where it can count it
+    // (rte_eth_rx_queue_count) plus the frames the loop holds unhandled.
+    RxPfcConfig pfc_rx;
+    // Lab knobs. Every Nth ECN-capable RoCEv2 frame received is marked CE
+    // before the engine sees it, as a congested switch in front of the NIC
+    // would (0: off). At most rx_max_pps received frames are handled per
+    // second; the rest wait in the receive backlog (0: no limit).
+    uint32_t mark_ce_every = 0;
+    uint64_t rx_max_pps = 0;
 };
 
 template <NicUpper Upper>
 class Nic {
 public:
     static constexpr uint16_t kBurst = 32;
+    // Frames the loop takes from the PMD ahead of handling them (power of two).
+    static constexpr uint32_t kRxBacklog = 4096;
 
     Nic(Port& port, host::HostStack& host, Upper& upper, const TscClock& clock, Capture* capture = nullptr,
         NicConfig cfg = {})
         : port_(port), host_(host), upper_(upper), clock_(clock), capture_(capture), cfg_(cfg),
-          board_(port.id(), port.name()) {
+          board_(port.id(), port.name()), rx_pfc_(cfg.pfc_rx) {
         board_.answers_queries = AnswersQueries<Upper>;
+        if constexpr (BindsHost<Upper>) upper_.bind_host(host_);
         telemetry_add(&board_);
     }
     ~Nic() {
+        while (backlog_n_) rte_pktmbuf_free(backlog_pop());
         flush();
         board_.publish(stats_, host_.counters());
         telemetry_remove(&board_);
@@ -78,16 +98,24 @@ public:
     Nic(const Nic&) = delete;
     Nic& operator=(const Nic&) = delete;
 
-    // One turn of the loop. Returns the number of frames received.
+    // One turn of the loop. Returns the number of frames handled.
     uint16_t poll() {
         rte_mbuf* rx[kBurst];
-        const uint16_t n = rte_eth_rx_burst(port_.id(), 0, rx, kBurst);
+        const auto room = static_cast<uint16_t>(std::min<uint32_t>(kBurst, kRxBacklog - backlog_n_));
+        const uint16_t n = room ? rte_eth_rx_burst(port_.id(), 0, rx, room) : 0;
         now_ = clock_.now();
         if (n) {
             stats_.add(PortStat::RxBursts);
             if (capture_) stats_.add(PortStat::CaptureLost, capture_->record(port_.id(), rx, n, false));
         }
-        for (uint16_t i = 0; i < n; ++i) receive(rx[i]);
+        uint16_t handled = n;
+        if (backlog_n_ == 0 && cfg_.rx_max_pps == 0) {
+            for (uint16_t i = 0; i < n; ++i) receive(rx[i]);
+        } else {
+            for (uint16_t i = 0; i < n; ++i) backlog_push(rx[i]);
+            handled = handle_backlog();
+        }
+        if (rx_pfc_.enabled()) check_rx_backlog();
         if (host_.next_timer() <= now_) host_.on_timer(now_, fx_);
         drain_effects();
         if (upper_.next_timer() <= now_) upper_.on_timer(now_);
@@ -98,7 +126,7 @@ public:
             if constexpr (AnswersQueries<Upper>) board_.mailbox().serve([this](CounterQuery& q) { upper_.answer(q); });
             last_publish_ = now_;
         }
-        return n;
+        return handled;
     }
 
     // Sends every queued frame now.
@@ -130,6 +158,18 @@ public:
         drain_effects();
     }
 
+    // The lab knobs, changed while the NIC runs (loop thread only).
+    void set_mark_ce_every(uint32_t n) { cfg_.mark_ce_every = n; }
+    void set_rx_max_pps(uint64_t pps) {
+        cfg_.rx_max_pps = pps;
+        rx_epoch_ = now_;
+        rx_since_epoch_ = 0;
+    }
+    // Frames received and not handled yet, in the PMD's queue (where it can
+    // count them) and the loop's backlog.
+    uint32_t rx_backlog() const { return backlog_n_ + pmd_rx_count(); }
+    const RxPfc& rx_pfc() const { return rx_pfc_; }
+
     Nanos now() const { return now_; }
     const PortStats& stats() const { return stats_; }
     const CounterBoard& board() const { return board_; }
@@ -152,6 +192,7 @@ private:
                 enqueue(m);
                 return;
             case host::RxVerdict::Transport:
+                if (cfg_.mark_ce_every) mark_ce(frame);
                 if constexpr (Upper::kHandlesRoce) upper_.on_roce(frame, now_);
                 else stats_.add(PortStat::DropNoTransport);
                 break;
@@ -163,6 +204,70 @@ private:
                 break;
         }
         rte_pktmbuf_free(m);
+    }
+
+    // Every mark_ce_every-th frame that carries ECT(0) or ECT(1) leaves as CE.
+    void mark_ce(std::span<uint8_t> frame) {
+        wire::EthView eth;
+        if (!wire::parse_eth(frame, eth)) return;
+        const uint8_t tos = frame[eth.l3_off + 1u];
+        const uint8_t ecn = eth.l2.ethertype == wire::ethertype::kIpv4 ? tos & 3 : (tos >> 4) & 3;
+        if (ecn == wire::ecn::kNotEct || ecn == wire::ecn::kCe) return;
+        if (++ect_seen_ % cfg_.mark_ce_every) return;
+        if (wire::set_ip_ecn(frame, wire::ecn::kCe)) stats_.add(PortStat::LabCeMarked);
+    }
+
+    void backlog_push(rte_mbuf* m) { backlog_[(backlog_head_ + backlog_n_++) & (kRxBacklog - 1)] = m; }
+    rte_mbuf* backlog_pop() {
+        rte_mbuf* m = backlog_[backlog_head_];
+        backlog_head_ = (backlog_head_ + 1) & (kRxBacklog - 1);
+        --backlog_n_;
+        return m;
+    }
+
+    // Handles the backlog, within rx_max_pps when it is set. An empty
+    // backlog earns no credit: the next frame waits its full 1/rx_max_pps.
+    uint16_t handle_backlog() {
+        uint32_t budget = backlog_n_;
+        if (cfg_.rx_max_pps) {
+            const auto allowed = static_cast<uint64_t>(static_cast<unsigned __int128>((now_ - rx_epoch_).v) *
+                                                       cfg_.rx_max_pps / 1000000000u);
+            budget = static_cast<uint32_t>(std::min<uint64_t>(budget, allowed - std::min(allowed, rx_since_epoch_)));
+            budget = std::min<uint32_t>(budget, kBurst);
+            rx_since_epoch_ += budget;
+        }
+        for (uint32_t i = 0; i < budget; ++i) receive(backlog_pop());
+        if (backlog_n_ == 0) {
+            rx_epoch_ = now_;
+            rx_since_epoch_ = 0;
+        }
+        if (backlog_n_ > stats_[PortStat::RxBacklogMax]) stats_.set(PortStat::RxBacklogMax, backlog_n_);
+        return static_cast<uint16_t>(budget);
+    }
+
+    uint32_t pmd_rx_count() const {
+        if (!pmd_counts_rx_) return 0;
+        const int c = rte_eth_rx_queue_count(port_.id(), 0);
+        if (c < 0) pmd_counts_rx_ = false;
+        return c > 0 ? static_cast<uint32_t>(c) : 0;
+    }
+
+    void check_rx_backlog() {
+        const RxPfc::Send s = rx_pfc_.on_backlog(rx_backlog(), now_);
+        if (s == RxPfc::Send::None) return;
+        rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
+        char* p = m ? rte_pktmbuf_append(m, wire::kPfcFrameLen) : nullptr;
+        if (!p) {
+            stats_.add(PortStat::DropNoMbuf);
+            rte_pktmbuf_free(m);
+            return;
+        }
+        rx_pfc_.encode(s, host_.config().mac, std::span(reinterpret_cast<uint8_t*>(p), wire::kPfcFrameLen));
+        const auto prio = static_cast<uint8_t>(rx_pfc_.config().priority);
+        stats_.add(static_cast<PortStat>(
+            static_cast<uint8_t>(s == RxPfc::Send::Xoff ? PortStat::TxPfcXoffPrio0 : PortStat::TxPfcXonPrio0) + prio));
+        enqueue(m);
+        flush();  // a pause cannot wait for a fuller burst
     }
 
     void drain_effects() {
@@ -224,6 +329,14 @@ private:
     Nanos now_;
     Nanos last_flush_;
     Nanos last_publish_;
+    RxPfc rx_pfc_;
+    std::array<rte_mbuf*, kRxBacklog> backlog_{};
+    uint32_t backlog_head_ = 0;
+    uint32_t backlog_n_ = 0;
+    Nanos rx_epoch_;
+    uint64_t rx_since_epoch_ = 0;
+    uint64_t ect_seen_ = 0;
+    mutable bool pmd_counts_rx_ = true;
 };
 
 }  // namespace rocemu::dpdk

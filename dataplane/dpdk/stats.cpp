@@ -17,9 +17,19 @@ const char* to_string(PortStat s) {
         case PortStat::DropMultiSegment: return "drop_multi_segment";
         case PortStat::DropNoTransport: return "drop_no_transport";
         case PortStat::CaptureLost: return "capture_lost";
+        case PortStat::LabCeMarked: return "lab_ce_marked";
+        case PortStat::RxBacklogMax: return "rx_backlog_max";
         case PortStat::kCount: break;
+        default: break;
     }
-    return "unknown";
+    static constexpr const char* kPfc[] = {
+        "tx_pfc_xoff_prio0", "tx_pfc_xoff_prio1", "tx_pfc_xoff_prio2", "tx_pfc_xoff_prio3",
+        "tx_pfc_xoff_prio4", "tx_pfc_xoff_prio5", "tx_pfc_xoff_prio6", "tx_pfc_xoff_prio7",
+        "tx_pfc_xon_prio0",  "tx_pfc_xon_prio1",  "tx_pfc_xon_prio2",  "tx_pfc_xon_prio3",
+        "tx_pfc_xon_prio4",  "tx_pfc_xon_prio5",  "tx_pfc_xon_prio6",  "tx_pfc_xon_prio7",
+    };
+    const auto i = static_cast<size_t>(s) - static_cast<size_t>(PortStat::TxPfcXoffPrio0);
+    return i < std::size(kPfc) ? kPfc[i] : "unknown";
 }
 
 // Order: port stats, host events, host drops (without None).

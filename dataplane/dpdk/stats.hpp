@@ -27,6 +27,14 @@ enum class PortStat : uint8_t {
     DropMultiSegment,  // received frames spread over several mbufs
     DropNoTransport,   // RoCEv2 frames with no transport engine attached
     CaptureLost,       // frames the capture could not copy
+    LabCeMarked,       // received frames marked CE by --mark-ce-every
+    RxBacklogMax,      // most frames the loop held unhandled (a peak, not a sum)
+    // PFC frames the NIC sent from its receive backlog, per priority: pauses
+    // (XOFF, refreshes included) and resumes (XON).
+    TxPfcXoffPrio0,
+    TxPfcXoffPrio7 = TxPfcXoffPrio0 + 7,
+    TxPfcXonPrio0,
+    TxPfcXonPrio7 = TxPfcXonPrio0 + 7,
     kCount,
 };
 const char* to_string(PortStat s);
@@ -34,6 +42,7 @@ const char* to_string(PortStat s);
 struct PortStats {
     std::array<uint64_t, static_cast<size_t>(PortStat::kCount)> v{};
     void add(PortStat s, uint64_t n = 1) { v[static_cast<size_t>(s)] += n; }
+    void set(PortStat s, uint64_t n) { v[static_cast<size_t>(s)] = n; }
     uint64_t operator[](PortStat s) const { return v[static_cast<size_t>(s)]; }
 };
 

@@ -1,0 +1,30 @@
+// What one emulated NIC is set up with beyond its host identity: congestion
+// control (DCQCN as on ConnectX, or none), whether it sends CNPs, the PFC
+// priority its RoCE traffic uses, PFC generated from its receive backlog, and
+// two lab knobs that make congestion without a switch. Pure data: the NIC
+// commands fill it from their options (tools/rocemu/nic_cli.hpp), verbs
+// devices and EngineUpper read it.
+#pragma once
+
+#include <cstdint>
+
+#include "cc/config.hpp"
+#include "common/units.hpp"
+
+namespace rocemu::dpdk {
+
+struct NicProfile {
+    cc::CcConfig cc;              // --cc, --cc-preset, --nic-profile; DCQCN with ConnectX defaults
+    bool send_cnp = true;         // false with --no-cnp: the peer (e.g. Linux rxe) drops CNPs
+    int pfc_priority = 3;         // the PFC priority of all RoCE traffic (SONiC's and mlx5's lossless class)
+    BitsPerSec port_speed = BitsPerSec::gbps(100);  // DCQCN's line rate and PFC's quanta unit
+    uint32_t pfc_rx_xoff = 0;     // --pfc-rx-xoff: frames of receive backlog that pause the peer; 0: off
+    uint32_t pfc_rx_xon = 0;      // --pfc-rx-xon: the pause is lifted below this
+    uint32_t mark_ce_every = 0;   // --mark-ce-every: every Nth ECN-capable RoCEv2 frame received is marked CE
+    uint64_t rx_max_pps = 0;      // --rx-max-pps: received frames handled per second at most; 0: no limit
+
+    // Responder QPs send CNPs for CE-marked packets.
+    bool cnp_enabled() const { return send_cnp && cc.algorithm != cc::CcAlgorithm::kNone; }
+};
+
+}  // namespace rocemu::dpdk
