@@ -5,6 +5,7 @@
 // rewinds for go-back-N. In spraying mode it also picks each packet's UDP
 // source port and resends single PSNs on request.
 #include "dataplane/transport/engine.hpp"
+#include "dataplane/transport/frame.hpp"
 #include "dataplane/transport/sgl.hpp"
 #include "dataplane/wire/wire.hpp"
 
@@ -161,7 +162,7 @@ bool Engine::req_build_packet(Qp& qp, SendWqe& w, uint32_t pkt, TxFrame& f, uint
     EncodeLayout lay;
     if (!encode_roce_headers(p, f.buf, lay)) return false;
     if (payload) sgl_gather(w.wr.sg_list, off, f.buf.data() + lay.payload_off, payload);
-    finish_roce(f.buf, lay);
+    finish_frame(f.buf, lay);
     f.len = static_cast<uint32_t>(lay.frame_len);
     f.qpn = qp.qpn;
     f.data = true;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "dataplane/transport/engine.hpp"
+#include "dataplane/transport/frame.hpp"
 #include "dataplane/transport/sgl.hpp"
 #include "dataplane/wire/wire.hpp"
 
@@ -89,7 +90,7 @@ bool Engine::resp_scatter(Qp& qp, const RecvWqe& w, uint64_t offset, const uint8
         if (m == nullptr || m->pd != qp.init.pd.id || !(m->access & kLocalWrite) || !m->covers(s.addr, s.length))
             return false;
         const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(s.length - offset, len));
-        std::memcpy(reinterpret_cast<uint8_t*>(s.addr) + offset, src, n);
+        place(reinterpret_cast<uint8_t*>(s.addr) + offset, src, n);
         src += n;
         len -= n;
         offset = 0;
@@ -236,7 +237,7 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
                 if (!resp_take_recv(qp, qp.msg_wqe)) return rnr();
                 qp.msg_has_wqe = true;
             }
-            if (!placed && len) std::memcpy(reinterpret_cast<uint8_t*>(qp.write_va + qp.msg_offset), p.payload, len);
+            if (!placed && len) place(reinterpret_cast<uint8_t*>(qp.write_va + qp.msg_offset), p.payload, len);
             qp.msg_offset += len;
             if (last) {
                 if (info.flags & kOpImm) {
@@ -469,7 +470,7 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects
         const bool fits = idx > 0 && (last ? off + p.payload_len == qp.write_len
                                            : p.payload_len == qp.mtu && off + qp.mtu < qp.write_len);
         if (fits) {
-            if (p.payload_len) std::memcpy(reinterpret_cast<uint8_t*>(qp.write_va + off), p.payload, p.payload_len);
+            if (p.payload_len) place(reinterpret_cast<uint8_t*>(qp.write_va + off), p.payload, p.payload_len);
             h.placed = true;
             ++qp.counters.direct_placed;
             ++counters_.direct_placed;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "dataplane/transport/frame.hpp"
 #include "dataplane/transport/types.hpp"
 
 namespace rocemu::transport {
@@ -19,7 +20,7 @@ inline void sgl_gather(const SgeList& sgl, uint64_t off, uint8_t* dst, uint32_t 
             continue;
         }
         const uint32_t n = static_cast<uint32_t>(s.length - off) < len ? static_cast<uint32_t>(s.length - off) : len;
-        std::memcpy(dst, reinterpret_cast<const uint8_t*>(s.addr) + off, n);
+        fill(dst, reinterpret_cast<const uint8_t*>(s.addr) + off, n);
         dst += n;
         len -= n;
         off = 0;
@@ -34,7 +35,7 @@ inline void sgl_scatter(const SgeList& sgl, uint64_t off, const uint8_t* src, ui
             continue;
         }
         const uint32_t n = static_cast<uint32_t>(s.length - off) < len ? static_cast<uint32_t>(s.length - off) : len;
-        std::memcpy(reinterpret_cast<uint8_t*>(s.addr) + off, src, n);
+        place(reinterpret_cast<uint8_t*>(s.addr) + off, src, n);
         src += n;
         len -= n;
         off = 0;

@@ -3,6 +3,7 @@
 // READ responses) one packet per QP per round, so QPs share the link
 // round-robin. Data waits for the QP's pacing gate (set_next_send).
 #include "dataplane/transport/engine.hpp"
+#include "dataplane/transport/frame.hpp"
 #include "dataplane/wire/wire.hpp"
 
 namespace rocemu::transport {
@@ -93,8 +94,8 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
         }
     }
     if (!encode_roce_headers(p, f.buf, lay)) return false;
-    if (p.payload_len) std::memcpy(f.buf.data() + lay.payload_off, reinterpret_cast<const void*>(src), p.payload_len);
-    finish_roce(f.buf, lay);
+    if (p.payload_len) fill(f.buf.data() + lay.payload_off, reinterpret_cast<const void*>(src), p.payload_len);
+    finish_frame(f.buf, lay);
     f.len = static_cast<uint32_t>(lay.frame_len);
     f.qpn = qp.qpn;
     f.data = it.kind == RespItem::Kind::ReadResp;

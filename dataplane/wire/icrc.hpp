@@ -15,6 +15,11 @@ namespace rocemu::wire {
 // pad (the ICRC itself excluded). `len` must cover at least IP+UDP+BTH.
 uint32_t compute_icrc(const uint8_t* l3, size_t len, bool v6);
 
+// The same value, for a frame the caller is building: the variant fields
+// are set to all ones in place, the CRC runs in one pass over the buffer,
+// and the fields are put back before returning. No copy, one CRC call.
+uint32_t compute_icrc_in_place(uint8_t* l3, size_t len, bool v6);
+
 // Plain CRC-32 (zlib/gzip convention) of a buffer, chainable: pass the
 // previous return value as `crc` to continue. Starts at 0.
 uint32_t crc32(uint32_t crc, const uint8_t* data, size_t len);
