@@ -68,16 +68,20 @@ inline void place(void* dst, const void* src, size_t n) {
 // its ICRC is computed next, and in a loopback the receiver reads it at
 // once. Plain vector stores guarantee that; glibc's memcpy may switch to
 // `rep movsb`, which on some CPUs writes large copies around the cache.
-inline void fill(void* dst, const void* src, size_t n) {
+// The source is prefetched one packet ahead (a message's next packet comes
+// from the bytes that follow), up to `src_end`.
+inline void fill(void* dst, const void* src, size_t n, const void* src_end) {
 #if defined(__x86_64__)
     if (n >= 256) {
         // Host memory is usually cold: ask for it well ahead of the copy.
-        constexpr size_t kPrefetch = 1024;
+        constexpr size_t kPrefetch = 4096;
         auto* d = static_cast<uint8_t*>(dst);
         auto* s = static_cast<const uint8_t*>(src);
+        const auto* end = static_cast<const uint8_t*>(src_end);
+        const size_t ahead = end - s > static_cast<ptrdiff_t>(kPrefetch) ? end - s - kPrefetch : 0;
         size_t i = 0;
         for (; i + 64 <= n; i += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(s + i + kPrefetch), _MM_HINT_T0);
+            if (i < ahead) _mm_prefetch(reinterpret_cast<const char*>(s + i + kPrefetch), _MM_HINT_T0);
             const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
             const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
             const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));

@@ -20,7 +20,7 @@ inline void sgl_gather(const SgeList& sgl, uint64_t off, uint8_t* dst, uint32_t 
             continue;
         }
         const uint32_t n = static_cast<uint32_t>(s.length - off) < len ? static_cast<uint32_t>(s.length - off) : len;
-        fill(dst, reinterpret_cast<const uint8_t*>(s.addr) + off, n);
+        fill(dst, reinterpret_cast<const uint8_t*>(s.addr) + off, n, reinterpret_cast<const uint8_t*>(s.addr) + s.length);
         dst += n;
         len -= n;
         off = 0;

@@ -94,7 +94,9 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
         }
     }
     if (!encode_roce_headers(p, f.buf, lay)) return false;
-    if (p.payload_len) fill(f.buf.data() + lay.payload_off, reinterpret_cast<const void*>(src), p.payload_len);
+    if (p.payload_len)
+        fill(f.buf.data() + lay.payload_off, reinterpret_cast<const uint8_t*>(src), p.payload_len,
+             reinterpret_cast<const uint8_t*>(it.va + it.length));
     finish_frame(f.buf, lay);
     f.len = static_cast<uint32_t>(lay.frame_len);
     f.qpn = qp.qpn;

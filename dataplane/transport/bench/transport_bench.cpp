@@ -52,6 +52,9 @@ double cold_memcpy_gbps() {
     return static_cast<double>(n) * passes * 8 / s / 1e9;
 }
 
+// Frames per tx_burst, as a DPDK runtime's burst.
+constexpr size_t kBurst = 32;
+
 struct Bench {
     std::unique_ptr<Engine> eng[2];
     Effects fx[2];
@@ -111,14 +114,14 @@ struct Bench {
                               kAttrState | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrSqPsn | kAttrMaxQpRdAtomic,
                               fx[i]);
         }
-        bufs.assign(64, std::vector<uint8_t>(Engine::kMinTxBuf));
+        bufs.assign(kBurst, std::vector<uint8_t>(Engine::kMinTxBuf));
     }
 
     // Moves every ready frame from `from` to the other engine. With
     // `reorder`, each group of four frames is delivered reversed.
     uint32_t shuttle(int from) {
-        TxFrame tx[64];
-        for (size_t i = 0; i < 64; ++i) tx[i].buf = bufs[i];
+        TxFrame tx[kBurst];
+        for (size_t i = 0; i < kBurst; ++i) tx[i].buf = bufs[i];
         const uint64_t t0 = __rdtsc();
         const uint32_t n = eng[from]->tx_burst(tx, now, fx[from]);
         const uint64_t t1 = __rdtsc();
