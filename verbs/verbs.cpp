@@ -302,7 +302,10 @@ std::unique_ptr<Context> Context::open(const DeviceOptions& opts, const std::vec
     base.max_qp = opts.max_qp;
     base.max_cqe = opts.max_cqe;
     transport::VerbsError e;
-    m->engine = transport::Engine::create(dpdk::engine_config(*m->stack, base), e);
+    dpdk::NicProfile profile = opts.nic;
+    profile.port_speed = opts.link_speed;
+    profile.pfc_priority = opts.pfc_priority;
+    m->engine = transport::Engine::create(dpdk::engine_config(*m->stack, profile, base), e);
     if (!m->engine) {
         error = e.msg;
         return nullptr;
@@ -312,9 +315,9 @@ std::unique_ptr<Context> Context::open(const DeviceOptions& opts, const std::vec
     m->qp_send_cq.assign(ec.max_qp, 0);
     m->qp_recv_cq.assign(ec.max_qp, 0);
     m->channel_fds.fill(-1);
-    m->upper = std::make_unique<dpdk::EngineUpper>(*m->engine, opts.pfc_priority, opts.link_speed);
+    m->upper = std::make_unique<dpdk::EngineUpper>(*m->engine, profile);
     m->clock = std::make_unique<dpdk::TscClock>(dpdk::TscClock::starting_now());
-    dpdk::NicConfig nc;
+    dpdk::NicConfig nc = dpdk::nic_config(profile);
     nc.tx_drain = opts.tx_drain;
     m->nic = std::make_unique<dpdk::Nic<dpdk::EngineUpper>>(*m->port, *m->stack, *m->upper, *m->clock,
                                                             m->capture.get(), nc);
@@ -529,8 +532,10 @@ int Context::destroy_ah(AhHandle ah) {
 int Context::create_qp(const QpInitAttr& init, Qpn& out) {
     Impl& m = *impl_;
     transport::Result<Qpn> r;
+    QpInitAttr ia = init;
+    ia.peer_accepts_cnp = ia.peer_accepts_cnp || m.opts.nic.cnp_enabled();
     m.run_ctl([&] {
-        r = m.engine->create_qp(init);
+        r = m.engine->create_qp(ia);
         if (!r.ok()) return;
         const uint32_t idx = r.value.v - transport::Engine::kFirstQpn;
         m.qp_send_cq[idx] = init.send_cq.id;
@@ -559,7 +564,10 @@ int Context::query_qp(Qpn qpn, QpAttr& attr, QpInitAttr& init) {
 
 int Context::destroy_qp(Qpn qpn) {
     transport::VerbsError e;
-    impl_->run_ctl([&] { e = impl_->engine->destroy_qp(qpn); });
+    impl_->run_ctl([&] {
+        e = impl_->engine->destroy_qp(qpn);
+        if (!e) impl_->upper->on_qp_destroyed(qpn);
+    });
     return e ? impl_->fail(e) : 0;
 }
 

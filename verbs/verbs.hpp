@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "dataplane/dpdk/host/host_config.hpp"
+#include "dataplane/dpdk/nic_profile.hpp"
 #include "dataplane/transport/types.hpp"
 
 namespace rocemu::verbs {
@@ -77,6 +78,11 @@ struct DeviceOptions {
     // slower than 100G).
     BitsPerSec link_speed = BitsPerSec::gbps(100);
     int pfc_priority = 3;
+    // Congestion control (DCQCN by default), CNPs, PFC from the receive
+    // backlog and the lab knobs (dataplane/dpdk/nic_profile.hpp). Its
+    // port_speed and pfc_priority are taken from the two fields above. QPs
+    // send CNPs when nic.cnp_enabled(), whatever QpInitAttr says.
+    dpdk::NicProfile nic;
 };
 
 struct DeviceAttr {
