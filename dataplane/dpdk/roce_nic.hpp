@@ -109,6 +109,10 @@ public:
     // priority; a pause of that priority holds all of it. Priority 3 is the
     // lossless RoCE class of SONiC's and mlx5's usual setup.
     static constexpr int kDefaultPfcPriority = 3;
+    // How far a QP may run ahead of its DCQCN pacing schedule: the loop reads
+    // the clock once per burst, and a burst of a QP should leave at its rate,
+    // not one frame per turn.
+    static constexpr Nanos kPacingSlack = Nanos::from_us(10);
 
     // Without congestion control: data leaves as fast as the loop pulls it.
     explicit EngineUpper(transport::Engine& engine, int pfc_priority = kDefaultPfcPriority,
@@ -119,7 +123,7 @@ public:
     // data, and is paced at its current rate.
     EngineUpper(transport::Engine& engine, const NicProfile& profile)
         : engine_(engine), pfc_priority_(profile.pfc_priority), port_speed_(profile.port_speed), cc_cfg_(profile.cc) {
-        if (cc_cfg_.algorithm != cc::CcAlgorithm::kNone) cc_.emplace(engine_, cc_cfg_, port_speed_);
+        if (cc_cfg_.algorithm != cc::CcAlgorithm::kNone) cc_.emplace(engine_, cc_cfg_, port_speed_, kPacingSlack);
     }
     EngineUpper(const EngineUpper&) = delete;
     EngineUpper& operator=(const EngineUpper&) = delete;

@@ -23,7 +23,7 @@ cc::QpCc* CcDriver::find(Qpn qpn) {
 
 const cc::QpCc* CcDriver::qp_cc(Qpn qpn) const { return const_cast<CcDriver*>(this)->find(qpn); }
 
-void CcDriver::regate(Qpn qpn, const cc::QpCc& c) { eng_.set_next_send(qpn, c.next_send_time()); }
+void CcDriver::regate(Qpn qpn, const cc::QpCc& c) { eng_.set_next_send(qpn, c.next_send_time() - slack_); }
 
 void CcDriver::after_tx(std::span<const TxFrame> frames, Nanos now) {
     for (const TxFrame& f : frames) {

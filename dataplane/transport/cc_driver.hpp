@@ -16,9 +16,12 @@ namespace rocemu::transport {
 
 class CcDriver {
 public:
-    // `cfg` must outlive the driver.
-    CcDriver(Engine& engine, const cc::CcConfig& cfg, BitsPerSec line_rate)
-        : eng_(engine), cfg_(cfg), line_rate_(line_rate) {}
+    // `cfg` must outlive the driver. `slack` lets a QP run that far ahead of
+    // its pacing schedule: a runtime that reads its clock once per burst
+    // (the DPDK loop) can then send a burst at the QP's rate instead of one
+    // frame per clock read; the long-run rate is unchanged.
+    CcDriver(Engine& engine, const cc::CcConfig& cfg, BitsPerSec line_rate, Nanos slack = Nanos{0})
+        : eng_(engine), cfg_(cfg), line_rate_(line_rate), slack_(slack) {}
 
     // Gives a requester QP its own congestion control.
     void attach(Qpn qpn);
@@ -39,6 +42,7 @@ private:
     Engine& eng_;
     const cc::CcConfig& cfg_;
     BitsPerSec line_rate_;
+    Nanos slack_;
     std::vector<std::unique_ptr<cc::QpCc>> by_qp_;  // index = qpn - Engine::kFirstQpn
 };
 

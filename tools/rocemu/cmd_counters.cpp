@@ -2,6 +2,7 @@
 // their DPDK telemetry sockets.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -20,9 +21,18 @@ struct CountersOptions {
     bool all = false;
 };
 
+// DCQCN rates come as rp_*_rate_mbps; they are shown in Gbit/s.
 void print_fields(const dpdk::Fields& fields, bool all, const char* indent) {
-    for (const auto& [k, v] : fields)
-        if (all || v != "0") fmt::print("{}{:<30} {:>14}\n", indent, k, v);
+    constexpr std::string_view kMbps = "_rate_mbps";
+    for (const auto& [k, v] : fields) {
+        if (!all && v == "0") continue;
+        if (k.ends_with(kMbps)) {
+            const std::string name = k.substr(0, k.size() - kMbps.size()) + "_rate";
+            fmt::print("{}{:<30} {:>14.3f} Gbit/s\n", indent, name, std::strtod(v.c_str(), nullptr) / 1000.0);
+            continue;
+        }
+        fmt::print("{}{:<30} {:>14}\n", indent, k, v);
+    }
 }
 
 int show(const std::string& prefix, const CountersOptions& o) {

@@ -1,5 +1,7 @@
-// What every rocemu command that runs one emulated NIC (pingpong, rdma-ops)
-// takes on its command line, checks and opens the same way.
+// What every rocemu command that runs one emulated NIC (pingpong, rdma-ops,
+// perf) takes on its command line, checks and opens the same way: the port
+// and host identity, then the NIC profile (congestion control, CNPs, PFC
+// from the receive backlog, lab knobs).
 #pragma once
 
 #include <fmt/format.h>
@@ -9,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cc/config.hpp"
+#include "dataplane/dpdk/nic_profile.hpp"
 #include "dataplane/transport/types.hpp"
 #include "verbs/verbs.hpp"
 
@@ -23,7 +27,75 @@ struct NicCliOptions {
     std::string capture;
     std::string server;
     std::vector<std::string> eal_args;
+    // The NIC profile's options; check_nic_options() turns them into `profile`.
+    std::string cc;           // none | dcqcn; empty: what the profile says (dcqcn by default)
+    std::string cc_preset;    // a compiled-in preset (configs/nic/NAME.yaml)
+    std::string nic_profile;  // a YAML or mlxconfig file (configs/nic/README.md)
+    bool no_cnp = false;
+    uint32_t pfc_rx_xoff = 0;
+    int64_t pfc_rx_xon = -1;  // -1: half of XOFF
+    uint32_t mark_ce_every = 0;
+    uint64_t rx_max_pps = 0;
+    dpdk::NicProfile profile;
 };
+
+// The receive backlog the loop holds (Nic::kRxBacklog); XOFF must fit in it.
+inline constexpr uint32_t kMaxPfcRxXoff = 4096;
+
+// Registers the NIC profile's options (also for commands that take the port
+// their own way); `o` must live as long as `cmd` does.
+inline void add_nic_profile_options(CLI::App* cmd, NicCliOptions& o) {
+    const std::string presets = [] {
+        std::string s;
+        for (const std::string_view n : cc::cc_preset_names()) s += (s.empty() ? "" : ", ") + std::string(n);
+        return s;
+    }();
+    cmd->add_option("--cc", o.cc, "congestion control of the NIC's QPs: dcqcn (ConnectX's, the default) or none")
+        ->check(CLI::IsMember({"none", "dcqcn"}));
+    auto* preset = cmd->add_option("--cc-preset", o.cc_preset, "DCQCN preset: " + presets);
+    auto* file = cmd->add_option("--nic-profile", o.nic_profile,
+                                 "DCQCN knobs from a YAML or mlxconfig file (configs/nic/*.yaml; `preset:` may "
+                                 "name the base)");
+    preset->excludes(file);
+    cmd->add_flag("--no-cnp", o.no_cnp, "send no CNPs for CE-marked packets (for peers that drop them, e.g. Linux rxe)");
+    cmd->add_option("--pfc-rx-xoff", o.pfc_rx_xoff,
+                    fmt::format("send PFC XOFF on the RoCE priority when this many received frames wait "
+                                "(1-{}; default: never)", kMaxPfcRxXoff));
+    cmd->add_option("--pfc-rx-xon", o.pfc_rx_xon, "send PFC XON when the backlog falls below this (default: XOFF/2)");
+    cmd->add_option("--mark-ce-every", o.mark_ce_every,
+                    "lab: mark every Nth ECN-capable RoCEv2 frame received as CE, as a congested switch would");
+    cmd->add_option("--rx-max-pps", o.rx_max_pps,
+                    "lab: handle at most this many received frames per second (a slow NIC; see --pfc-rx-xoff)");
+}
+
+// Builds o.profile from the profile options. Returns the error, or "".
+inline std::string make_nic_profile(NicCliOptions& o) {
+    dpdk::NicProfile p;
+    if (!o.cc_preset.empty()) {
+        cc::CcConfigResult r = cc::load_cc_preset(o.cc_preset);
+        if (!r.ok()) return "--cc-preset " + o.cc_preset + ": " + r.error;
+        p.cc = r.config;
+    } else if (!o.nic_profile.empty()) {
+        cc::CcConfigResult r = cc::load_cc_config_file(o.nic_profile);
+        if (!r.ok()) return "--nic-profile " + o.nic_profile + ": " + r.error;
+        p.cc = r.config;
+    }
+    if (!o.cc.empty()) p.cc.algorithm = o.cc == "none" ? cc::CcAlgorithm::kNone : cc::CcAlgorithm::kDcqcn;
+    p.send_cnp = !o.no_cnp;
+    if (o.pfc_rx_xon >= 0 && !o.pfc_rx_xoff) return "--pfc-rx-xon needs --pfc-rx-xoff";
+    if (o.pfc_rx_xoff > kMaxPfcRxXoff)
+        return fmt::format("--pfc-rx-xoff {} is out of range; allowed [1, {}] frames", o.pfc_rx_xoff, kMaxPfcRxXoff);
+    const int64_t xon = o.pfc_rx_xon >= 0 ? o.pfc_rx_xon : o.pfc_rx_xoff / 2;
+    if (o.pfc_rx_xoff && xon >= o.pfc_rx_xoff)
+        return fmt::format("--pfc-rx-xon {} is out of range; allowed [0, {}] (below --pfc-rx-xoff {})", xon,
+                           o.pfc_rx_xoff - 1, o.pfc_rx_xoff);
+    p.pfc_rx_xoff = o.pfc_rx_xoff;
+    p.pfc_rx_xon = static_cast<uint32_t>(xon);
+    p.mark_ce_every = o.mark_ce_every;
+    p.rx_max_pps = o.rx_max_pps;
+    o.profile = p;
+    return {};
+}
 
 // Registers the NIC options on `cmd`; `o` must live as long as `cmd` does.
 inline void add_nic_options(CLI::App* cmd, NicCliOptions& o) {
@@ -37,6 +109,7 @@ inline void add_nic_options(CLI::App* cmd, NicCliOptions& o) {
     cmd->add_option("-g,--gid-idx", o.gidx, "local GID index (default: the port's RoCEv2 IPv4 GID)");
     cmd->add_option("-m,--mtu", o.mtu, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the active MTU)");
     cmd->add_option("--capture", o.capture, "write every frame received and sent to this pcapng file");
+    add_nic_profile_options(cmd, o);
 }
 
 // Moves an EAL argument that landed in SERVER_IP back (after `--` every word
@@ -48,19 +121,25 @@ inline std::string check_nic_options(NicCliOptions& o) {
     }
     if (o.mtu && !transport::path_mtu_from_bytes(o.mtu))
         return fmt::format("-m {}: the path MTU must be 256, 512, 1024, 2048 or 4096", o.mtu);
-    return {};
+    return make_nic_profile(o);
 }
 
-// Opens the NIC in Lcore mode: its poll thread keeps answering ARP and ACKing
-// while the command blocks in its TCP exchange.
-inline std::unique_ptr<verbs::Context> open_nic(const NicCliOptions& o, std::string& error) {
+// The device the options describe (after check_nic_options), in Lcore mode.
+inline verbs::DeviceOptions device_options(const NicCliOptions& o) {
     verbs::DeviceOptions d;
     d.devspec = o.port;
     d.host = o.host;
     d.mtu_set = o.mtu_set;
     d.capture = o.capture;
     d.progress = verbs::Progress::Lcore;
-    return verbs::Context::open(d, o.eal_args, error);
+    d.nic = o.profile;
+    return d;
+}
+
+// Opens the NIC in Lcore mode: its poll thread keeps answering ARP and ACKing
+// while the command blocks in its TCP exchange.
+inline std::unique_ptr<verbs::Context> open_nic(const NicCliOptions& o, std::string& error) {
+    return verbs::Context::open(device_options(o), o.eal_args, error);
 }
 
 // The local GID index and path MTU the options ask for. The GID index is
