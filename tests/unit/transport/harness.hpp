@@ -182,7 +182,9 @@ struct ConnectOpts {
 };
 
 // Moves both QPs RESET -> INIT -> RTR -> RTS, each pointing at the other.
-inline void connect(Loop& L, const Side s[2], const ConnectOpts& o = {}) {
+// `Loops` is Loop or SimLoop (sim_harness.hpp).
+template <typename Loops>
+void connect(Loops& L, const Side s[2], const ConnectOpts& o = {}) {
     for (int i = 0; i < 2; ++i) {
         Engine& e = L[i];
         QpAttr init_qp, init_tmp;

@@ -1,15 +1,18 @@
-// Property tests: random workloads over a faulty link, 1000 seeds per mix of
-// loss, reorder, duplication and corruption, in both reliability modes.
+// Property tests on the virtual-time runtime: two engines as sim nodes joined
+// by a pair of sim links whose link::Model loses, duplicates, corrupts (bad
+// ICRC) and reorders (K paths keyed by UDP source port, jitter, late frames)
+// frames, 1000 seeds per mix, in both reliability modes, random workloads
+// (every operation, 0 B to 1 MiB, one to three QPs, RNR on some seeds).
 // Every posted WR must complete exactly once with SUCCESS, every RECV once
 // with the right length and immediate, received data must equal sent data
-// byte for byte, READ and atomic results must be right, and each run must
-// finish within kBound of virtual time.
+// byte for byte, READ and atomic results must be right, each run must finish
+// within kBound of virtual time, and no node may spin on a passed deadline.
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <cstring>
 
-#include "tests/unit/transport/harness.hpp"
+#include "tests/unit/transport/sim_harness.hpp"
 
 namespace rocemu::transport::test {
 namespace {
@@ -21,6 +24,27 @@ struct Mix {
     const char* name;
     double loss = 0, dup = 0, corrupt = 0, reorder = 0;
 };
+
+// 100G, 2 us. Reordering: four paths of 1..4 us (a spraying QP's packets take
+// them all, an interop QP sticks to one), 1 us of jitter that may overtake,
+// and `reorder` of the frames 2.5 us late.
+sim::LinkConfig link_of(const Mix& mix) {
+    sim::LinkConfig c;
+    c.speed = BitsPerSec::gbps(100);
+    c.propagation_delay = Nanos{2000};
+    c.loss_rate = mix.loss;
+    c.duplicate_rate = mix.dup;
+    c.corrupt_rate = mix.corrupt;
+    c.corrupt_as = sim::Corruption::BadIcrc;
+    if (mix.reorder > 0) {
+        for (int64_t d : {1000, 2000, 3000, 4000}) c.paths.push_back(Nanos{d});
+        c.jitter = Nanos{1000};
+        c.jitter_reorders = true;
+        c.reorder_rate = mix.reorder;
+        c.reorder_delay = Nanos{2500};
+    }
+    return c;
+}
 
 const Mix kMixes[] = {
     {"loss", 0.03, 0, 0, 0},
@@ -56,9 +80,21 @@ uint32_t pick_len(Rng& r, int seed, int i) {
     }
 }
 
+// What the faults did in a run, summed over both directions: evidence that
+// the harness exercised what the mix names.
+struct Exercised {
+    uint64_t lost = 0, duplicated = 0, corrupted = 0;  // by the links
+    uint64_t bad_icrc = 0, out_of_seq = 0, duplicates = 0, retries = 0;  // seen by the engines
+    void add(const Exercised& o) {
+        lost += o.lost, duplicated += o.duplicated, corrupted += o.corrupted;
+        bad_icrc += o.bad_icrc, out_of_seq += o.out_of_seq, duplicates += o.duplicates, retries += o.retries;
+    }
+};
+
 struct Outcome {
     bool ok = true;
     std::string why;
+    Exercised ex;
     void fail(std::string s) {
         if (ok) why = std::move(s);
         ok = false;
@@ -70,7 +106,7 @@ Outcome run_seed(Reliability mode, const Mix& mix, int seed) {
     Rng rng(static_cast<uint64_t>(seed) * 7919 + static_cast<uint64_t>(mode) * 13 + mix.loss * 1000);
     EngineConfig base;
     base.rng_seed = static_cast<uint64_t>(seed) + 1;
-    Loop L(base);
+    SimLoop L(base, link_of(mix), rng.next());
     const PathMtu mtu = static_cast<PathMtu>(1 + rng.below(5));
     const int nqp = 1 + static_cast<int>(rng.below(3));
     const size_t kMem = (seed % 100 == 7 ? 3u << 20 : 1u << 20);
@@ -184,30 +220,6 @@ Outcome run_seed(Reliability mode, const Mix& mix, int seed) {
         }
     }
 
-    const double reorder = mix.reorder;
-    L.filter = [&](int, const wire::RocePacket& p, uint64_t) {
-        Delivery d;
-        if (rng.chance(mix.loss)) d.drop = true;
-        if (rng.chance(mix.dup)) d.copies = 2;
-        if (rng.chance(mix.corrupt)) d.corrupt = true;
-        if (reorder > 0) {
-            // Four paths with different delays, chosen by UDP source port,
-            // plus jitter on some packets.
-            d.extra = Nanos{int64_t{1000} * (p.udp_sport % 4)};
-            if (rng.chance(reorder)) d.extra += Nanos{static_cast<int64_t>(rng.below(3000))};
-        }
-        return d;
-    };
-
-    if (std::getenv("TRANSPORT_VERBOSE"))
-        L.trace = [&](uint64_t n) {
-            std::string c;
-            for (int i = 0; i < 2; ++i)
-                for_each_counter(L[i].counters(), [&](const char* name, uint64_t v) {
-                    if (v) c += fmt::format(" {}{}={}", i, name, v);
-                });
-            fmt::print(stderr, "step {} now {} us frames {}{}\n", n, L.now.us(), L.frames, c);
-        };
     size_t total = 0, done = 0;
     for (auto& q : qps) total += q.wrs.size();
     bool recvs_posted = !late_recv;
@@ -248,7 +260,7 @@ Outcome run_seed(Reliability mode, const Mix& mix, int seed) {
     };
     const bool finished = L.run(
         [&] {
-            if (!recvs_posted && L.now >= Nanos::from_us(50)) {
+            if (!recvs_posted && L.now() >= Nanos::from_us(50)) {
                 post_recvs();
                 recvs_posted = true;
             }
@@ -264,10 +276,34 @@ Outcome run_seed(Reliability mode, const Mix& mix, int seed) {
         L.run([&] { check_cqs(); return done == total; }, kBound);
     }
     if (!out.ok) return out;
-    if (done != total) out.fail(fmt::format("stalled: {} of {} WRs done at {} us", done, total, L.now.us()));
-    if (L.now > kBound) out.fail("over the virtual-time bound");
-    L.settle(L.now + Nanos::from_ms(50));
+    if (done != total) out.fail(fmt::format("stalled: {} of {} WRs done at {} us", done, total, L.now().us()));
+    if (L.now() > kBound) out.fail("over the virtual-time bound");
+    L.settle(L.now() + Nanos::from_ms(50));
     check_cqs();
+    if (L.spins() != 0) out.fail(fmt::format("{} timer expiries left a passed deadline", L.spins()));
+    for (int i = 0; i < 2; ++i) {
+        const sim::LinkCounters& lc = L.link(i).counters();
+        const Counters& c = L[i].counters();
+        auto drops = [&](DropReason r) { return c.drops[static_cast<size_t>(r)]; };
+        out.ex.lost += lc.dropped(sim::LinkDrop::Loss);
+        out.ex.duplicated += lc.duplicated;
+        out.ex.corrupted += lc.corrupted;
+        out.ex.bad_icrc += drops(DropReason::BadIcrc);
+        out.ex.out_of_seq += c.out_of_seq_request;
+        out.ex.duplicates += c.duplicate_request + drops(DropReason::DuplicateInWindow);
+        out.ex.retries += c.completer_retry_err + c.selective_retransmits;
+    }
+    if (std::getenv("TRANSPORT_VERBOSE")) {
+        for (int i = 0; i < 2; ++i) {
+            std::string c;
+            for_each_counter(L[i].counters(), [&](const char* name, uint64_t v) {
+                if (v) c += fmt::format(" {}={}", name, v);
+            });
+            const sim::LinkCounters& lc = L.link(i).counters();
+            fmt::print(stderr, "side {} at {} us:{}\n  link: {} frames, {} lost, {} duplicated, {} corrupted\n", i,
+                       L.now().us(), c, lc.tx_frames, lc.dropped(sim::LinkDrop::Loss), lc.duplicated, lc.corrupted);
+        }
+    }
     for (auto& q : qps)
         for (auto& e : q.wrs) {
             const uint8_t* src = &mem[0][e.src_off];
@@ -305,14 +341,42 @@ TEST_P(TransportProperty, EveryWrCompletesOnceWithRightData) {
     int failures = 0;
     // TRANSPORT_SEED=n replays one seed.
     const char* only = std::getenv("TRANSPORT_SEED");
+    Exercised ex;
     for (int seed = only ? std::atoi(only) : 0; seed < (only ? std::atoi(only) + 1 : kSeeds); ++seed) {
         if (std::getenv("TRANSPORT_VERBOSE")) fmt::print(stderr, "seed {}\n", seed);
         Outcome o = run_seed(mode, mix, seed);
+        ex.add(o.ex);
         if (!o.ok) {
             ADD_FAILURE() << "mix " << mix.name << " seed " << seed << ": " << o.why;
             if (++failures >= 5) return;
         }
     }
+    if (only) return;
+    // The faults happened, and the engines saw each of them.
+    if (mix.loss > 0) {
+        EXPECT_GT(ex.lost, 0u);
+        EXPECT_GT(ex.retries, 0u);
+    }
+    if (mix.dup > 0) {
+        EXPECT_GT(ex.duplicated, 0u);
+        EXPECT_GT(ex.duplicates, 0u);
+    }
+    if (mix.corrupt > 0) {
+        EXPECT_GT(ex.corrupted, 0u);
+    }
+    // Every corrupted frame that arrived was dropped for its ICRC, and only
+    // those (a duplicated corrupted frame arrives twice).
+    if (mix.dup == 0) {
+        EXPECT_EQ(ex.bad_icrc, ex.corrupted);
+    } else {
+        EXPECT_GE(ex.bad_icrc, ex.corrupted);
+    }
+    if (mix.reorder > 0) {
+        EXPECT_GT(ex.out_of_seq, 0u);
+    }
+    fmt::print("mix {}: {} lost, {} duplicated, {} corrupted; engines: {} bad ICRC, {} out of sequence, {} duplicates, "
+               "{} retries\n",
+               mix.name, ex.lost, ex.duplicated, ex.corrupted, ex.bad_icrc, ex.out_of_seq, ex.duplicates, ex.retries);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, TransportProperty,
