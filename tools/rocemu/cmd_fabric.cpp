@@ -14,6 +14,9 @@
 #include "fabric/scenario.hpp"
 #include "fabric/topology.hpp"
 #include "tools/rocemu/commands.hpp"
+#ifdef ROCEMU_WITH_DPDK
+#include "fabric/live/live.hpp"
+#endif
 
 namespace rocemu::cli {
 
@@ -81,6 +84,81 @@ int finish_report(const ScenarioOptions& o, const std::vector<std::string>& file
     fmt::print("report: {} ({} files; {})\n", std::filesystem::absolute(o.out_dir).string(), files.size(), msg);
     return 0;
 }
+
+// `fabric run --live`: the same topology on DPDK in real time.
+struct LiveCliArgs {
+    bool enabled = false;
+    double scale = 0;
+    uint32_t qps = 1;
+    double timeout_s = 120;
+    std::vector<std::string> eal_args;
+};
+
+void add_live_options(CLI::App* run, LiveCliArgs& l) {
+    run->add_flag("--live", l.enabled,
+                  "run on DPDK in real time, in this process: verbs NICs and switch runtimes on net_ring cables, one "
+                  "thread polling all");
+    run->add_option("--scale", l.scale,
+                    "--live: divide link rates by this (delays and switch timers multiplied); default: the host links' "
+                    "sum over 4 Gbit/s");
+    run->add_option("--qps", l.qps, "--live: RC QPs per flow, 1-64")->capture_default_str();
+    run->add_option("--timeout", l.timeout_s, "--live: live seconds per size before giving up")->capture_default_str();
+    run->add_option("eal", l.eal_args, "--live: EAL arguments, after --");
+}
+
+#ifdef ROCEMU_WITH_DPDK
+
+int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& sizes, const FabricArgs& a,
+                 const LiveCliArgs& l) {
+    if (!a.scenario.empty() || !a.pcap.empty() || cfg.nic.model != NicModel::Rc) {
+        fmt::print(stderr, "rocemu fabric run --live: runs a workload sweep on RC NICs; --scenario, --pcap and "
+                           "--nic-model generator are virtual-time only\n");
+        return 2;
+    }
+    if (l.scale != 0 && l.scale < 1) {
+        fmt::print(stderr, "rocemu fabric run --live: --scale {} must be at least 1\n", l.scale);
+        return 2;
+    }
+    if (l.timeout_s <= 0) {
+        fmt::print(stderr, "rocemu fabric run --live: --timeout {} must be positive\n", l.timeout_s);
+        return 2;
+    }
+    Topology t;
+    try {
+        t = generate(cfg);
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "rocemu fabric run --live: {}\n", e.what());
+        return 2;
+    }
+    fmt::print("{}\n", t.summary());
+    live::LiveOptions o;
+    o.scale = l.scale;
+    o.qps_per_flow = l.qps;
+    o.seed = a.seed;
+    o.out_dir = a.out;
+    o.timeout_s = l.timeout_s;
+    o.eal_args = l.eal_args;
+    o.progress = progress_line;
+    live::LiveResult r;
+    try {
+        r = live::run_live_sweep(t, p, sizes, o);
+    } catch (const std::exception& e) {
+        r.error = e.what();
+    }
+    fmt::print(stderr, "\r{:<110}\r", "");
+    if (!r.rows.empty()) fmt::print("{}", live::format_live_sweep(p, r));
+    for (const std::string& n : r.notes) fmt::print("  {}\n", n);
+    if (!r.error.empty()) {
+        fmt::print(stderr, "rocemu fabric run --live: {}\n", r.error);
+        return 2;
+    }
+    if (!r.files.empty())
+        fmt::print("report: {} ({} files)\n", std::filesystem::absolute(a.out).string(), r.files.size());
+    for (const live::LiveRow& row : r.rows)
+        if (!row.complete || row.mismatched || row.lossless_drops) return 1;
+    return 0;
+}
+#endif
 
 }  // namespace
 
@@ -154,7 +232,9 @@ void add_fabric_command(CLI::App& app, int& status) {
     run->add_option("--pcap", a->pcap, "capture this link (e.g. leaf0-spine1) into the report folder");
     run->add_option("--nic-model", a->nic_model, "override the file's nic.model: rc or generator")
         ->check(CLI::IsMember({"rc", "generator"}));
-    run->callback([a, &status] {
+    auto live = std::make_shared<LiveCliArgs>();
+    add_live_options(run, *live);
+    run->callback([a, live, &status] {
         auto cfg = load(*a);
         if (!cfg) {
             status = 2;
@@ -166,7 +246,7 @@ void add_fabric_command(CLI::App& app, int& status) {
         o.out_dir = a->out;
         o.pcap_link = a->pcap;
         o.fabric = *cfg;
-        if (!a->scenario.empty()) {
+        if (!a->scenario.empty() && !live->enabled) {
             status = run_scenario_cli(a->scenario, o);
             return;
         }
@@ -188,6 +268,15 @@ void add_fabric_command(CLI::App& app, int& status) {
                 return;
             }
             sizes.push_back(*b);
+        }
+        if (live->enabled) {
+#ifdef ROCEMU_WITH_DPDK
+            status = run_live_cli(*cfg, *p, sizes, *a, *live);
+#else
+            fmt::print(stderr, "rocemu fabric run --live: this rocemu was built without DPDK (-DROCEMU_DPDK=OFF)\n");
+            status = 2;
+#endif
+            return;
         }
         o.progress = progress_line;
         const Topology t = generate(*cfg);

@@ -1,0 +1,88 @@
+// The live fabric: the Topology of a fabric file run on DPDK in real time, in
+// one process. Every NIC is a verbs device (transport engine, host stack,
+// poll loop) on a net_ring port; every switch is the switch/dpdk runtime with
+// its ports on net_ring; each cable is a pair of rings. One thread polls
+// everything round-robin. Link rates are divided by a scale factor so that
+// one core can carry them; delays and switch timers are multiplied by it, so
+// the live fabric is the configured one slowed down, and the report scales
+// times and bandwidths back.
+//
+// This header is free of DPDK so the CLI can include it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fabric/scenario.hpp"
+#include "fabric/topology.hpp"
+#include "fabric/workload.hpp"
+
+namespace rocemu::fabric::live {
+
+// Sum of host link speeds one core carries in the one-process fabric: the
+// default scale brings the fabric's host links down to this.
+inline constexpr double kCoreBudgetGbps = 4.0;
+
+// The default scale factor: the fabric's summed host link speed over
+// kCoreBudgetGbps, at least 1, rounded up to an integer.
+double default_scale(const Topology& t);
+
+// Frames a live lossless PG must absorb after its XOFF leaves: what the
+// sender pushed into the ring in its last turn and what the switch read in
+// the same burst (two bursts of 32).
+inline constexpr uint32_t kLiveHeadroomFrames = 64;
+
+// The same fabric `s` times slower: port and link speeds / s; propagation
+// delays, the PFC watchdog's detection and restoration times and the flowlet
+// gap x s. The lossless PG headroom (xoff) is raised to kLiveHeadroomFrames
+// frames of the NIC MTU where the profile's is smaller. Throws
+// std::invalid_argument if s < 1 or a scaled speed would drop below 1 Mbit/s.
+Topology scale_topology(const Topology& t, double s);
+
+// The RC retransmission timeout exponent (4.096 us x 2^timeout) for a fabric
+// slowed down by `s`: the virtual-time fabric's 14, plus log2(s), at most 31.
+uint8_t scaled_rc_timeout(double s);
+
+struct LiveOptions {
+    double scale = 0;            // 0: default_scale()
+    uint32_t qps_per_flow = 1;   // RC QPs per flow (NCCL_IB_QPS_PER_CONNECTION); chunks go round-robin
+    uint64_t seed = 1;
+    std::string out_dir;         // report folder; empty writes nothing
+    double timeout_s = 120;      // live seconds per size before the run gives up
+    std::vector<std::string> eal_args;
+    // Receives a progress line now and then (overwrite-style, no newline).
+    std::function<void(const std::string&)> progress;
+};
+
+struct LiveRow {
+    SweepRow row;             // nccl-tests columns, times and bandwidths scaled back to the configured rates
+    Nanos live_time{};        // as measured, first WRITE posted to last completion
+    bool complete = false;    // every flow's every byte completed before the timeout
+    uint64_t flows = 0;
+    uint64_t verified = 0;    // flows whose destination region matched the source
+    uint64_t mismatched = 0;  // flows whose destination region did not
+    uint64_t bad_completions = 0;  // CQEs with a status other than success
+    uint64_t lossless_drops = 0;   // switch headroom overruns and lossless queue drops
+};
+
+struct LiveResult {
+    double scale = 1;
+    uint32_t ranks = 0;
+    std::vector<LiveRow> rows;
+    std::vector<std::string> files;  // report files written
+    std::vector<std::string> notes;  // what the run reports beyond the table (loop speed, headroom)
+    std::string error;               // set when the fabric could not be built or run
+};
+
+// nccl-tests style: one workload per size on one live fabric (built once,
+// QPs reused across sizes), counters taken per size.
+LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes, const LiveOptions& o);
+
+// The summary table: size, scaled-back time, algbw, busbw, live time, PFC,
+// ECN, CNP, drops, verified flows.
+std::string format_live_sweep(Pattern p, const LiveResult& r);
+
+}  // namespace rocemu::fabric::live

@@ -1,0 +1,678 @@
+#include "fabric/live/live_fabric.hpp"
+
+#include "fabric/live/nic_wire.hpp"
+
+#include <fmt/format.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "dataplane/dpdk/clock.hpp"
+#include "dataplane/dpdk/eal.hpp"
+#include "dataplane/dpdk/port.hpp"
+#include "dataplane/wire/l2.hpp"
+#include "switch/dpdk/runtime.hpp"
+#include "switch/dpdk/stats.hpp"
+#include "verbs/verbs.hpp"
+
+namespace rocemu::fabric::live {
+
+namespace {
+
+using rocemu::Qpn;
+
+constexpr uint32_t kRingSize = 8192;  // holds a NIC's whole mbuf pool
+constexpr uint64_t kChunk = 64 * 1024;     // bytes per WRITE, as the virtual-time RC NIC posts
+constexpr uint32_t kChunksInFlight = 16;   // per QP
+constexpr uint32_t kGatewayHost = 254;     // the leaf port's address in each /24 (hosts use .1 to .251)
+constexpr uint32_t kSwitchPortMbufs = 511; // a switch port allocates PFC frames only
+constexpr uint32_t kCqDepth = 16384;
+constexpr uint32_t kPollBatch = 64;
+
+uint32_t gateway_of(uint32_t ip) { return (ip & 0xFFFFFF00u) | kGatewayHost; }
+
+std::string dotted(uint32_t ip) { return format_ipv4(ip); }
+
+std::string mac_text(const std::array<uint8_t, 6>& m) {
+    return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+// Byte i of flow f's source region: differs per flow and per offset.
+uint8_t pattern(uint32_t flow, uint64_t i) { return static_cast<uint8_t>((i * 131 + flow * 29 + (i >> 8)) ^ 0x5A); }
+
+struct Host {
+    std::unique_ptr<verbs::Context> ctx;
+    verbs::PdHandle pd;
+    verbs::CqHandle cq;
+    std::unique_ptr<verbs::CompChannel> ch;
+    std::unique_ptr<NicWire> wire;
+    rte_ring* to_nic = nullptr;    // the NIC's receive ring
+    rte_ring* from_nic = nullptr;  // the NIC's transmit ring
+    std::array<uint8_t, 6> gw_mac{};
+    std::set<uint32_t> arp_primed;
+    uint64_t outstanding = 0;
+};
+
+struct LiveSwitch {
+    std::unique_ptr<sw::Switch> core;
+    std::vector<std::unique_ptr<dpdk::Port>> ports;
+    std::unique_ptr<sw::live::SwitchRuntime> rt;
+};
+
+// One flow's QPs and memory, kept across sizes.
+struct Conn {
+    uint32_t src = 0, dst = 0;
+    std::vector<Qpn> sq, dq;
+    std::vector<uint8_t> from, to;  // kChunk each
+    verbs::MrHandle from_mr, to_mr;
+};
+
+// One flow's progress in a run.
+struct FlowRun {
+    Conn* conn = nullptr;
+    uint64_t size = 0;
+    uint32_t steps = 1;
+    uint32_t after = FlowSpec::kNoFlow;
+    uint32_t begun = 0;       // steps opened
+    uint32_t done_steps = 0;  // steps completed
+    uint64_t posted = 0;      // in the open step
+    uint64_t completed = 0;   // in the open step
+    uint64_t total_done = 0;
+    std::vector<uint32_t> in_flight;  // per QP
+    uint32_t next_qp = 0;
+    Nanos first_post = Nanos::max();
+    Nanos last_cqe{};
+
+    uint64_t step_bytes(uint32_t k) const { return size / steps + (k + 1 == steps ? size % steps : 0); }
+    bool open() const { return begun > done_steps; }
+};
+
+uint64_t wr_id(uint32_t flow, uint32_t qp, uint32_t len) {
+    return uint64_t{flow} << 40 | uint64_t{qp} << 32 | len;
+}
+
+}  // namespace
+
+LiveTotals LiveTotals::operator-(const LiveTotals& o) const {
+    LiveTotals d;
+    d.pfc_frames = pfc_frames - o.pfc_frames;
+    d.ecn_marks = ecn_marks - o.ecn_marks;
+    d.cnps = cnps - o.cnps;
+    d.switch_drops = switch_drops - o.switch_drops;
+    d.nic_drops = nic_drops - o.nic_drops;
+    d.lossless_drops = lossless_drops - o.lossless_drops;
+    return d;
+}
+
+struct LiveFabric::Impl {
+    Topology topo;
+    LiveOptions opts;
+    double scale = 1;
+    uint8_t rc_timeout = 14;
+    dpdk::TscClock clock = dpdk::TscClock::starting_now();
+    std::vector<rte_ring*> rings;
+    std::vector<LiveSwitch> switches;
+    std::vector<Host> hosts;
+    std::map<std::tuple<uint32_t, uint32_t, uint16_t>, std::unique_ptr<Conn>> conns;
+    std::vector<uint64_t> scratch;
+
+    ~Impl() {
+        // Runtimes hold mbufs of every pool: free them while the pools exist.
+        for (LiveSwitch& s : switches) s.rt.reset();
+        for (Host& h : hosts) h.wire.reset();
+        drain_rings();
+        hosts.clear();
+        drain_rings();
+        switches.clear();
+        for (rte_ring* r : rings) rte_ring_free(r);
+    }
+
+    void drain_rings() {
+        for (rte_ring* r : rings) {
+            void* m = nullptr;
+            while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+        }
+    }
+
+    bool build(std::string& error);
+    bool prime_arp(uint32_t nic, uint32_t ip, std::string& error);
+    bool connect_qp(Host& h, Qpn qp, Qpn remote, const NicSpec& peer, uint16_t sport, std::string& error);
+    int turn(std::vector<FlowRun>& runs, Nanos now);
+    void post(std::vector<FlowRun>& runs, uint32_t f, Nanos now);
+};
+
+bool LiveFabric::Impl::build(std::string& error) {
+    static int serial = 0;
+    const std::string tag = fmt::format("fl{}", serial++);
+    // Ethdev ids of every cable end: NICs, and switch ports by (switch, port).
+    std::vector<int> nic_port(topo.nics.size(), -1);
+    std::vector<std::vector<int>> sw_port(topo.switches.size());
+    for (uint32_t s = 0; s < topo.switches.size(); ++s) sw_port[s].assign(topo.switches[s].cfg.ports.size(), -1);
+    struct NicCable {
+        rte_ring *from_nic = nullptr, *to_switch = nullptr, *from_switch = nullptr, *to_nic = nullptr;
+        Nanos delay{};
+    };
+    std::vector<NicCable> nic_cable(topo.nics.size());
+    const auto ring = [&](const std::string& name) {
+        rte_ring* r = rte_ring_create(fmt::format("{}_{}", tag, name).c_str(), kRingSize, SOCKET_ID_ANY,
+                                      RING_F_SP_ENQ | RING_F_SC_DEQ);
+        if (r) rings.push_back(r);
+        return r;
+    };
+    const auto ethdev = [&](const std::string& name, rte_ring* rx, rte_ring* tx) {
+        return rte_eth_from_rings(fmt::format("{}_{}", tag, name).c_str(), &rx, 1, &tx, 1, SOCKET_ID_ANY);
+    };
+    const auto switch_end = [&](const Endpoint& e, int id) {
+        sw_port[e.index][e.port] = id;
+        rte_ether_addr mac;
+        std::memcpy(mac.addr_bytes, topo.switches[e.index].port_mac[e.port].data(), 6);
+        rte_eth_dev_default_mac_addr_set(static_cast<uint16_t>(id), &mac);
+    };
+    for (uint32_t l = 0; l < topo.links.size(); ++l) {
+        const LinkSpec& link = topo.links[l];
+        if (link.a.is_switch && link.b.is_switch) {
+            // Switch to switch: each end's runtime paces its own egress.
+            rte_ring* ab = ring(fmt::format("{}ab", l));
+            rte_ring* ba = ring(fmt::format("{}ba", l));
+            const int ia = ab && ba ? ethdev(fmt::format("{}a", l), ba, ab) : -1;
+            const int ib = ia >= 0 ? ethdev(fmt::format("{}b", l), ab, ba) : -1;
+            if (ib < 0) {
+                error = fmt::format("link {}: cannot make its rings and ports", link.name);
+                return false;
+            }
+            switch_end(link.a, ia);
+            switch_end(link.b, ib);
+            continue;
+        }
+        // A NIC's cable: the NIC's MAC (NicWire) sits between two ring pairs.
+        const Endpoint& n = link.a.is_switch ? link.b : link.a;
+        const Endpoint& s = link.a.is_switch ? link.a : link.b;
+        NicCable& c = nic_cable[n.index];
+        c.from_nic = ring(fmt::format("{}fn", l));
+        c.to_switch = ring(fmt::format("{}ts", l));
+        c.from_switch = ring(fmt::format("{}fs", l));
+        c.to_nic = ring(fmt::format("{}tn", l));
+        c.delay = link.cls.delay;
+        const bool ok = c.from_nic && c.to_switch && c.from_switch && c.to_nic;
+        const int in = ok ? ethdev(fmt::format("{}n", l), c.to_nic, c.from_nic) : -1;
+        const int is = in >= 0 ? ethdev(fmt::format("{}s", l), c.to_switch, c.from_switch) : -1;
+        if (is < 0) {
+            error = fmt::format("link {}: cannot make its rings and ports", link.name);
+            return false;
+        }
+        nic_port[n.index] = in;
+        switch_end(s, is);
+    }
+
+    const sw::SwitchConfig& base = topo.cfg.sw.base;
+    const int prio = base.tc_to_pg[base.dscp_to_tc[topo.cfg.nic.dscp & 63]];
+    switches.resize(topo.switches.size());
+    for (uint32_t s = 0; s < topo.switches.size(); ++s) {
+        const SwitchSpec& spec = topo.switches[s];
+        LiveSwitch& ls = switches[s];
+        for (uint16_t p = 0; p < spec.cfg.ports.size(); ++p) {
+            if (sw_port[s][p] < 0) {
+                error = fmt::format("{}:{} has no cable", spec.name, spec.cfg.ports[p].name);
+                return false;
+            }
+            dpdk::PortConfig pc;
+            pc.mbufs = kSwitchPortMbufs;
+            pc.link_wait = Nanos{0};
+            auto port = dpdk::Port::attach(static_cast<uint16_t>(sw_port[s][p]), pc, error);
+            if (!port) {
+                error = fmt::format("{}:{}: {}", spec.name, spec.cfg.ports[p].name, error);
+                return false;
+            }
+            ls.ports.push_back(std::move(port));
+        }
+        ls.core = std::make_unique<sw::Switch>(spec.cfg);
+        topo.install_routes(s, ls.core->routes());
+        std::vector<dpdk::Port*> raw;
+        std::vector<sw::LinkConfig> links;
+        for (uint16_t p = 0; p < spec.cfg.ports.size(); ++p) {
+            raw.push_back(ls.ports[p].get());
+            sw::LinkConfig lc;
+            lc.speed = spec.cfg.ports[p].speed;
+            lc.propagation_delay = spec.cfg.ports[p].propagation_delay;
+            links.push_back(lc);
+        }
+        sw::live::RuntimeOptions ro;
+        ro.ttl_decrement = true;  // as the virtual-time switch does
+        ro.seed = opts.seed * 1000003u + s;
+        ls.rt = std::make_unique<sw::live::SwitchRuntime>(*ls.core, raw, links, nullptr, ro);
+    }
+
+    hosts.resize(topo.nics.size());
+    for (uint32_t n = 0; n < topo.nics.size(); ++n) {
+        const NicSpec& nic = topo.nics[n];
+        Host& h = hosts[n];
+        verbs::DeviceOptions o;
+        o.attach_port = nic_port[n];
+        o.host.ip = fmt::format("{}/24", dotted(nic.ip));
+        o.host.mac = mac_text(nic.mac);
+        o.host.gateway = dotted(gateway_of(nic.ip));
+        o.host.port_mtu = static_cast<int>(topo.cfg.nic.mtu);
+        o.mtu_set = topo.cfg.nic.mtu != 1500;
+        o.mbufs = 4095;
+        o.progress = verbs::Progress::App;
+        o.tx_drain = Nanos{0};
+        o.link_speed = topo.switches[nic.sw].cfg.ports[nic.sw_port].speed;
+        o.pfc_priority = prio;
+        h.ctx = verbs::Context::open(o, opts.eal_args, error);
+        if (!h.ctx) {
+            error = fmt::format("NIC {}: {}", nic.name, error);
+            return false;
+        }
+        h.gw_mac = topo.switches[nic.sw].port_mac[nic.sw_port];
+        h.to_nic = nic_cable[n].to_nic;
+        h.from_nic = nic_cable[n].from_nic;
+        h.wire = std::make_unique<NicWire>(nic_cable[n].from_nic, nic_cable[n].to_switch, nic_cable[n].from_switch,
+                                           nic_cable[n].to_nic, o.link_speed, nic_cable[n].delay, prio);
+        if (h.ctx->alloc_pd(h.pd) || h.ctx->create_comp_channel(h.ch) || h.ctx->create_cq(kCqDepth, h.ch.get(), h.cq) ||
+            h.ctx->req_notify_cq(h.cq)) {
+            error = fmt::format("NIC {}: {}", nic.name, h.ctx->last_error());
+            return false;
+        }
+    }
+    return true;
+}
+
+// An ARP request from `ip` at the NIC's gateway MAC, delivered to the NIC: its
+// host stack learns that `ip` is reached through the leaf port, as every
+// virtual-time NIC sends through it.
+bool LiveFabric::Impl::prime_arp(uint32_t nic, uint32_t ip, std::string& error) {
+    Host& h = hosts[nic];
+    if (!h.arp_primed.insert(ip).second) return true;
+    rte_mbuf* m = rte_pktmbuf_alloc(switches[topo.nics[nic].sw].ports[topo.nics[nic].sw_port]->pool());
+    uint8_t* p = m ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60)) : nullptr;
+    if (!p) {
+        rte_pktmbuf_free(m);
+        error = "no mbuf for an ARP request";
+        return false;
+    }
+    std::memset(p, 0, 60);
+    wire::L2 l2;
+    l2.dst = wire::MacAddr::broadcast();
+    l2.src = wire::MacAddr{h.gw_mac};
+    wire::Arp arp;
+    arp.oper = wire::kArpRequest;
+    arp.sha = wire::MacAddr{h.gw_mac};
+    arp.spa = ip;
+    arp.tpa = topo.nics[nic].ip;
+    wire::encode_arp(l2, arp, std::span(p, 60));
+    if (rte_ring_enqueue(h.to_nic, m) != 0) {
+        rte_pktmbuf_free(m);
+        error = "the ring to a NIC is full";
+        return false;
+    }
+    return true;
+}
+
+bool LiveFabric::Impl::connect_qp(Host& h, Qpn qp, Qpn remote, const NicSpec& peer, uint16_t sport,
+                                  std::string& error) {
+    using namespace transport;
+    verbs::QpAttr a;
+    a.qp_state = QpState::Init;
+    a.port_num = 1;
+    a.qp_access_flags = kLocalWrite | kRemoteWrite;
+    const auto fail = [&] {
+        error = h.ctx->last_error();
+        return false;
+    };
+    if (h.ctx->modify_qp(qp, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags)) return fail();
+    a.qp_state = QpState::Rtr;
+    a.path_mtu = *path_mtu_from_bytes(static_cast<int>(topo.cfg.nic.rdma_mtu()));
+    a.dest_qp_num = remote;
+    a.rq_psn = Psn{0};
+    a.max_dest_rd_atomic = 16;
+    a.min_rnr_timer = 1;
+    a.ah_attr.dgid = wire::IpAddr::from_v4(peer.ip);
+    a.ah_attr.sgid_index = static_cast<uint8_t>(h.ctx->default_gid_index());
+    a.ah_attr.udp_sport = sport;
+    a.ah_attr.traffic_class = static_cast<uint8_t>(topo.cfg.nic.dscp << 2 | wire::ecn::kEct0);
+    if (h.ctx->modify_qp(qp, a,
+                         kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
+                             kAttrMinRnrTimer))
+        return fail();
+    a.qp_state = QpState::Rts;
+    a.sq_psn = Psn{0};
+    a.timeout = rc_timeout;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 16;
+    if (h.ctx->modify_qp(qp, a,
+                         kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic))
+        return fail();
+    return true;
+}
+
+LiveFabric::LiveFabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LiveFabric::~LiveFabric() = default;
+
+std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOptions& o, double scale,
+                                              std::string& error) {
+    std::vector<std::string> eal = o.eal_args;
+    const bool has_mem = std::any_of(eal.begin(), eal.end(), [](const std::string& a) {
+        return a == "-m" || a == "--socket-mem" || a.rfind("--socket-mem=", 0) == 0;
+    });
+    // Every NIC has its own pool of 4095 jumbo mbufs (about 38 MB).
+    if (!has_mem) {
+        eal.push_back("-m");
+        eal.push_back(std::to_string(512 + 40 * topo.nics.size()));
+    }
+    if (!dpdk::Eal::init(eal, error)) return nullptr;
+    auto m = std::make_unique<Impl>();
+    m->topo = topo;
+    m->opts = o;
+    m->opts.eal_args = eal;
+    m->scale = scale;
+    m->rc_timeout = scaled_rc_timeout(scale);
+    if (!m->build(error)) return nullptr;
+    m->scratch.resize(sw::live::port_counter_names().size());
+    return std::unique_ptr<LiveFabric>(new LiveFabric(std::move(m)));
+}
+
+bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error) {
+    Impl& m = *impl_;
+    const Topology& t = m.topo;
+    const NicProfile& prof = t.cfg.nic;
+    std::vector<std::tuple<uint32_t, uint32_t, uint16_t>> fresh;
+    for (const FlowSpec& f : flows) {
+        const auto key = std::make_tuple(f.src, f.dst, f.sport);
+        if (m.conns.count(key)) continue;
+        m.conns.emplace(key, nullptr);
+        fresh.push_back(key);
+    }
+    // Every NIC reaches everything through its gateway; peers in its own /24
+    // are answered with the gateway MAC too.
+    for (const auto& [src, dst, sport] : fresh) {
+        for (const auto& [a, b] : {std::pair{src, dst}, std::pair{dst, src}}) {
+            const uint32_t peer = t.nics[b].ip;
+            const uint32_t via = (peer & 0xFFFFFF00u) == (t.nics[a].ip & 0xFFFFFF00u) ? peer : gateway_of(t.nics[a].ip);
+            if (!m.prime_arp(a, via, error)) return false;
+        }
+    }
+    if (!m.hosts.empty()) m.hosts.front().ctx->progress();
+    for (const auto& key : fresh) {
+        const auto& [src, dst, sport] = key;
+        auto c = std::make_unique<Conn>();
+        c->src = src;
+        c->dst = dst;
+        Host& hs = m.hosts[src];
+        Host& hd = m.hosts[dst];
+        for (uint32_t q = 0; q < std::max(1u, m.opts.qps_per_flow); ++q) {
+            transport::QpInitAttr ia;
+            ia.qp_type = transport::QpType::Rc;
+            ia.cap.max_send_wr = 4 * kChunksInFlight;
+            ia.cap.max_recv_wr = 1;
+            ia.peer_accepts_cnp = prof.cc.algorithm != cc::CcAlgorithm::kNone;
+            ia.reliability = prof.spraying ? transport::Reliability::Spray : transport::Reliability::Interop;
+            ia.spray_paths = 16;
+            ia.spray_policy = transport::SprayPolicy::RoundRobin;
+            Qpn sq, dq;
+            ia.pd = hs.pd;
+            ia.send_cq = ia.recv_cq = hs.cq;
+            if (hs.ctx->create_qp(ia, sq)) {
+                error = fmt::format("NIC {}: {}", t.nics[src].name, hs.ctx->last_error());
+                return false;
+            }
+            ia.pd = hd.pd;
+            ia.send_cq = ia.recv_cq = hd.cq;
+            if (hd.ctx->create_qp(ia, dq)) {
+                error = fmt::format("NIC {}: {}", t.nics[dst].name, hd.ctx->last_error());
+                return false;
+            }
+            // Each QP of a flow has its own UDP source port: its own ECMP path.
+            const auto port = static_cast<uint16_t>(0xC000 | ((sport + q) & 0x3FFF));
+            if (!m.connect_qp(hs, sq, dq, t.nics[dst], port, error) || !m.connect_qp(hd, dq, sq, t.nics[src], port, error)) {
+                error = fmt::format("flow {} -> {}: {}", t.nics[src].name, t.nics[dst].name, error);
+                return false;
+            }
+            c->sq.push_back(sq);
+            c->dq.push_back(dq);
+        }
+        c->from.resize(kChunk);
+        c->to.resize(kChunk);
+        if (hs.ctx->reg_mr(hs.pd, c->from.data(), kChunk, transport::kLocalWrite, c->from_mr) ||
+            hd.ctx->reg_mr(hd.pd, c->to.data(), kChunk, transport::kLocalWrite | transport::kRemoteWrite, c->to_mr)) {
+            error = fmt::format("flow {} -> {}: registering memory: {} {}", t.nics[src].name, t.nics[dst].name,
+                                hs.ctx->last_error(), hd.ctx->last_error());
+            return false;
+        }
+        m.conns[key] = std::move(c);
+    }
+    // The NICs' ARP replies and announcements wait on their cables; the
+    // switches route IP only, so they are taken out here rather than counted
+    // as drops in the first run.
+    if (!fresh.empty()) {
+        if (!m.hosts.empty()) m.hosts.front().ctx->progress();
+        for (Host& h : m.hosts) {
+            void* f = nullptr;
+            while (rte_ring_dequeue(h.from_nic, &f) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(f));
+        }
+    }
+    return true;
+}
+
+void LiveFabric::Impl::post(std::vector<FlowRun>& runs, uint32_t f, Nanos now) {
+    FlowRun& r = runs[f];
+    if (!r.open()) return;
+    const uint64_t step = r.step_bytes(r.done_steps);
+    Conn& c = *r.conn;
+    Host& h = hosts[c.src];
+    const auto nq = static_cast<uint32_t>(c.sq.size());
+    uint32_t tried = 0;
+    while (r.posted < step && tried < nq) {
+        const uint32_t q = r.next_qp;
+        if (r.in_flight[q] >= kChunksInFlight) {
+            r.next_qp = (q + 1) % nq;
+            ++tried;
+            continue;
+        }
+        const auto len = static_cast<uint32_t>(std::min<uint64_t>(kChunk, step - r.posted));
+        transport::SendWr w;
+        w.wr_id = wr_id(f, q, len);
+        w.opcode = transport::WrOpcode::RdmaWrite;
+        w.send_flags = transport::kSendSignaled;
+        w.sg_list.push_back(transport::Sge{reinterpret_cast<uint64_t>(c.from.data()), len, c.from_mr.lkey});
+        w.remote_addr = reinterpret_cast<uint64_t>(c.to.data());
+        w.rkey = c.to_mr.rkey;
+        if (h.ctx->post_send(c.sq[q], std::span(&w, 1))) {
+            r.next_qp = (q + 1) % nq;
+            ++tried;
+            continue;
+        }
+        if (r.first_post == Nanos::max()) r.first_post = now;
+        r.posted += len;
+        ++r.in_flight[q];
+        ++h.outstanding;
+        r.next_qp = (q + 1) % nq;
+        tried = 0;
+    }
+}
+
+WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout, Nanos every,
+                               const std::function<void(Nanos, uint64_t, uint64_t)>& tick, Nanos sample_every,
+                               std::vector<Sample>& samples) {
+    Impl& m = *impl_;
+    WorkloadResult res;
+    std::vector<FlowRun> runs(flows.size());
+    std::vector<std::vector<uint32_t>> followers(flows.size());
+    uint64_t total = 0;
+    for (uint32_t f = 0; f < flows.size(); ++f) {
+        const FlowSpec& s = flows[f];
+        FlowRun& r = runs[f];
+        r.conn = m.conns.at(std::make_tuple(s.src, s.dst, s.sport)).get();
+        r.size = s.size.v;
+        r.steps = std::max(s.steps, 1u);
+        r.after = s.after;
+        r.in_flight.assign(r.conn->sq.size(), 0);
+        for (uint64_t i = 0; i < kChunk; ++i) r.conn->from[i] = pattern(f, i);
+        std::fill(r.conn->to.begin(), r.conn->to.end(), 0);
+        if (s.after != FlowSpec::kNoFlow && s.after < flows.size() && s.after != f) followers[s.after].push_back(f);
+        total += r.size;
+    }
+    const auto maybe_begin = [&](uint32_t f) {
+        FlowRun& r = runs[f];
+        if (r.begun >= r.steps || r.done_steps < r.begun) return false;
+        if (r.after != FlowSpec::kNoFlow && runs[r.after].done_steps < r.begun) return false;
+        ++r.begun;
+        r.posted = r.completed = 0;
+        return true;
+    };
+
+    const Nanos start = m.clock.now();
+    for (uint32_t f = 0; f < runs.size(); ++f) {
+        runs[f].begun = 1;
+        m.post(runs, f, start);
+    }
+    uint32_t done_flows = 0;
+    for (const FlowRun& r : runs)
+        if (r.size == 0) ++done_flows;
+    uint64_t done_bytes = 0;
+    Nanos next_tick = start + every, next_sample = start;
+    Nanos prev = start;
+    turns_ = 0;
+    turn_sum_ = max_turn_ = Nanos{};
+    std::vector<transport::Wc> wc(kPollBatch);
+    std::vector<uint32_t> touched;
+    for (;;) {
+        const Nanos now = m.clock.now();
+        const Nanos dt = now - prev;
+        prev = now;
+        ++turns_;
+        turn_sum_ += dt;
+        max_turn_ = std::max(max_turn_, dt);
+        if (now >= next_sample) {
+            samples.push_back(Sample{now - start, done_bytes, totals()});
+            next_sample += sample_every;
+        }
+        if (done_flows == runs.size() || res.bad_completions) break;
+        if (now - start >= timeout) {
+            res.error = fmt::format("timed out after {:.1f} s with {} of {} flows complete", timeout.seconds(),
+                                    done_flows, runs.size());
+            break;
+        }
+        if (now >= next_tick) {
+            if (tick) tick(now - start, done_bytes, total);
+            next_tick = now + every;
+        }
+        for (Host& h : m.hosts) h.wire->poll(now);
+        for (LiveSwitch& s : m.switches) s.rt->poll(now);
+        if (!m.hosts.empty()) m.hosts.front().ctx->progress();
+        touched.clear();
+        for (Host& h : m.hosts) {
+            if (!h.outstanding) continue;
+            verbs::CqHandle fired;
+            if (h.ch->get_cq_event(Nanos{0}, fired) != 0) continue;
+            int n;
+            do {
+                n = h.ctx->poll_cq(h.cq, wc);
+                for (int i = 0; i < n; ++i) {
+                    const transport::Wc& c = wc[static_cast<size_t>(i)];
+                    --h.outstanding;
+                    if (c.status != transport::WcStatus::Success) {
+                        ++res.bad_completions;
+                        if (res.error.empty())
+                            res.error = fmt::format("a WRITE completed with '{}'", verbs::wc_status_str(c.status));
+                        continue;
+                    }
+                    const auto f = static_cast<uint32_t>(c.wr_id >> 40);
+                    const auto q = static_cast<uint32_t>(c.wr_id >> 32) & 0xFF;
+                    const auto len = static_cast<uint32_t>(c.wr_id);
+                    FlowRun& r = runs[f];
+                    --r.in_flight[q];
+                    r.completed += len;
+                    r.total_done += len;
+                    done_bytes += len;
+                    r.last_cqe = now;
+                    touched.push_back(f);
+                    if (r.completed < r.step_bytes(r.done_steps)) continue;
+                    ++r.done_steps;
+                    if (r.done_steps == r.steps) ++done_flows;
+                    if (maybe_begin(f)) touched.push_back(f);
+                    for (const uint32_t g : followers[f])
+                        if (maybe_begin(g)) touched.push_back(g);
+                }
+            } while (n == static_cast<int>(kPollBatch));
+            h.ctx->req_notify_cq(h.cq);
+        }
+        for (const uint32_t f : touched) m.post(runs, f, now);
+    }
+    Nanos first = Nanos::max(), last{};
+    for (uint32_t f = 0; f < runs.size(); ++f) {
+        const FlowRun& r = runs[f];
+        FlowResult fr;
+        fr.src = r.conn->src;
+        fr.dst = r.conn->dst;
+        fr.bytes = r.total_done;
+        fr.first_post = r.first_post == Nanos::max() ? r.first_post : r.first_post - start;
+        fr.last_cqe = r.last_cqe > Nanos{} ? r.last_cqe - start : Nanos{};
+        fr.done = r.done_steps == r.steps;
+        if (fr.done && r.size > 0) {
+            const uint64_t n = std::min<uint64_t>(kChunk, r.step_bytes(0));
+            fr.verified = std::memcmp(r.conn->from.data(), r.conn->to.data(), n) == 0 ? 1 : 0;
+        }
+        first = std::min(first, fr.first_post);
+        last = std::max(last, fr.last_cqe);
+        res.flows.push_back(fr);
+    }
+    res.complete = done_flows == runs.size() && res.bad_completions == 0;
+    res.time = first == Nanos::max() ? Nanos{} : last - first;
+    return res;
+}
+
+LiveTotals LiveFabric::totals() {
+    Impl& m = *impl_;
+    LiveTotals t;
+    const auto& names = sw::live::port_counter_names();
+    const Nanos now = m.clock.now();
+    for (LiveSwitch& s : m.switches) {
+        for (sw::PortId p = 0; p < s.rt->num_ports(); ++p) {
+            sw::live::collect_port_counters(*s.core, p, now, s.rt->stats(p), s.rt->link(p).counters(), m.scratch);
+            for (size_t i = 0; i < names.size(); ++i) {
+                const std::string& n = names[i];
+                if (n == "tx_pfc_frames") t.pfc_frames += m.scratch[i];
+                else if (n == "ecn_marks") t.ecn_marks += m.scratch[i];
+                else if (n.rfind("drop_", 0) == 0) t.switch_drops += m.scratch[i];
+            }
+            t.lossless_drops += sw::live::lossless_drops(*s.core, p);
+        }
+    }
+    for (Host& h : m.hosts) {
+        transport::Counters c;
+        h.ctx->query_counters(c);
+        t.cnps += c.np_cnp_sent;
+        for (const uint64_t d : c.drops) t.nic_drops += d;
+        for (const auto& [name, v] : h.ctx->port_counters())
+            if (name.rfind("drop_", 0) == 0) t.nic_drops += v;
+    }
+    return t;
+}
+
+std::vector<std::string> LiveFabric::switch_port_rows() {
+    Impl& m = *impl_;
+    std::vector<std::string> rows;
+    const auto& names = sw::live::port_counter_names();
+    const Nanos now = m.clock.now();
+    for (uint32_t s = 0; s < m.switches.size(); ++s) {
+        LiveSwitch& ls = m.switches[s];
+        for (sw::PortId p = 0; p < ls.rt->num_ports(); ++p) {
+            sw::live::collect_port_counters(*ls.core, p, now, ls.rt->stats(p), ls.rt->link(p).counters(), m.scratch);
+            for (size_t i = 0; i < names.size(); ++i)
+                if (m.scratch[i])
+                    rows.push_back(fmt::format("{},{},{},{}", m.topo.switches[s].name,
+                                               m.topo.switches[s].cfg.ports[p].name, names[i], m.scratch[i]));
+        }
+    }
+    return rows;
+}
+
+}  // namespace rocemu::fabric::live

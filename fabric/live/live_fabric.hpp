@@ -1,0 +1,88 @@
+// The one-process live fabric (see live.hpp): built from a scaled Topology,
+// it owns the rings, the switch runtimes and the verbs devices, wires each
+// cable as a net_ring pair, primes every NIC's ARP cache with its gateway
+// (the leaf port) as the virtual-time NICs route everything through it, and
+// runs RC WRITE flows through the verbs API on one thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fabric/gen_nic.hpp"
+#include "fabric/live/live.hpp"
+
+namespace rocemu::fabric::live {
+
+// Cumulative counters of the whole fabric.
+struct LiveTotals {
+    uint64_t pfc_frames = 0;      // PFC frames the switches sent
+    uint64_t ecn_marks = 0;       // CE marks the switches applied
+    uint64_t cnps = 0;            // CNPs the NICs sent (np_cnp_sent)
+    uint64_t switch_drops = 0;    // every switch drop reason, runtime and core
+    uint64_t nic_drops = 0;       // engine drop reasons and port drops
+    uint64_t lossless_drops = 0;  // switch headroom overruns and lossless queue drops
+    LiveTotals operator-(const LiveTotals& o) const;
+};
+
+struct FlowResult {
+    uint32_t src = 0, dst = 0;
+    uint64_t bytes = 0;      // completed
+    Nanos first_post = Nanos::max();
+    Nanos last_cqe{};
+    bool done = false;
+    int verified = -1;       // 1 matched, 0 mismatched, -1 not checked (size 0)
+};
+
+// One workload's outcome.
+struct WorkloadResult {
+    bool complete = false;
+    Nanos time{};            // first post to last completion, live
+    std::vector<FlowResult> flows;
+    uint64_t bad_completions = 0;
+    std::string error;
+};
+
+struct Sample {
+    Nanos at{};
+    uint64_t bytes = 0;
+    LiveTotals totals;
+};
+
+class LiveFabric {
+public:
+    // `topo` is already scaled. nullptr and `error` on failure.
+    static std::unique_ptr<LiveFabric> build(const Topology& topo, const LiveOptions& o, double scale,
+                                             std::string& error);
+    ~LiveFabric();
+    LiveFabric(const LiveFabric&) = delete;
+    LiveFabric& operator=(const LiveFabric&) = delete;
+
+    // Creates (once per src, dst, UDP source port) the QPs and memory the
+    // flows need. False and `error` on failure.
+    bool connect(const std::vector<FlowSpec>& flows, std::string& error);
+    // Runs the flows (connected first) until all complete or `timeout`;
+    // calls `tick` about every `every` with the bytes completed so far, and
+    // samples the totals into `samples` every `sample_every`.
+    WorkloadResult run(const std::vector<FlowSpec>& flows, Nanos timeout, Nanos every,
+                       const std::function<void(Nanos, uint64_t, uint64_t)>& tick, Nanos sample_every,
+                       std::vector<Sample>& samples);
+    LiveTotals totals();
+    // Per switch port: "switch,port,counter,value" rows of every non-zero counter.
+    std::vector<std::string> switch_port_rows();
+    // Mean and largest time of one turn of the loop in the last run.
+    Nanos mean_turn() const { return turns_ ? Nanos{turn_sum_.v / static_cast<int64_t>(turns_)} : Nanos{}; }
+    Nanos max_turn() const { return max_turn_; }
+
+    struct Impl;
+
+private:
+    explicit LiveFabric(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+    uint64_t turns_ = 0;
+    Nanos turn_sum_{}, max_turn_{};
+};
+
+}  // namespace rocemu::fabric::live

@@ -1,0 +1,181 @@
+// The live sweep: one fabric, one workload per size, nccl-tests' columns
+// scaled back to the configured rates, PFC/ECN/CNP totals, CSV report.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "common/rng.hpp"
+#include "fabric/live/live.hpp"
+#include "fabric/live/live_fabric.hpp"
+#include "fabric/report.hpp"
+
+namespace rocemu::fabric::live {
+
+namespace {
+
+std::string human_bytes(uint64_t b) {
+    if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1ull << 30));
+    if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1ull << 20));
+    if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / (1ull << 10));
+    return fmt::format("{} B", b);
+}
+
+std::vector<FlowSpec> flows_for(const Topology& t, Pattern p, Bytes size, uint64_t seed) {
+    Rng rng(seed);
+    Workload w;
+    w.pattern = p;
+    w.size = size;
+    w.incast_target = t.nic_count() - 1;
+    return make_flows(t, w, rng);
+}
+
+// Writes `lines` to dir/name and records the file.
+void write_csv(const std::string& dir, const std::string& name, const std::vector<std::string>& lines,
+               std::vector<std::string>& files) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    std::ofstream f(path);
+    for (const std::string& l : lines) f << l << '\n';
+    if (f) files.push_back(path);
+}
+
+}  // namespace
+
+LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes, const LiveOptions& o) {
+    LiveResult res;
+    res.ranks = topo.nic_count() / (topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1);
+    res.scale = o.scale > 0 ? o.scale : default_scale(topo);
+    Topology live;
+    try {
+        live = scale_topology(topo, res.scale);
+    } catch (const std::invalid_argument& e) {
+        res.error = e.what();
+        return res;
+    }
+    if (o.qps_per_flow < 1 || o.qps_per_flow > 64) {
+        res.error = fmt::format("--qps {}: must be in [1, 64]", o.qps_per_flow);
+        return res;
+    }
+    if (!o.out_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(o.out_dir, ec);
+        if (ec) {
+            res.error = fmt::format("-o {}: {}", o.out_dir, ec.message());
+            return res;
+        }
+    }
+    std::string error;
+    std::unique_ptr<LiveFabric> fab = LiveFabric::build(live, o, res.scale, error);
+    if (!fab) {
+        res.error = error;
+        return res;
+    }
+    const sw::SwitchConfig& c0 = live.switches.front().cfg;
+    res.notes.push_back(fmt::format(
+        "scale 1:{:g}: host links {:g} Mbit/s, fabric links {:g} Mbit/s, delays x{:g}; lossless headroom (xoff) {} B; "
+        "RC timeout {}",
+        res.scale, live.cfg.host_link.speed.as_mbps(), live.cfg.fabric_link.speed.as_mbps(), res.scale,
+        c0.pg_lossless.xoff.v, scaled_rc_timeout(res.scale)));
+
+    std::vector<std::string> sweep_csv{
+        "size_bytes,time_us,algbw_gbs,busbw_gbs,live_time_us,pfc,ecn,cnp,drops,lossless_drops,flows,verified,"
+        "mismatched,complete,scale"};
+    const double busbw_f = busbw_factor(p, res.ranks);
+    for (const Bytes size : sizes) {
+        const std::vector<FlowSpec> flows = flows_for(topo, p, size, o.seed);
+        if (!fab->connect(flows, error)) {
+            res.error = error;
+            return res;
+        }
+        const LiveTotals before = fab->totals();
+        std::vector<Sample> samples;
+        const auto tick = [&](Nanos t, uint64_t done, uint64_t total) {
+            if (!o.progress) return;
+            const LiveTotals now = fab->totals() - before;
+            o.progress(fmt::format("live {} {}: {} of {} ({:.0f}%) {:.1f} s, pfc {} ecn {} cnp {} drops {}, turn {:.1f} us",
+                                   pattern_name(p), human_bytes(size.v), human_bytes(done), human_bytes(total),
+                                   total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+                                   t.seconds(), now.pfc_frames, now.ecn_marks, now.cnps,
+                                   now.switch_drops + now.nic_drops, fab->mean_turn().us()));
+        };
+        const WorkloadResult w = fab->run(flows, Nanos::from_s(o.timeout_s), Nanos::from_ms(250), tick,
+                                          Nanos::from_ms(10), samples);
+        const LiveTotals d = fab->totals() - before;
+        LiveRow row;
+        row.live_time = w.time;
+        row.complete = w.complete;
+        row.flows = w.flows.size();
+        row.bad_completions = w.bad_completions;
+        row.lossless_drops = d.lossless_drops;
+        uint64_t rx = 0;
+        for (const FlowResult& f : w.flows) {
+            rx += f.bytes;
+            if (f.verified == 1) ++row.verified;
+            if (f.verified == 0) ++row.mismatched;
+        }
+        SweepRow& r = row.row;
+        r.size = size;
+        r.time = Nanos{static_cast<int64_t>(static_cast<double>(w.time.v) / res.scale)};
+        const double secs = r.time.seconds();
+        const double moved = p == Pattern::Incast ? static_cast<double>(rx) : static_cast<double>(size.v);
+        r.algbw_gbs = secs > 0 ? moved / secs / 1e9 : 0;
+        r.busbw_gbs = r.algbw_gbs * busbw_f;
+        r.pfc = d.pfc_frames;
+        r.ecn = d.ecn_marks;
+        r.cnp = d.cnps;
+        r.drops = d.switch_drops + d.nic_drops;
+        res.rows.push_back(row);
+        res.notes.push_back(fmt::format("{}: loop turn mean {:.2f} us, max {:.0f} us{}", human_bytes(size.v),
+                                        fab->mean_turn().us(), fab->max_turn().us(),
+                                        w.error.empty() ? "" : "; " + w.error));
+        sweep_csv.push_back(fmt::format("{},{:.3f},{:.4f},{:.4f},{:.3f},{},{},{},{},{},{},{},{},{},{:g}", size.v,
+                                        r.time.us(), r.algbw_gbs, r.busbw_gbs, w.time.us(), r.pfc, r.ecn, r.cnp,
+                                        r.drops, row.lossless_drops, row.flows, row.verified, row.mismatched,
+                                        row.complete ? 1 : 0, res.scale));
+        if (o.out_dir.empty()) continue;
+        const std::string prefix = fmt::format("live_{}_{}B", pattern_name(p), size.v);
+        std::vector<std::string> fl{"flow,src,dst,bytes,first_post_us,last_cqe_us,goodput_gbps,done,verified"};
+        for (size_t i = 0; i < w.flows.size(); ++i) {
+            const FlowResult& f = w.flows[i];
+            const double span = f.done && f.last_cqe > f.first_post ? (f.last_cqe - f.first_post).seconds() : 0;
+            // Goodput scaled back: the live rate times the scale.
+            const double gbps = span > 0 ? static_cast<double>(f.bytes) * 8 / span / 1e9 * res.scale : 0;
+            fl.push_back(fmt::format("{},{},{},{},{:.3f},{:.3f},{:.3f},{},{}", i, topo.nics[f.src].name,
+                                     topo.nics[f.dst].name, f.bytes,
+                                     f.first_post == Nanos::max() ? -1.0 : f.first_post.us() / res.scale,
+                                     f.last_cqe.us() / res.scale, gbps, f.done ? 1 : 0, f.verified));
+        }
+        write_csv(o.out_dir, prefix + "_flows.csv", fl, res.files);
+        std::vector<std::string> ts{"time_us,bytes_done,pfc,ecn,cnp,drops"};
+        for (const Sample& s : samples) {
+            const LiveTotals x = s.totals - before;
+            ts.push_back(fmt::format("{:.3f},{},{},{},{},{}", s.at.us() / res.scale, s.bytes, x.pfc_frames,
+                                     x.ecn_marks, x.cnps, x.switch_drops + x.nic_drops));
+        }
+        write_csv(o.out_dir, prefix + "_totals.csv", ts, res.files);
+        std::vector<std::string> ports{"switch,port,counter,value"};
+        for (std::string& l : fab->switch_port_rows()) ports.push_back(std::move(l));
+        write_csv(o.out_dir, prefix + "_switch_ports.csv", ports, res.files);
+    }
+    if (!o.out_dir.empty()) write_csv(o.out_dir, fmt::format("live_{}_sweep.csv", pattern_name(p)), sweep_csv, res.files);
+    return res;
+}
+
+std::string format_live_sweep(Pattern p, const LiveResult& r) {
+    std::vector<std::vector<std::string>> t;
+    t.push_back({"size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "live time (ms)", "#pfc", "#ecn", "#cnp",
+                 "#drops", "verified"});
+    for (const LiveRow& row : r.rows) {
+        const SweepRow& s = row.row;
+        t.push_back({fmt::format("{}", s.size.v), fmt::format("{:.1f}", s.time.us()),
+                     fmt::format("{:.2f}", s.algbw_gbs), fmt::format("{:.2f}", s.busbw_gbs),
+                     fmt::format("{:.1f}", row.live_time.seconds() * 1e3), fmt::format("{}", s.pfc),
+                     fmt::format("{}", s.ecn), fmt::format("{}", s.cnp), fmt::format("{}", s.drops),
+                     row.complete ? fmt::format("{}/{}", row.verified, row.flows) : "INCOMPLETE"});
+    }
+    return fmt::format("# {} (live, scale 1:{:g}; time, algbw and busbw scaled back to the configured link rates)\n{}",
+                       pattern_name(p), r.scale, format_table(t));
+}
+
+}  // namespace rocemu::fabric::live

@@ -1,0 +1,64 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "fabric/live/live.hpp"
+
+namespace rocemu::fabric::live {
+
+namespace {
+
+constexpr uint64_t kMinSpeedBps = 1000000;
+
+BitsPerSec slower(BitsPerSec v, double s, const std::string& what) {
+    const auto bps = static_cast<uint64_t>(static_cast<double>(v.v) / s);
+    if (bps < kMinSpeedBps)
+        throw std::invalid_argument(fmt::format("--scale {}: {} would run at {} bit/s, below 1 Mbit/s", s, what, bps));
+    return BitsPerSec{bps};
+}
+
+Nanos longer(Nanos t, double s) { return Nanos{static_cast<int64_t>(std::llround(static_cast<double>(t.v) * s))}; }
+
+}  // namespace
+
+double default_scale(const Topology& t) {
+    double gbps = 0;
+    for (const NicSpec& n : t.nics) gbps += t.switches[n.sw].cfg.ports[n.sw_port].speed.as_gbps();
+    return std::max(1.0, std::ceil(gbps / kCoreBudgetGbps));
+}
+
+Topology scale_topology(const Topology& in, double s) {
+    if (!(s >= 1)) throw std::invalid_argument(fmt::format("--scale {}: must be at least 1", s));
+    Topology t = in;
+    t.cfg.host_link.speed = slower(t.cfg.host_link.speed, s, "the host links");
+    t.cfg.host_link.delay = longer(t.cfg.host_link.delay, s);
+    t.cfg.fabric_link.speed = slower(t.cfg.fabric_link.speed, s, "the fabric links");
+    t.cfg.fabric_link.delay = longer(t.cfg.fabric_link.delay, s);
+    for (LinkSpec& l : t.links) {
+        l.cls.speed = slower(l.cls.speed, s, l.name);
+        l.cls.delay = longer(l.cls.delay, s);
+    }
+    // A frame of the NIC MTU with Ethernet header and FCS.
+    const Bytes frame{t.cfg.nic.mtu + 18u};
+    for (SwitchSpec& sw : t.switches) {
+        sw::SwitchConfig& c = sw.cfg;
+        for (sw::PortConfig& p : c.ports) {
+            p.speed = slower(p.speed, s, sw.name + ":" + p.name);
+            p.propagation_delay = longer(p.propagation_delay, s);
+        }
+        c.pfc_wd.detection_time = longer(c.pfc_wd.detection_time, s);
+        c.pfc_wd.restoration_time = longer(c.pfc_wd.restoration_time, s);
+        c.routing.flowlet_gap = longer(c.routing.flowlet_gap, s);
+        c.pg_lossless.xoff = Bytes{std::max(c.pg_lossless.xoff.v, frame.v * kLiveHeadroomFrames)};
+    }
+    return t;
+}
+
+uint8_t scaled_rc_timeout(double s) {
+    const double extra = s > 1 ? std::ceil(std::log2(s)) : 0;
+    return static_cast<uint8_t>(std::min(31.0, 14 + extra));
+}
+
+}  // namespace rocemu::fabric::live
