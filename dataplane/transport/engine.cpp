@@ -392,7 +392,7 @@ VerbsError Engine::post_send(Qpn qpn, std::span<const SendWr> wrs, Effects& fx, 
 
         const uint32_t slot = qp->sq_head;
         SendWqe& w = qp->wqe(slot);
-        w = SendWqe{};
+        static_cast<SendWqeState&>(w) = SendWqeState{};
         w.wr = wr;
         w.length = len;
         if (qp->init.sq_sig_all) w.wr.send_flags |= kSendSignaled;
@@ -428,9 +428,7 @@ VerbsError Engine::post_recv(Qpn qpn, std::span<const RecvWr> wrs, Effects& fx, 
             if (bad_wr) *bad_wr = k;
             return err(ENOMEM, "rq", "receive queue full or too many SGEs");
         }
-        RecvWqe w{wrs[k].wr_id, wrs[k].sg_list, 0};
-        for (const Sge& s : w.sg_list) w.length += s.length;
-        qp->rq.push(w);
+        qp->rq.push(wrs[k]);
     }
     if (qp->state == QpState::Err) flush(*qp, fx);
     // A RECV may end an RNR wait on the peer; nothing to send from here.
@@ -445,9 +443,7 @@ VerbsError Engine::post_srq_recv(SrqHandle srq, std::span<const RecvWr> wrs, siz
             if (bad_wr) *bad_wr = k;
             return err(ENOMEM, "srq", "SRQ full or too many SGEs");
         }
-        RecvWqe w{wrs[k].wr_id, wrs[k].sg_list, 0};
-        for (const Sge& g : w.sg_list) w.length += g.length;
-        s.rq.push(w);
+        s.rq.push(wrs[k]);
     }
     return {};
 }

@@ -75,7 +75,18 @@ struct RecvQueue {
     bool empty() const { return head == tail; }
     RecvWqe& front() { return ring[head & (ring.size() - 1)]; }
     void pop() { ++head; }
-    void push(const RecvWqe& w) { ring[tail++ & (ring.size() - 1)] = w; }
+    // Written in place, and only the SGEs in use: a RecvWqe built on the
+    // stack and copied costs more than the rest of posting.
+    void push(const RecvWr& wr) {
+        RecvWqe& w = ring[tail++ & (ring.size() - 1)];
+        w.wr_id = wr.wr_id;
+        w.sg_list.clear();
+        w.length = 0;
+        for (const Sge& s : wr.sg_list) {
+            w.sg_list.push_back(s);
+            w.length += s.length;
+        }
+    }
 };
 
 struct Srq {

@@ -14,8 +14,9 @@
 
 namespace rocemu::transport {
 
-struct SendWqe {
-    SendWr wr;
+// What the requester and completer track for a WQE, apart from the WR
+// itself, so that posting resets it without rebuilding the whole WQE.
+struct SendWqeState {
     uint64_t length = 0;
     Psn first_psn;
     Psn last_psn;
@@ -25,6 +26,10 @@ struct SendWqe {
     bool local_error = false;   // failed local checks: completes with `error`
     WcStatus error = WcStatus::Success;
     uint32_t resp_pkts = 0;  // READ: response packets received in order
+};
+
+struct SendWqe : SendWqeState {
+    SendWr wr;
 };
 
 // Saved state of an executed READ or atomic, for duplicate requests.
