@@ -50,14 +50,23 @@ uint32_t compute_icrc(const uint8_t* l3, size_t len, bool v6) {
 }
 
 uint32_t compute_icrc_in_place(uint8_t* l3, size_t len, bool v6) {
-    const VariantBytes& vb = v6 ? kV6 : kV4;
-    uint8_t saved[8];
-    const uint8_t saved0 = l3[0];
-    for (uint8_t i = 0; i < vb.n; ++i) saved[i] = l3[vb.off[i]];
+    // Whole words around the variant bytes are saved and put back, so the
+    // masking costs a handful of moves.
+    const size_t udp = v6 ? kIpv6Len : kIpv4Len;
+    uint8_t* bth = l3 + udp + kUdpLen;
+    uint64_t ip_lo;   // bytes 0..7: v4 TOS, v6 traffic class, flow label, hop limit
+    uint32_t ip_hi;   // bytes 8..11: v4 TTL and checksum
+    uint16_t csum;    // UDP checksum
+    std::memcpy(&ip_lo, l3, 8);
+    std::memcpy(&ip_hi, l3 + 8, 4);
+    std::memcpy(&csum, l3 + udp + 6, 2);
+    const uint8_t bth4 = bth[4];
     mask_variant(l3, v6);
     const uint32_t crc = crc32_gzip_refl(kSeed, l3, len);
-    for (uint8_t i = 0; i < vb.n; ++i) l3[vb.off[i]] = saved[i];
-    l3[0] = saved0;
+    std::memcpy(l3, &ip_lo, 8);
+    std::memcpy(l3 + 8, &ip_hi, 4);
+    std::memcpy(l3 + udp + 6, &csum, 2);
+    bth[4] = bth4;
     return crc;
 }
 
