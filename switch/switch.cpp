@@ -28,12 +28,6 @@ constexpr uint64_t kMinFrame = 60;
 // Ethernet header plus one VLAN tag: what a frame may carry beyond the MTU.
 constexpr uint64_t kL2Header = 18;
 
-// BitsPerSec::serialise with 64-bit arithmetic: a frame's bits times 1e9
-// stays far below 2^64, and this runs for every transmitted frame.
-Nanos wire_time(BitsPerSec speed, Bytes frame_len) {
-    const uint64_t num = (frame_len.v + kWireOverhead.v) * 8 * 1000000000ull;
-    return Nanos{static_cast<int64_t>((num + speed.v - 1) / speed.v)};
-}
 }  // namespace
 
 Switch::Switch(const SwitchConfig& cfg)
@@ -60,24 +54,37 @@ Switch::Switch(const SwitchConfig& cfg)
     free_head_ = 0;
     for (std::size_t p = 0; p < ports_.size(); ++p) {
         max_frame_.push_back(cfg_.ports[p].mtu + kL2Header);
+        speed_div_.push_back(ExactDiv(cfg_.ports[p].speed.v));
         const Nanos pause = cfg_.ports[p].speed.serialise(pause_bytes(cfg_.pause_quanta));
         pfc_refresh_interval_[p] = Nanos{std::max<int64_t>(1, pause.v * cfg_.refresh_percent / 100)};
         ports_[p].refresh_at.fill(Nanos::max());
     }
 }
 
-void Switch::emit(Effects& fx, const Effect& e) {
-    if (!fx.push_back(e)) ++effects_overflow_;
+Effect& Switch::emit(Effects& fx, EffectKind kind, PortId port) {
+    // Written in place: building an Effect on the stack and copying it in
+    // stalls on store forwarding, and this runs several times per packet.
+    Effect* e = fx.emplace();
+    if (!e) {
+        ++effects_overflow_;
+        overflow_sink_ = Effect{};
+        e = &overflow_sink_;
+    }
+    e->kind = kind;
+    e->port = port;
+    return *e;
 }
 
 void Switch::drop(PortId counted_at, uint32_t handle, DropReason r, Effects& fx) {
     ++ports_[counted_at].c.drops[static_cast<std::size_t>(r)];
-    Effect e;
-    e.kind = EffectKind::Drop;
+    Effect& e = emit(fx, EffectKind::Drop, counted_at);
     e.reason = r;
-    e.port = counted_at;
     e.handle = handle;
-    emit(fx, e);
+}
+
+Nanos Switch::wire_time(PortId port, Bytes frame_len) const {
+    const uint64_t num = (frame_len.v + kWireOverhead.v) * 8 * 1000000000ull;
+    return Nanos{static_cast<int64_t>(speed_div_[port].ceil(num))};
 }
 
 bool Switch::eligible(const QueueState& qs, Nanos now) const {
@@ -115,11 +122,7 @@ void Switch::arm_tx(PortId port, Nanos at, Effects& fx) {
     PortState& ps = ports_[port];
     if (ps.tx_armed) return;
     ps.tx_armed = true;
-    Effect e;
-    e.kind = EffectKind::TxReady;
-    e.port = port;
-    e.at = std::max(at, ps.busy_until);
-    emit(fx, e);
+    emit(fx, EffectKind::TxReady, port).at = std::max(at, ps.busy_until);
 }
 
 uint32_t Switch::least_loaded(const std::vector<uint32_t>& members, uint64_t hash) const {
@@ -161,9 +164,7 @@ uint32_t Switch::select_member(const std::vector<uint32_t>& members, uint32_t gr
 }
 
 void Switch::send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx) {
-    Effect e;
-    e.kind = EffectKind::SendPfc;
-    e.port = port;
+    Effect& e = emit(fx, EffectKind::SendPfc, port);
     e.pfc.class_enable = bits;
     PortCounters& c = ports_[port].c;
     for (int p = 0; p < kNumTc; ++p) {
@@ -171,7 +172,6 @@ void Switch::send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx) {
         e.pfc.quanta[p] = quanta;
         ++(quanta ? c.pfc_tx_xoff[p] : c.pfc_tx_xon[p]);
     }
-    emit(fx, e);
 }
 
 void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
@@ -184,11 +184,9 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
 void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     if (d.in_port >= ports_.size()) {
         ++bad_port_drops_;
-        Effect e;
-        e.kind = EffectKind::Drop;
+        Effect& e = emit(fx, EffectKind::Drop, 0);
         e.reason = DropReason::BadPort;
         e.handle = d.handle;
-        emit(fx, e);
         return;
     }
     PortState& in = ports_[d.in_port];
@@ -252,21 +250,15 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     qs.c.enq_bytes += d.frame_len.v;
     qs.c.watermark = std::max(qs.c.watermark, mmu_.queue_bytes(out, q));
 
-    Effect e;
-    e.kind = EffectKind::Enqueued;
-    e.port = out;
+    Effect& e = emit(fx, EffectKind::Enqueued, out);
     e.queue = static_cast<uint8_t>(q);
     e.handle = d.handle;
     e.neighbor = nb;
-    emit(fx, e);
     if (mark) {
         ++qs.c.ecn_marks;
-        Effect m;
-        m.kind = EffectKind::MarkCe;
-        m.port = out;
+        Effect& m = emit(fx, EffectKind::MarkCe, out);
         m.queue = static_cast<uint8_t>(q);
         m.handle = d.handle;
-        emit(fx, m);
     }
     if (mmu_.should_xoff(d.in_port, pg)) xoff(d.in_port, pg, now, fx);
 
@@ -373,12 +365,9 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
         }
         if (rv == RedVerdict::Mark && s.ecn != kEcnCe) {
             ++qs.c.ecn_marks;
-            Effect m;
-            m.kind = EffectKind::MarkCe;
-            m.port = port;
+            Effect& m = emit(fx, EffectKind::MarkCe, port);
             m.queue = static_cast<uint8_t>(q);
             m.handle = s.handle;
-            emit(fx, m);
         }
     }
     const Bytes len{s.len};
@@ -391,7 +380,7 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
     tx.queue = static_cast<uint8_t>(q);
     tx.frame_len = len;
     tx.start = now;
-    tx.end = now + wire_time(cfg_.ports[port].speed, len);
+    tx.end = now + wire_time(port, len);
     ps.busy_until = tx.end;
     if (has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
     return tx;
@@ -437,11 +426,7 @@ void Switch::watchdog_detect(PortId port, int q, Nanos now, Effects& fx) {
     qs.storm = true;
     ++ports_[port].storms;
     ++qs.c.wd_storms;
-    Effect e;
-    e.kind = EffectKind::WatchdogStorm;
-    e.port = port;
-    e.queue = static_cast<uint8_t>(q);
-    emit(fx, e);
+    emit(fx, EffectKind::WatchdogStorm, port).queue = static_cast<uint8_t>(q);
     if (cfg_.pfc_wd.action == WdAction::Alert) return;
     if (qs.paused) end_pause(qs, now);
     // Forward makes the queue sendable again; drop needs a dequeue to drain it.
@@ -453,11 +438,7 @@ void Switch::watchdog_restore(PortId port, int q, Effects& fx) {
     qs.storm = false;
     --ports_[port].storms;
     ++qs.c.wd_restores;
-    Effect e;
-    e.kind = EffectKind::WatchdogRestore;
-    e.port = port;
-    e.queue = static_cast<uint8_t>(q);
-    emit(fx, e);
+    emit(fx, EffectKind::WatchdogRestore, port).queue = static_cast<uint8_t>(q);
 }
 
 void Switch::on_timer(Nanos now, Effects& fx) {

@@ -13,6 +13,7 @@
 
 #include "common/rng.hpp"
 #include "switch/config.hpp"
+#include "switch/exact_div.hpp"
 #include "switch/mmu.hpp"
 #include "switch/route.hpp"
 #include "switch/types.hpp"
@@ -162,7 +163,11 @@ private:
     void release(PortId out, int q, const Slot& s, Effects& fx);
     void arm_tx(PortId port, Nanos at, Effects& fx);
     void drop(PortId counted_at, uint32_t handle, DropReason r, Effects& fx);
-    void emit(Effects& fx, const Effect& e);
+    // The next effect slot with kind and port set; a scratch slot (counted
+    // in effects_overflow) when fx is full.
+    Effect& emit(Effects& fx, EffectKind kind, PortId port);
+    // Serialisation of a frame plus preamble and IFG at the port's speed, rounded up.
+    Nanos wire_time(PortId port, Bytes frame_len) const;
     void watchdog_detect(PortId port, int q, Nanos now, Effects& fx);
     void watchdog_restore(PortId port, int q, Effects& fx);
 
@@ -177,6 +182,7 @@ private:
     std::array<int64_t, kNumTc> dwrr_quantum_{};
     std::vector<Nanos> pfc_refresh_interval_;  // per port, from its speed
     std::vector<uint64_t> max_frame_;          // per port: MTU + L2 header
+    std::vector<ExactDiv> speed_div_;          // per port: its speed in bit/s
 
     struct Flowlet {
         uint32_t group = RouteTable::kUnresolved;
@@ -193,6 +199,7 @@ private:
 
     uint64_t effects_overflow_ = 0;
     uint64_t bad_port_drops_ = 0;
+    Effect overflow_sink_{};
 };
 
 }  // namespace rocemu::sw

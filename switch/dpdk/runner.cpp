@@ -116,16 +116,34 @@ int run_switch_impl(const SwitchRunOptions& o) {
                    dpdk::Eal::file_prefix().empty() ? "-" : dpdk::Eal::file_prefix());
         std::fflush(stdout);
         const Nanos end = o.duration_s > 0 ? Nanos::from_s(o.duration_s) : Nanos::max();
-        Nanos now = clock.now();
         uint32_t idle = 0;
+        uint64_t busy_cycles = 0, frames = 0;
+        // One TSC read per turn (it costs tens of ns in a VM): the clock and
+        // the cycle count share it.
+        uint64_t tsc = rte_rdtsc();
+        Nanos now = clock.to_nanos(tsc);
         while (!g_stop && now < end) {
+            const uint64_t sent = rt.frames_sent();
             const uint32_t n = rt.poll(now);
+            const uint64_t next = rte_rdtsc();
+            if (o.record_cycles && (n || rt.frames_sent() != sent)) {
+                busy_cycles += next - tsc;
+                frames += n;
+            }
             idle = n || rt.held() ? 0 : idle + 1;
-            if (!o.busy_poll && idle > kIdlePollsBeforeSleep) idle_sleep();
-            now = clock.now();
+            tsc = next;
+            if (!o.busy_poll && idle > kIdlePollsBeforeSleep) {
+                idle_sleep();
+                tsc = rte_rdtsc();
+            }
+            now = clock.to_nanos(tsc);
         }
         rt.publish(now);
         print_report(sw, rt, now);
+        if (o.record_cycles && frames)
+            fmt::print("rocemu switch: CPU cycles/packet={:.2f} (busy cycles={} / received packets={}) at {} MHz\n",
+                       static_cast<double>(busy_cycles) / static_cast<double>(frames), busy_cycles, frames,
+                       rte_get_tsc_hz() / 1000000);
     }
     capture.reset();
     ports.clear();

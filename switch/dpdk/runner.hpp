@@ -17,6 +17,9 @@ struct SwitchRunOptions {
     double duration_s = 0;     // 0: until SIGINT or SIGTERM
     bool ttl_decrement = false;
     bool busy_poll = false;    // never sleep when idle
+    // Print the forwarding cost at exit as testpmd's --record-core-cycles
+    // does: TSC cycles of the turns that received or sent, per frame received.
+    bool record_cycles = false;
     uint64_t seed = 1;         // the switch's and the links' randomness
     std::vector<std::string> eal_args;
 };

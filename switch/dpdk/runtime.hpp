@@ -53,6 +53,8 @@ public:
     const SwitchBoard& board(PortId p) const { return *ports_[p].board; }
     // Frames the runtime holds: queued in the core, on a delay line or in a TX buffer.
     std::size_t held() const { return handles_.size() - free_.size() + delayed_ + buffered_; }
+    // Frames (data and PFC) the devices accepted, over all ports.
+    uint64_t frames_sent() const { return frames_sent_; }
 
 private:
     static constexpr uint16_t kTxCap = 2 * kBurst;
@@ -86,6 +88,8 @@ private:
     void flush(PortId p, Nanos now);
     void queue_tx(PortRt& r, rte_mbuf* m);
     rte_mbuf* take(uint32_t handle);
+    using L2Header = std::array<uint8_t, 12>;
+    const L2Header& l2_header(uint32_t neighbor);
 
     Switch& sw_;
     std::vector<PortRt> ports_;
@@ -97,10 +101,12 @@ private:
     std::vector<uint32_t> free_;      // free handles
     std::size_t delayed_ = 0;
     std::size_t buffered_ = 0;
+    uint64_t frames_sent_ = 0;
     uint64_t seq_ = 0;
     Nanos last_publish_{};
     std::vector<uint64_t> scratch_;
     std::array<PacketDesc, kBurst> descs_{};
+    std::vector<L2Header> l2_;  // per neighbor id: its MAC, then its port's
 };
 
 }  // namespace rocemu::sw::live
