@@ -1,5 +1,6 @@
 // `rocemu perf`: perftest-style bandwidth and latency runs on the verbs API,
-// between two devices of this process over a net_ring pair (loopback).
+// between two devices of this process over a net_ring pair (loopback), or
+// between two processes, one NIC each, paired over TCP (run_remote).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,28 @@ private:
     explicit LoopbackPerf(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// Two-process mode: this process's side of a run between two NICs.
+struct PerfPeer {
+    std::string server;              // the server's TCP address (client); empty: this side is the server
+    uint16_t tcp_port = 18515;       // perftest's default
+    int gid_index = 0;               // the local RoCEv2 GID index
+    PathMtu mtu = PathMtu::Mtu1024;  // the local path MTU; the smaller of both sides' is used
+    bool size_given = false;         // server: -s was given, so the client's size must match it
+    Nanos wait = Nanos::from_s(60);  // for the client to come, and for either side to answer
+};
+
+// Runs one side on `ctx`, a device in App mode. The client drives the run
+// and measures; with verify it checks the bytes READs brought back and every
+// atomic's fetched value, and the server checks the bytes WRITEs and SENDs
+// left in its memory. The server learns size, QPs, depth, latency and verify
+// from the client (and writes them into `o`); its op must match the
+// client's, and so must its size when size_given. Both sides print nothing
+// and return the client's figures in `out`, and both return 0 only when the
+// whole run (both sides' checks included) succeeded: else EINVAL (a setup or
+// option mismatch), ETIMEDOUT (a missing peer or a stalled run) or EIO, with
+// `error` saying what went wrong and on which side.
+int run_remote(Context& ctx, PerfOptions& o, const PerfPeer& peer, PerfResult& out, std::string& error);
 
 // perftest's column lines.
 std::string perf_bw_header();

@@ -129,8 +129,12 @@ int listen_and_accept(uint16_t port, Nanos timeout, std::string& error) {
         ::close(s);
         return -1;
     }
+    // Signals interrupt the wait (net_tap's queues raise SIGIO-style real-time signals): wait on.
+    const auto deadline = deadline_after(timeout);
     pollfd p{s, POLLIN, 0};
-    const int rc = ::poll(&p, 1, static_cast<int>(timeout.v / 1000000));
+    int rc;
+    do rc = ::poll(&p, 1, ms_left(deadline));
+    while (rc < 0 && errno == EINTR);
     if (rc <= 0) {
         error = fmt::format("no client connected to TCP port {} within {:.1f} s", port, timeout.seconds());
         ::close(s);
@@ -193,6 +197,46 @@ Result connect(const std::string& host, uint16_t port, const PingpongDest& local
     }
     ::close(fd);
     return r;
+}
+
+LineConn::~LineConn() { detail::close_fd(fd_); }
+
+bool LineConn::send(const std::string& line, std::string& error) {
+    const std::string l = line + "\n";
+    return detail::write_all(fd_, l.data(), l.size(), error);
+}
+
+int LineConn::try_recv(std::string& line, std::string& error) {
+    for (;;) {
+        if (const size_t nl = buf_.find('\n'); nl != std::string::npos) {
+            line = buf_.substr(0, nl);
+            buf_.erase(0, nl + 1);
+            return 1;
+        }
+        char chunk[4096];
+        const ssize_t n = ::recv(fd_, chunk, sizeof chunk, MSG_DONTWAIT);
+        if (n > 0) {
+            buf_.append(chunk, static_cast<size_t>(n));
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+        error = n == 0 ? "the peer closed the connection" : fmt::format("recv failed: {}", std::strerror(errno));
+        return -1;
+    }
+}
+
+std::string LineConn::fmt_timeout(Nanos timeout) {
+    return fmt::format("no answer from the peer within {:.1f} s", timeout.seconds());
+}
+
+std::unique_ptr<LineConn> accept_lines(uint16_t port, Nanos timeout, std::string& error) {
+    const int fd = detail::listen_and_accept(port, timeout, error);
+    return fd < 0 ? nullptr : std::make_unique<LineConn>(fd);
+}
+
+std::unique_ptr<LineConn> connect_lines(const std::string& host, uint16_t port, Nanos timeout, std::string& error) {
+    const int fd = tcp_connect(host, port, timeout, error);
+    return fd < 0 ? nullptr : std::make_unique<LineConn>(fd);
 }
 
 }  // namespace rocemu::oob

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -47,6 +49,49 @@ Result connect(const std::string& host, uint16_t port, const PingpongDest& local
 // Connects to host:port over TCP, retrying until `timeout` since the server
 // may not be listening yet. Returns the socket, or -1 with `error` set.
 int tcp_connect(const std::string& host, uint16_t port, Nanos timeout, std::string& error);
+
+
+// `rocemu perf`'s exchange between its two processes: newline-terminated text
+// lines over one TCP connection. Waits call `idle` between polls of the
+// socket so a single-threaded NIC keeps answering ARP and ACKing meanwhile.
+class LineConn {
+public:
+    explicit LineConn(int fd) : fd_(fd) {}
+    ~LineConn();
+    LineConn(const LineConn&) = delete;
+    LineConn& operator=(const LineConn&) = delete;
+
+    // Sends `line` and a newline.
+    bool send(const std::string& line, std::string& error);
+    // 1: a line was read into `line`; 0: none complete yet; -1: the peer
+    // closed the connection or it failed (`error` says which).
+    int try_recv(std::string& line, std::string& error);
+    // Waits up to `timeout` for a line, calling idle() between attempts.
+    template <typename Idle>
+    bool recv(std::string& line, Nanos timeout, std::string& error, Idle&& idle) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout.v);
+        for (;;) {
+            const int r = try_recv(line, error);
+            if (r != 0) return r > 0;
+            if (std::chrono::steady_clock::now() >= deadline) {
+                error = fmt_timeout(timeout);
+                return false;
+            }
+            idle();
+        }
+    }
+
+private:
+    static std::string fmt_timeout(Nanos timeout);
+    int fd_;
+    std::string buf_;
+};
+
+// The server side: listens on `port` (all addresses) and accepts one client
+// within `timeout`. nullptr and `error` if none came.
+std::unique_ptr<LineConn> accept_lines(uint16_t port, Nanos timeout, std::string& error);
+// The client side: connects to host:port, retrying until `timeout`.
+std::unique_ptr<LineConn> connect_lines(const std::string& host, uint16_t port, Nanos timeout, std::string& error);
 
 namespace detail {
 int listen_and_accept(uint16_t port, Nanos timeout, std::string& error);
