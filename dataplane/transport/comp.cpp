@@ -90,8 +90,10 @@ void Engine::comp_progress(Qp& qp, Nanos now, Effects& fx) {
             }
         }
     }
-    if (qp.spraying())
+    if (qp.spraying()) {
         while (Psn::diff(qp.comp_psn, qp.rexmit_pending.base()) > 0) qp.rexmit_pending.advance();
+        while (Psn::diff(qp.comp_psn, qp.read_rcvd.base()) > 0) qp.read_rcvd.advance();
+    }
     const bool outstanding = qp.sq_comp != qp.sq_head && qp.wqe(qp.sq_comp).psn_assigned;
     qp.rto_deadline = outstanding && qp.type == QpType::Rc ? now + rto_of(qp) : Nanos::max();
     if (qp.sq_comp != qp.sq_head && qp.sq_comp == qp.sq_req && qp.wqe(qp.sq_comp).local_error) {
@@ -118,6 +120,14 @@ bool Engine::comp_ack_upto(Qp& qp, Psn psn, Nanos now, Effects& fx) {
         }
         if (is_rd_atomic(w.wr.opcode)) {
             if (progress) comp_progress(qp, now, fx);
+            if (qp.spraying()) {
+                // Its response may still be on a slower path: hold the ACK
+                // until it completes, and retry only if it stays missing.
+                if (!qp.ack_pending || Psn::diff(psn, qp.ack_pending_psn) > 0) qp.ack_pending_psn = psn;
+                qp.ack_pending = true;
+                if (qp.read_hole_deadline == Nanos::max()) qp.read_hole_deadline = now + cfg_.sack_delay;
+                return false;
+            }
             comp_retry(qp, w.first_psn + w.resp_pkts, now, fx);
             return false;
         }
@@ -159,6 +169,15 @@ void Engine::comp_timers(Qp& qp, Nanos now, Effects& fx) {
         req_rewind(qp, qp.comp_psn);
         qp.rto_deadline = Nanos::max();
         fx.tx_ready = true;
+    }
+    if (now >= qp.read_hole_deadline) {
+        // Spraying: a READ (or atomic) response has stayed missing for
+        // sack_delay behind later ones: ask again from the first missing.
+        qp.read_hole_deadline = Nanos::max();
+        if (qp.sq_comp != qp.sq_head) {
+            SendWqe& w = qp.wqe(qp.sq_comp);
+            if (w.psn_assigned && is_rd_atomic(w.wr.opcode)) comp_retry(qp, w.first_psn + w.resp_pkts, now, fx);
+        }
     }
     if (now >= qp.rto_deadline) {
         qp.rto_deadline = Nanos::max();
@@ -255,6 +274,10 @@ void Engine::comp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) 
         return;
     }
 
+    if (qp.spraying() && (p.info().flags & kOpRead)) {
+        comp_read_spray(qp, p, now, fx);
+        return;
+    }
     // READ responses and atomic ACKs implicitly acknowledge earlier requests.
     if (Psn::diff(psn, qp.comp_psn) < 0) {
         drop(&qp, DropReason::StaleResponse);
@@ -316,6 +339,99 @@ void Engine::comp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) 
         ++qp.sq_comp;
     }
     comp_progress(qp, now, fx);
+}
+
+// Spraying: a READ response, in any order. Every response carries its PSN,
+// and every one but the last exactly one MTU, so it is placed at once at
+// (psn - first_psn) * mtu and flagged; the READ completes when the flags
+// are contiguous. Responses of a later READ may arrive first too.
+void Engine::comp_read_spray(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) {
+    using namespace wire;
+    const Psn psn = p.bth.psn;
+    if (Psn::diff(psn, qp.comp_psn) < 0) {
+        drop(&qp, DropReason::StaleResponse);
+        return;
+    }
+    SendWqe* w = nullptr;
+    for (uint32_t i = qp.sq_comp; i != qp.sq_head; ++i) {
+        SendWqe& x = qp.wqe(i);
+        if (!x.psn_assigned) break;
+        if (Psn::diff(psn, x.first_psn) >= 0 && Psn::diff(psn, x.last_psn) <= 0) {
+            w = &x;
+            break;
+        }
+    }
+    if (w == nullptr || w->wr.opcode != WrOpcode::RdmaRead) {
+        drop(&qp, DropReason::BadResponse);
+        return;
+    }
+    if (!qp.read_rcvd.contains(psn)) {
+        // Beyond what can be tracked: asked for again when the hole is.
+        drop(&qp, DropReason::OutOfWindow);
+        if (qp.read_hole_deadline == Nanos::max()) qp.read_hole_deadline = now + cfg_.sack_delay;
+        return;
+    }
+    const uint32_t idx = static_cast<uint32_t>(Psn::diff(psn, w->first_psn));
+    if (idx < w->resp_pkts || qp.read_rcvd.test(psn)) {
+        drop(&qp, DropReason::StaleResponse);
+        return;
+    }
+    const bool last = idx + 1 == w->npkts;
+    const uint64_t off = uint64_t{idx} * qp.mtu;
+    const uint64_t want_len = last ? w->length - off : qp.mtu;
+    if (bool(p.info().flags & kOpLast) != last || p.payload_len != want_len) {
+        drop(&qp, DropReason::BadResponse);
+        return;
+    }
+    if (p.payload_len) sgl_scatter(w->wr.sg_list, off, p.payload, p.payload_len);
+    qp.read_rcvd.set(psn);
+    if (Psn::diff(psn, qp.read_highest) > 0) qp.read_highest = psn;
+    // The responder answers in PSN order: a response means every request
+    // before its READ was executed.
+    if (Psn::diff(w->first_psn, qp.comp_psn) > 0) comp_ack_upto(qp, w->first_psn - 1, now, fx);
+}
+
+// Completes the oldest READs as far as their flagged responses reach.
+void Engine::comp_read_drain(Qp& qp, Nanos now, Effects& fx) {
+    while (qp.sq_comp != qp.sq_head && qp.state != QpState::Err) {
+        SendWqe& w = qp.wqe(qp.sq_comp);
+        if (!w.psn_assigned || w.wr.opcode != WrOpcode::RdmaRead || Psn::diff(w.first_psn, qp.comp_psn) > 0) return;
+        const uint32_t before = w.resp_pkts;
+        while (w.resp_pkts < w.npkts) {
+            const Psn e = w.first_psn + w.resp_pkts;
+            if (!qp.read_rcvd.contains(e) || !qp.read_rcvd.test(e)) break;
+            ++w.resp_pkts;
+        }
+        if (w.resp_pkts == before) return;
+        qp.comp_psn = w.first_psn + w.resp_pkts;
+        // The hole that was timed has closed; a later one gets its own time.
+        qp.read_hole_deadline = Nanos::max();
+        const bool done = w.resp_pkts == w.npkts;
+        if (done) {
+            comp_complete_wqe(qp, w, WcStatus::Success, fx);
+            ++qp.sq_comp;
+        }
+        comp_progress(qp, now, fx);
+        if (!done) return;
+    }
+}
+
+// Spraying, after every response: completes READs whose flagged responses
+// are now contiguous and applies an ACK that was held back for them, until
+// neither moves; a response still missing behind later ones is timed.
+void Engine::comp_spray_settle(Qp& qp, Nanos now, Effects& fx) {
+    for (;;) {
+        const uint32_t sq_comp = qp.sq_comp;
+        const Psn comp_psn = qp.comp_psn;
+        comp_read_drain(qp, now, fx);
+        if (qp.ack_pending && qp.state != QpState::Err) {
+            qp.ack_pending = false;
+            if (Psn::diff(qp.ack_pending_psn, qp.comp_psn) >= 0) comp_ack_upto(qp, qp.ack_pending_psn, now, fx);
+        }
+        if (qp.sq_comp == sq_comp && qp.comp_psn == comp_psn) break;
+    }
+    if ((qp.ack_pending || Psn::diff(qp.read_highest, qp.comp_psn) >= 0) && qp.read_hole_deadline == Nanos::max())
+        qp.read_hole_deadline = now + cfg_.sack_delay;
 }
 
 }  // namespace rocemu::transport

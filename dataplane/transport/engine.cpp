@@ -294,6 +294,7 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
     if (q.spraying()) {
         q.rexmit.assign(in.reorder_window, Psn{});
         q.rexmit_pending.init(in.reorder_window);
+        q.read_rcvd.init(in.reorder_window);
         q.psn_path.assign(in.reorder_window, 0);
         q.ooo.init(in.reorder_window);
         q.held.assign(in.reorder_window, HeldPacket{});

@@ -177,6 +177,9 @@ private:
     bool comp_ack_upto(Qp& qp, Psn psn, Nanos now, Effects& fx);
     void comp_error(Qp& qp, SendWqe& w, WcStatus st, Effects& fx);
     void comp_timers(Qp& qp, Nanos now, Effects& fx);
+    void comp_read_spray(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx);
+    void comp_read_drain(Qp& qp, Nanos now, Effects& fx);
+    void comp_spray_settle(Qp& qp, Nanos now, Effects& fx);
 
     // resp.cpp
     void resp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx);

@@ -104,6 +104,16 @@ struct Qp {
     std::array<uint16_t, 16> path_sport{};
     std::array<int32_t, 16> path_penalty{};
     uint32_t path_rr = 0;
+    // Spraying completer: READ responses come over every path. Those past
+    // the first missing one are placed at once and flagged here (base =
+    // comp_psn); a gap left open for sack_delay re-requests the READ from
+    // the first missing response. An ACK that covers a READ or atomic still
+    // missing its response waits (ack_pending) rather than forcing a retry.
+    PsnWindow read_rcvd;
+    Psn read_highest;  // highest READ response PSN flagged
+    Nanos read_hole_deadline = Nanos::max();
+    bool ack_pending = false;
+    Psn ack_pending_psn;
 
     // ---- responder ----
     Psn epsn;

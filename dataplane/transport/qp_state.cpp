@@ -163,7 +163,8 @@ void Engine::reset_qp(Qp& q) {
     q.attr = QpAttr{};
     q.sq_head = q.sq_comp = q.sq_req = q.req_pkt = 0;
     q.rd_atomic_inflight = q.noack_pkts = 0;
-    q.rto_deadline = q.rnr_deadline = Nanos::max();
+    q.rto_deadline = q.rnr_deadline = q.read_hole_deadline = Nanos::max();
+    q.ack_pending = false;
     q.in_msg = q.msg_has_wqe = q.nak_sent = q.cnp_pending = false;
     q.msn = 0;
     q.out_head = q.out_tail = 0;
@@ -202,7 +203,11 @@ void Engine::apply_modify(Qp& q, const QpAttr& a, uint32_t mask, Effects& fx) {
     }
     if (mask & kAttrSqPsn) {
         q.attr.sq_psn = q.next_psn = q.comp_psn = a.sq_psn;
-        if (q.spraying()) q.rexmit_pending.reset(a.sq_psn);
+        if (q.spraying()) {
+            q.rexmit_pending.reset(a.sq_psn);
+            q.read_rcvd.reset(a.sq_psn);
+            q.read_highest = a.sq_psn - 1;
+        }
     }
     if ((mask & (kAttrAv | kAttrDestQpn)) && q.type != QpType::Ud) {
         q.sport = q.attr.ah_attr.udp_sport != 0

@@ -84,6 +84,7 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
         drop(qp, DropReason::QpState);
     } else {
         comp_rx(*qp, p, now, fx);
+        if (qp->spraying()) comp_spray_settle(*qp, now, fx);
     }
     if (qp->has_requests()) fx.tx_ready = true;
 }

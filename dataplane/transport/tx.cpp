@@ -89,6 +89,9 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
             const uint64_t off = uint64_t{k} * qp.mtu;
             p.payload_len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, it.length - off));
             src = it.va + off;
+            // Spraying: each response packet takes a path chosen by its PSN,
+            // so a resent response takes the same path as the first copy.
+            if (qp.spraying()) p.udp_sport = qp.path_sport[p.bth.psn.value() % qp.init.spray_paths];
             done = last;
             break;
         }
@@ -184,6 +187,7 @@ Nanos Engine::next_timer() const {
         if (q->rto_deadline < t) t = q->rto_deadline;
         if (q->rnr_deadline < t) t = q->rnr_deadline;
         if (q->sack_deadline < t) t = q->sack_deadline;
+        if (q->read_hole_deadline < t) t = q->read_hole_deadline;
         // The pacing gate is a timer only for data that waits for nothing
         // else: a window-blocked or RNR-waiting requester is woken by the
         // ACK or its own timer, and reporting a gate that has passed would

@@ -92,6 +92,75 @@ TEST_F(TransportSpray, ReorderInsideWindowNeedsNoNakAndPlacesDirectly) {
     EXPECT_EQ(qc(1).drops[static_cast<size_t>(DropReason::OutOfWindow)], 0u);
 }
 
+// READ responses are sprayed too: every path carries some, they arrive in
+// any order, are placed by PSN, and the READ completes once, with no retry.
+// A WRITE behind the READ is acknowledged before the READ's last response
+// arrives; its completion waits for the READ's, in send-queue order.
+TEST_F(TransportSpray, ReadResponsesAreSprayedAndPlacedInAnyOrder) {
+    setup();
+    for (size_t k = 0; k < mem[1].size(); ++k) mem[1][k] = static_cast<uint8_t>(k * 13 + 1);
+    L.filter = [&](int from, const wire::RocePacket& p, uint64_t) {
+        Delivery d;
+        // Responses in groups of four arrive reversed (under sack_delay).
+        if (from == 1 && (p.info().flags & wire::kOpRead))
+            d.extra = Nanos{3000 * int64_t(4 - Psn::diff(p.bth.psn, Psn{100}) % 4)};
+        return d;
+    };
+    SendWr r = make_wr(1, WrOpcode::RdmaRead, mem[0].data(), 16 * 1024, mr[0].lkey);
+    r.remote_addr = reinterpret_cast<uint64_t>(mem[1].data() + 4096);
+    r.rkey = mr[1].rkey;
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{r}, L.fx[0]));
+    write(2, 100, 200000);
+    auto wcs = wait(2);
+    ASSERT_EQ(wcs.size(), 2u);
+    EXPECT_EQ(wcs[0].wr_id, 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::Success);
+    EXPECT_EQ(wcs[1].wr_id, 2u);
+    EXPECT_EQ(0, std::memcmp(mem[0].data(), mem[1].data() + 4096, 16 * 1024));
+    std::set<uint16_t> ports;
+    for (auto& f : L.sent[1]) {
+        wire::RocePacket p;
+        ASSERT_EQ(wire::parse_roce(f, p), wire::ParseError::Ok);
+        if (p.info().flags & wire::kOpRead) ports.insert(p.udp_sport);
+    }
+    EXPECT_EQ(ports.size(), 4u);
+    EXPECT_EQ(qc(0).completer_retry_err, 0u);  // reordering alone never re-requests
+    EXPECT_EQ(qc(1).duplicate_request, 0u);
+    EXPECT_EQ(qc(0).sent_pkts, 2u);  // the READ request and the WRITE
+}
+
+// A READ response that stays missing behind later ones is asked for again
+// after sack_delay, from the first missing response only.
+TEST_F(TransportSpray, MissingReadResponseIsReRequestedFromTheHole) {
+    setup();
+    for (size_t k = 0; k < mem[1].size(); ++k) mem[1][k] = static_cast<uint8_t>(k * 13 + 1);
+    bool dropped = false;
+    L.filter = [&](int from, const wire::RocePacket& p, uint64_t) {
+        Delivery d;
+        if (from == 1 && (p.info().flags & wire::kOpRead) && Psn::diff(p.bth.psn, Psn{100}) == 5 && !dropped)
+            d.drop = dropped = true;
+        return d;
+    };
+    SendWr r = make_wr(1, WrOpcode::RdmaRead, mem[0].data(), 16 * 1024, mr[0].lkey);
+    r.remote_addr = reinterpret_cast<uint64_t>(mem[1].data() + 4096);
+    r.rkey = mr[1].rkey;
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{r}, L.fx[0]));
+    auto wcs = wait(1);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::Success);
+    EXPECT_TRUE(dropped);
+    EXPECT_EQ(0, std::memcmp(mem[0].data(), mem[1].data() + 4096, 16 * 1024));
+    EXPECT_EQ(qc(0).completer_retry_err, 1u);
+    EXPECT_LT(L.now, Nanos::from_us(100));  // sack_delay (16 us), not the retransmit timeout (4 ms)
+    // The retry asked for responses 5..15 only.
+    ASSERT_GE(L.sent[0].size(), 2u);
+    wire::RocePacket again;
+    ASSERT_EQ(wire::parse_roce(L.sent[0][1], again), wire::ParseError::Ok);
+    EXPECT_EQ(again.bth.opcode, wire::op::READ_REQUEST);
+    EXPECT_EQ(Psn::diff(again.bth.psn, Psn{100}), 5);
+    EXPECT_EQ(again.reth.dma_len, 16u * 1024 - 5 * 1024);
+}
+
 TEST_F(TransportSpray, LossIsRepairedByResendingOnlyTheMissingPsn) {
     setup();
     Psn lost;
