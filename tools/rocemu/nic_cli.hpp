@@ -77,7 +77,7 @@ inline std::string make_nic_profile(NicCliOptions& o) {
         p.cc = r.config;
     } else if (!o.nic_profile.empty()) {
         cc::CcConfigResult r = cc::load_cc_config_file(o.nic_profile);
-        if (!r.ok()) return "--nic-profile " + o.nic_profile + ": " + r.error;
+        if (!r.ok()) return "--nic-profile: " + r.error;  // the error names the file
         p.cc = r.config;
     }
     if (!o.cc.empty()) p.cc.algorithm = o.cc == "none" ? cc::CcAlgorithm::kNone : cc::CcAlgorithm::kDcqcn;
