@@ -4,6 +4,7 @@
 #include <rte_cycles.h>
 #include <rte_dev.h>
 #include <rte_errno.h>
+#include <rte_eth_ring.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <spdlog/spdlog.h>
@@ -35,6 +36,16 @@ std::unique_ptr<Port> Port::open(const PortConfig& cfg, std::string& error) {
 
 std::unique_ptr<Port> Port::attach(uint16_t port_id, const PortConfig& cfg, std::string& error) {
     return make(port_id, false, cfg, error);
+}
+
+std::unique_ptr<Port> Port::from_rings(const std::string& name, rte_ring* rx, rte_ring* tx, const PortConfig& cfg,
+                                       std::string& error) {
+    const int id = rte_eth_from_rings(name.c_str(), &rx, 1, &tx, 1, SOCKET_ID_ANY);
+    if (id < 0) {
+        error = fmt::format("{}: rte_eth_from_rings failed: {}", name, rte_strerror(rte_errno));
+        return nullptr;
+    }
+    return attach(static_cast<uint16_t>(id), cfg, error);
 }
 
 std::unique_ptr<Port> Port::make(uint16_t port_id, bool probed, const PortConfig& cfg, std::string& error) {

@@ -12,6 +12,7 @@
 
 struct rte_mempool;
 struct rte_device;
+struct rte_ring;
 
 namespace rocemu::dpdk {
 
@@ -31,6 +32,12 @@ public:
     static std::unique_ptr<Port> open(const PortConfig& cfg, std::string& error);
     // Configures and starts a port that already exists (e.g. made by rte_eth_from_rings).
     static std::unique_ptr<Port> attach(uint16_t port_id, const PortConfig& cfg, std::string& error);
+    // A port named `name` over two rte_rings (rte_eth_from_rings): it sends
+    // into `tx` and receives from `rx`, so two ports over a crossed pair are
+    // wired back to back. For tests, benchmarks and loopback runs; the rings
+    // must outlive the port.
+    static std::unique_ptr<Port> from_rings(const std::string& name, rte_ring* rx, rte_ring* tx,
+                                            const PortConfig& cfg, std::string& error);
     ~Port();
     Port(const Port&) = delete;
     Port& operator=(const Port&) = delete;

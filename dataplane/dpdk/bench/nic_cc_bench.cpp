@@ -3,7 +3,6 @@
 // Same run: CC none (the baseline), DCQCN released at line rate, and DCQCN
 // held at a lower maximum rate (rpg_max_rate), whose goodput must follow it.
 #include <fmt/format.h>
-#include <rte_eth_ring.h>
 #include <rte_ring.h>
 
 #include <cstdlib>
@@ -38,12 +37,11 @@ struct BenchNic {
     BenchNic(rte_ring* rx, rte_ring* tx, const std::string& name, uint8_t last, const NicProfile& p,
              const TscClock& clock)
         : stack(host(last)) {
-        const int id = rte_eth_from_rings(name.c_str(), &rx, 1, &tx, 1, SOCKET_ID_ANY);
         PortConfig pc;
         pc.mbufs = 4095;
         pc.min_frame_room = Engine::kMinTxBuf;
         std::string error;
-        port = Port::attach(static_cast<uint16_t>(id), pc, error);
+        port = Port::from_rings(name, rx, tx, pc, error);
         if (!port) throw std::runtime_error(error);
         VerbsError e;
         engine = Engine::create(engine_config(stack, p), e);

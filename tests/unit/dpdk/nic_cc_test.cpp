@@ -1,7 +1,6 @@
 // DCQCN, PFC generation and deferred ARP in the live NIC: two NICs in one
 // process over a crossed net_ring pair, driven through the real poll loop.
 #include <gtest/gtest.h>
-#include <rte_eth_ring.h>
 #include <rte_ring.h>
 
 #include <atomic>
@@ -16,16 +15,6 @@ namespace {
 
 using namespace rocemu::literals;
 using namespace rocemu::transport;
-
-class EalEnvironment : public ::testing::Environment {
-public:
-    void SetUp() override {
-        std::string error;
-        ASSERT_TRUE(Eal::init({"--log-level", "lib.eal:error"}, error)) << error;
-    }
-    void TearDown() override { Eal::cleanup(); }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
 
 constexpr size_t kBuf = 1 << 20;
 constexpr uint32_t kWrite = 16384;
@@ -46,13 +35,11 @@ struct CcNic {
     CcNic(rte_ring* rx, rte_ring* tx, const std::string& name, uint8_t last, const NicProfile& p,
           const TscClock& clock)
         : profile(p), stack(host(last)) {
-        const int id = rte_eth_from_rings(name.c_str(), &rx, 1, &tx, 1, SOCKET_ID_ANY);
-        EXPECT_GE(id, 0);
         PortConfig pc;
         pc.mbufs = 4095;
         pc.min_frame_room = Engine::kMinTxBuf;
         std::string error;
-        port = Port::attach(static_cast<uint16_t>(id), pc, error);
+        port = Port::from_rings(name, rx, tx, pc, error);
         EXPECT_TRUE(port) << error;
         VerbsError e;
         engine = Engine::create(engine_config(stack, profile), e);

@@ -24,16 +24,6 @@ const wire::MacAddr kMacA{{0x02, 0, 0, 0, 0, 0x0a}};
 const wire::MacAddr kMacB{{0x02, 0, 0, 0, 0, 0x0b}};
 constexpr uint32_t kIpA = 0x0A000001, kIpB = 0x0A000002;
 
-class EalEnvironment : public ::testing::Environment {
-public:
-    void SetUp() override {
-        std::string error;
-        ASSERT_TRUE(Eal::init({"--log-level", "lib.eal:error"}, error)) << error;
-    }
-    void TearDown() override { Eal::cleanup(); }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
-
 // An upper that records what the host stack reports and what RoCE arrives,
 // and can be given frames to transmit.
 struct Recorder {

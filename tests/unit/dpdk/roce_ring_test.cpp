@@ -19,16 +19,6 @@ namespace {
 using namespace rocemu::literals;
 using namespace rocemu::transport;
 
-class EalEnvironment : public ::testing::Environment {
-public:
-    void SetUp() override {
-        std::string error;
-        ASSERT_TRUE(Eal::init({"--log-level", "lib.eal:error"}, error)) << error;
-    }
-    void TearDown() override { Eal::cleanup(); }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
-
 host::HostConfig host_config(uint8_t last) {
     host::HostConfig c;
     c.mac = wire::MacAddr{{0x02, 0, 0, 0, 0, last}};
@@ -71,13 +61,11 @@ struct RoceNic {
 };
 
 std::unique_ptr<Port> ring_port(const std::string& name, rte_ring* rx, rte_ring* tx) {
-    const int id = rte_eth_from_rings(name.c_str(), &rx, 1, &tx, 1, SOCKET_ID_ANY);
-    EXPECT_GE(id, 0);
     PortConfig cfg;
     cfg.mbufs = 1023;
     cfg.min_frame_room = Engine::kMinTxBuf;
     std::string error;
-    std::unique_ptr<Port> p = Port::attach(static_cast<uint16_t>(id), cfg, error);
+    std::unique_ptr<Port> p = Port::from_rings(name, rx, tx, cfg, error);
     EXPECT_TRUE(p) << error;
     return p;
 }
