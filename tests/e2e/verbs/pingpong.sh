@@ -13,6 +13,7 @@ set -euo pipefail
 ROCEMU=$(realpath "${1:?usage: pingpong.sh path/to/rocemu af_packet|memif}")
 MODE=${2:?usage: pingpong.sh path/to/rocemu af_packet|memif}
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/veth.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
 command -v tshark >/dev/null || skip "needs tshark"
 
@@ -33,20 +34,7 @@ trap cleanup EXIT
 
 case "$MODE" in
   af_packet)
-    need_root_netns
-    ip netns add "$NS_A"
-    ip netns add "$NS_B"
-    ip link add "$VA" netns "$NS_A" type veth peer name "$VB" netns "$NS_B"
-    for side in "$NS_A:$VA:10.96.0.1" "$NS_B:$VB:10.96.0.2"; do
-      IFS=: read -r ns dev kip <<<"$side"
-      ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$dev.disable_ipv6=1"
-      ip -n "$ns" addr add "$kip/24" dev "$dev"
-      ip -n "$ns" link set "$dev" up
-    done
-    run_a=(ip netns exec "$NS_A") run_b=(ip netns exec "$NS_B")
-    port_a="net_af_packet0,iface=$VA" port_b="net_af_packet0,iface=$VB"
-    mac_a=() mac_b=()
-    server_tcp=10.96.0.2
+    veth_pair "$NS_A" "$NS_B" "$VA" "$VB" 10.96.0
     ;;
   memif)
     run_a=() run_b=()
