@@ -29,6 +29,20 @@ inline void finish_frame(std::span<uint8_t> frame, const wire::EncodeLayout& lay
     wire::store_le32(f + icrc_off, wire::compute_icrc_in_place(f + lay.l3_off, icrc_off - lay.l3_off, lay.v6));
 }
 
+#if defined(__x86_64__)
+// One cache line from `s` to `d`; streaming stores (which need `d` 16-byte
+// aligned) bypass the cache.
+template <bool Stream>
+inline void copy_line(uint8_t* d, const uint8_t* s) {
+    __m128i v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * k));
+    for (int k = 0; k < 4; ++k) {
+        if constexpr (Stream) _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16 * k), v[k]);
+        else _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16 * k), v[k]);
+    }
+}
+#endif
+
 // Copies received payload into host memory. Large copies use streaming
 // stores: the destination is usually not in cache (a NIC's DMA does not
 // read it first), and reading it for ownership would double the memory
@@ -46,16 +60,7 @@ inline void place(void* dst, const void* src, size_t n) {
         s += head;
         n -= head;
         size_t i = 0;
-        for (; i + 64 <= n; i += 64) {
-            const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-            const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-            const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
-            const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-            _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
-            _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
-            _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
-            _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
-        }
+        for (; i + 64 <= n; i += 64) copy_line<true>(d + i, s + i);
         std::memcpy(d + i, s + i, n - i);
         _mm_sfence();
         return;
@@ -82,14 +87,7 @@ inline void fill(void* dst, const void* src, size_t n, const void* src_end) {
         size_t i = 0;
         for (; i + 64 <= n; i += 64) {
             if (i < ahead) _mm_prefetch(reinterpret_cast<const char*>(s + i + kPrefetch), _MM_HINT_T0);
-            const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-            const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-            const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
-            const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), a);
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+            copy_line<false>(d + i, s + i);
         }
         std::memcpy(d + i, s + i, n - i);
         return;

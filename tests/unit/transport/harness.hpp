@@ -35,18 +35,22 @@ struct Delivery {
 // the frame in the whole run.
 using Filter = std::function<Delivery(int from, const wire::RocePacket& p, uint64_t index)>;
 
+// The engine of one side: its own MAC, GID and RNG stream.
+inline std::unique_ptr<Engine> make_engine(const EngineConfig& base, int side) {
+    EngineConfig c = base;
+    c.mac = mac_of(side);
+    c.gids = {ip_of(side)};
+    c.rng_seed = base.rng_seed * 2 + side;
+    VerbsError e;
+    auto eng = Engine::create(c, e);
+    EXPECT_FALSE(e) << e.msg;
+    return eng;
+}
+
 class Loop {
 public:
     explicit Loop(EngineConfig base = {}) {
-        for (int s = 0; s < 2; ++s) {
-            EngineConfig c = base;
-            c.mac = mac_of(s);
-            c.gids = {ip_of(s)};
-            c.rng_seed = base.rng_seed * 2 + s;
-            VerbsError e;
-            eng[s] = Engine::create(c, e);
-            EXPECT_FALSE(e) << e.msg;
-        }
+        for (int s = 0; s < 2; ++s) eng[s] = make_engine(base, s);
         bufs.resize(32);
         for (auto& b : bufs) b.resize(Engine::kMinTxBuf);
     }

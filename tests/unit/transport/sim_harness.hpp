@@ -80,15 +80,7 @@ class SimLoop {
 public:
     SimLoop(EngineConfig base, const sim::LinkConfig& link, uint64_t seed)
         : sim_(sim::SimConfig{.seed = seed, .max_frames = 4096}) {
-        for (int s = 0; s < 2; ++s) {
-            EngineConfig c = base;
-            c.mac = mac_of(s);
-            c.gids = {ip_of(s)};
-            c.rng_seed = base.rng_seed * 2 + s;
-            VerbsError e;
-            eng[s] = Engine::create(c, e);
-            EXPECT_FALSE(e) << e.msg;
-        }
+        for (int s = 0; s < 2; ++s) eng[s] = make_engine(base, s);
         for (int s = 0; s < 2; ++s) node_[s] = std::make_unique<EngineNode>(sim_, *eng[s], fx[s]);
         links_ = sim_.connect(node_[0]->id(), 0, node_[1]->id(), 0, link);
     }
