@@ -156,7 +156,8 @@ public:
             if (d.status != DeferredModify::Status::Pending || d.qpn.v != e.cookie) continue;
             if (e.kind == K::ResolveFailed || !host_) {
                 d.status = DeferredModify::Status::Failed;
-                d.error = "no ARP reply for " + wire::format_ip(d.attr.ah_attr.dgid);
+                d.error = host_ ? "no ARP reply for " + wire::format_ip(d.attr.ah_attr.dgid)
+                                : std::string("no host stack to complete the address vector (not on a Nic)");
                 continue;
             }
             host::HostEffects scratch;  // a hit sends nothing
@@ -194,6 +195,7 @@ public:
     // A destroyed QP's number may come back: its successor starts afresh.
     void on_qp_destroyed(Qpn qpn) {
         if (cc_) cc_->detach(qpn);
+        std::erase_if(deferred_, [&](const DeferredModify& d) { return d.qpn == qpn; });
     }
 
     // Parks a modify_qp whose address vector waits for ARP (cookie = qpn).
