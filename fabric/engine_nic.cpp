@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "dataplane/wire/l2.hpp"
 
@@ -31,13 +32,25 @@ transport::PathMtu path_mtu(uint32_t bytes) {
 
 }  // namespace
 
-EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index)
+SharedArenaMemory::SharedArenaMemory() : fd_(memfd_create("rocemu-fabric-arena", MFD_CLOEXEC)) {
+    if (fd_ < 0) throw std::runtime_error("SharedArenaMemory: memfd_create failed");
+    // Sparse: pages are committed as regions touch them.
+    if (ftruncate(fd_, static_cast<off_t>(EngineNic::kArenaBytes)) != 0) {
+        close(fd_);
+        throw std::runtime_error("SharedArenaMemory: cannot size the memory");
+    }
+}
+
+SharedArenaMemory::~SharedArenaMemory() { close(fd_); }
+
+EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, const SharedArenaMemory* shared)
     : sim_(sim),
       spec_(topo.nics[nic_index]),
       profile_(topo.cfg.nic),
       line_rate_(topo.cfg.host_link.speed),
       gateway_mac_(topo.switches[spec_.sw].port_mac[spec_.sw_port]),
-      prio_(topo.cfg.sw.base.tc_to_pg[topo.cfg.sw.base.dscp_to_tc[profile_.dscp & 63]]) {
+      prio_(topo.cfg.sw.base.tc_to_pg[topo.cfg.sw.base.dscp_to_tc[profile_.dscp & 63]]),
+      pause_(prio_, line_rate_) {
     transport::EngineConfig cfg;
     cfg.mac = wire::MacAddr{spec_.mac};
     cfg.gids = {wire::IpAddr::from_v4(spec_.ip)};
@@ -50,7 +63,9 @@ EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_ind
     if (!eng_) throw std::invalid_argument(err.msg);
     // Address-space only: pages are committed as regions touch them.
     void* hint = reinterpret_cast<void*>(kArenaHint + uint64_t{nic_index} * kArenaBytes);
-    void* a = mmap(hint, kArenaBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* a = shared ? mmap(hint, kArenaBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, shared->fd(), 0)
+                     : mmap(hint, kArenaBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                            -1, 0);
     if (a == MAP_FAILED) throw std::invalid_argument("EngineNic: cannot map the memory arena");
     arena_ = static_cast<uint8_t*>(a);
     pd_ = eng_->alloc_pd().value;
@@ -170,6 +185,11 @@ void EngineNic::begin_step(uint32_t flow, Nanos now) {
     sim_.arm_timer(id_, now);
 }
 
+void EngineNic::stall_from(Nanos at) {
+    stall_at_ = at;
+    next_pause_tx_ = at;
+}
+
 void EngineNic::post_due(Nanos now) {
     post_due_ = false;
     for (TxFlow& f : tx_) {
@@ -235,15 +255,15 @@ void EngineNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
     sim::FramePool& pool = sim_.pool();
     const std::span<const uint8_t> f = pool.frame(h);
     ++c_.rx_frames;
-    if (wire::classify(f) == wire::FrameKind::Pfc) {
+    const bool pfc_frame = wire::classify(f) == wire::FrameKind::Pfc;
+    if (!pfc_frame && now >= stall_at_) {
+        ++c_.stalled_drops;
+        pool.free(h);
+        return;
+    }
+    if (pfc_frame) {
         wire::Pfc pfc;
-        if (wire::parse_pfc(f, pfc) && ((pfc.class_enable >> prio_) & 1)) {
-            ++c_.pfc_rx;
-            // A pause replaces the one in force: count only its new span.
-            if (paused_until_ > now) paused_total_ -= paused_until_ - now;
-            paused_until_ = now + line_rate_.serialise(Bytes{uint64_t{pfc.quanta[prio_]} * 64});
-            paused_total_ += paused_until_ - now;
-        }
+        if (wire::parse_pfc(f, pfc) && pause_.on_pfc(pfc, now)) ++c_.pfc_rx;
     } else {
         // The engine counts and drops what it cannot use, by reason.
         eng_->on_frame(f, now, fx_);
@@ -289,7 +309,12 @@ void EngineNic::handle(Nanos now) {
 }
 
 void EngineNic::try_send(Nanos now) {
-    if (now < busy_until_ || paused_until_ > now || !eng_->tx_pending(now)) return;
+    if (now < busy_until_) return;
+    if (next_pause_tx_ <= now) {
+        send_pause(now);
+        return;
+    }
+    if (pause_.paused(now) || !eng_->tx_pending(now)) return;
     sim::FramePool& pool = sim_.pool();
     const sim::FrameHandle h = pool.alloc();
     if (!h.valid()) {
@@ -315,18 +340,34 @@ void EngineNic::try_send(Nanos now) {
     sim_.transmit(id_, 0, h);
 }
 
+void EngineNic::send_pause(Nanos now) {
+    sim::FramePool& pool = sim_.pool();
+    const sim::FrameHandle h = build_stuck_pause(pool, spec_.mac, prio_);
+    next_pause_tx_ = now + stuck_pause_refresh(line_rate_);
+    if (!h.valid()) {
+        ++c_.pool_empty_drops;
+        return;
+    }
+    busy_until_ = now + line_rate_.serialise(Bytes{pool.len(h)} + kWireOverhead);
+    ++c_.pfc_tx;
+    ++c_.tx_frames;
+    sim_.transmit(id_, 0, h);
+}
+
 void EngineNic::rearm(Nanos now) {
     Nanos t = eng_->next_timer();
-    // Engine::next_timer() also reports a QP's pacing gate while the QP is
-    // blocked by its window, even once the gate has passed; after on_timer
-    // has run at `now`, a deadline at or before `now` is that gate, and the
-    // ACK that opens the window wakes this node through on_frame instead.
+    // Engine::next_timer() can still report a deadline at or before `now`
+    // after on_timer has run at `now` (seen with stepped ring flows even
+    // after the engine stopped reporting window-blocked pacing gates): such
+    // a deadline is ignored, and the ACK or step that gives the engine work
+    // wakes this node through on_frame or begin_step instead.
     if (t <= now && engine_timer_ran_ == now) t = Nanos::max();
     for (const QpCtx& q : qps_) t = std::min(t, q.cc.next_timer());
     for (const TxFlow& f : tx_)
         if (!f.started) t = std::min(t, std::max(now, f.start));
+    if (next_pause_tx_ != Nanos::max()) t = std::min(t, std::max({now, busy_until_, next_pause_tx_}));
     if (eng_->tx_pending(now))
-        t = std::min(t, std::max({now, busy_until_, paused_until_}));
+        t = std::min(t, std::max({now, busy_until_, pause_.until()}));
     else if (now < busy_until_)
         t = std::min(t, busy_until_);
     if (t == Nanos::max())

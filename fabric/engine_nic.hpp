@@ -37,6 +37,8 @@ struct EngineNicCounters {
     uint64_t failed_completions = 0;  // status other than Success
     uint64_t pool_empty_drops = 0;    // no frame buffer for the engine to fill
     uint64_t post_errors = 0;         // flow WRITEs the engine refused
+    uint64_t pfc_tx = 0;              // pauses sent as a stuck receiver
+    uint64_t stalled_drops = 0;       // frames that arrived while the receiver was stuck
 };
 
 // Told when a flow's step has completed (its last WRITE's CQE arrived).
@@ -48,14 +50,36 @@ protected:
     ~FlowSink() = default;
 };
 
+// Physical memory that every NIC's arena can map instead of its own: region k
+// of one NIC then shares its pages with region k of every other NIC, while
+// each keeps its own virtual addresses (so RETH addresses and pcaps do not
+// change). For fabrics whose payload is never checked and stays zero: the
+// memory a run touches no longer grows with the number of NICs, which on a
+// 256-host fabric is 32 MiB of sources and sinks cycling through the caches
+// on every packet. Throws std::runtime_error if the memory cannot be made.
+class SharedArenaMemory {
+public:
+    SharedArenaMemory();
+    ~SharedArenaMemory();
+    SharedArenaMemory(const SharedArenaMemory&) = delete;
+    SharedArenaMemory& operator=(const SharedArenaMemory&) = delete;
+    int fd() const { return fd_; }
+
+private:
+    int fd_ = -1;
+};
+
 class EngineNic : public sim::Node {
 public:
     static constexpr uint32_t kChunk = 64 * 1024;
     static constexpr uint32_t kChunksInFlight = 16;
     static constexpr uint64_t kArenaBytes = uint64_t{256} << 20;
 
-    // Throws std::invalid_argument if the engine config is rejected.
-    EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index);
+    // Throws std::invalid_argument if the engine config is rejected. With
+    // `shared`, the arena maps that memory (see SharedArenaMemory) instead of
+    // private pages.
+    EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index,
+              const SharedArenaMemory* shared = nullptr);
     ~EngineNic() override;
     EngineNic(const EngineNic&) = delete;
     EngineNic& operator=(const EngineNic&) = delete;
@@ -94,13 +118,16 @@ public:
     void begin_flows() { rearm(sim_.now()); }
     // Opens the flow's next step; its WRITEs are posted at `now`.
     void begin_step(uint32_t flow, Nanos now);
+    // From `at` the NIC stops draining its receive side, as when the host
+    // stops posting receive buffers: it keeps its port paused (an XOFF for
+    // the data priority, refreshed every half pause time) and drops whatever
+    // still arrives (stalled_drops), PFC frames excepted. Set before start.
+    void stall_from(Nanos at);
 
     // Port paused by a received PFC frame (data priority) at `now`, and the
     // total paused time up to `now`.
-    bool paused(Nanos now) const { return paused_until_ > now; }
-    Nanos paused_time(Nanos now) const {
-        return paused_total_ - (paused_until_ > now ? paused_until_ - now : Nanos{0});
-    }
+    bool paused(Nanos now) const { return pause_.paused(now); }
+    Nanos paused_time(Nanos now) const { return pause_.paused_time(now); }
     const NicSpec& spec() const { return spec_; }
 
     void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
@@ -139,6 +166,7 @@ private:
     void on_completion(const transport::Wc& wc, Nanos now);
     void handle(Nanos now);
     void try_send(Nanos now);
+    void send_pause(Nanos now);
     void rearm(Nanos now);
 
     sim::Simulator& sim_;
@@ -156,9 +184,10 @@ private:
     std::vector<QpCtx> qps_;
     sim::NodeId id_ = 0;
     Nanos busy_until_{};
-    Nanos paused_until_{};
-    Nanos paused_total_{};
+    NicPause pause_;
     Nanos engine_timer_ran_ = Nanos::max();
+    Nanos stall_at_ = Nanos::max();
+    Nanos next_pause_tx_ = Nanos::max();
     std::vector<TxFlow> tx_;
     std::vector<FlowStats>* stats_ = nullptr;
     FlowSink* sink_ = nullptr;

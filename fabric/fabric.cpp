@@ -47,9 +47,10 @@ Fabric::Fabric(const Topology& topo, uint64_t seed) : topo_(topo), sim_(sim::Sim
         switches_.push_back(std::make_unique<SwitchNode>(sim_, topo_, s, node_seed(seed, s)));
         sw_ids.push_back(switches_.back()->attach());
     }
+    if (model() == NicModel::Rc) arena_memory_ = std::make_unique<SharedArenaMemory>();
     for (uint32_t n = 0; n < topo_.nics.size(); ++n) {
         if (model() == NicModel::Rc) {
-            rc_nics_.push_back(std::make_unique<EngineNic>(sim_, topo_, n));
+            rc_nics_.push_back(std::make_unique<EngineNic>(sim_, topo_, n, arena_memory_.get()));
             rc_nics_.back()->set_flow_sink(&stats_, this);
             nic_ids.push_back(rc_nics_.back()->attach());
         } else {
@@ -90,8 +91,12 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
 }
 
 void Fabric::stall(uint32_t nic, Nanos at) {
-    if (model() != NicModel::Generator) throw std::logic_error("a stuck receiver needs nic.model: generator");
-    nics_[nic]->stall_from(at);
+    if (nic >= nic_count())
+        throw std::invalid_argument(fmt::format("stall: no NIC {} (the fabric has {})", nic, nic_count()));
+    if (model() == NicModel::Rc)
+        rc_nics_[nic]->stall_from(at);
+    else
+        nics_[nic]->stall_from(at);
 }
 
 bool Fabric::nic_paused(uint32_t nic, Nanos now) const {
@@ -193,7 +198,8 @@ Totals Fabric::totals() const {
         const transport::Counters& e = n->engine().counters();
         t.cnps += e.np_cnp_sent;
         for (const uint64_t d : e.drops) t.nic_drops += d;
-        t.nic_drops += n->counters().pool_empty_drops;
+        t.nic_drops += n->counters().pool_empty_drops + n->counters().stalled_drops;
+        t.pfc_frames += n->counters().pfc_tx;
         t.nic_paused += n->paused_time(now);
     }
     for (const auto& n : nics_) {

@@ -54,8 +54,9 @@ public:
     // kChunk memory region on each side. start() throws std::invalid_argument
     // if a flow's `after` names no other flow.
     uint32_t add_flow(const FlowSpec& f);
-    // The generator model only (an RC responder cannot be made to stall):
-    // throws std::logic_error on the RC model.
+    // NIC `nic` becomes a stuck receiver at `at`: it stops draining what
+    // arrives and keeps its port paused (EngineNic::stall_from,
+    // GenNic::stall_from). Throws std::invalid_argument for an unknown NIC.
     void stall(uint32_t nic, Nanos at);
     // Taps both directions of the named link into one pcap. False (with a
     // message) if the link is unknown or the file cannot be written.
@@ -97,6 +98,9 @@ private:
     sim::Simulator sim_;
     std::vector<std::unique_ptr<SwitchNode>> switches_;
     std::vector<std::unique_ptr<GenNic>> nics_;
+    // RC model: the flows' payload is never checked, so all NICs' memory
+    // regions share their pages (the run's footprint stays flat with size).
+    std::unique_ptr<SharedArenaMemory> arena_memory_;
     std::vector<std::unique_ptr<EngineNic>> rc_nics_;
     // RC model, per flow: steps completed and begun, and the flows whose
     // next step waits for this one.

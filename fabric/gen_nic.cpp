@@ -18,6 +18,19 @@ uint8_t pg_of_dscp(const sw::SwitchConfig& c, uint8_t dscp) { return c.tc_to_pg[
 
 }  // namespace
 
+Nanos stuck_pause_refresh(BitsPerSec speed) { return speed.serialise(Bytes{uint64_t{kPauseQuanta} * 64}) / 2; }
+
+sim::FrameHandle build_stuck_pause(sim::FramePool& pool, const std::array<uint8_t, 6>& mac, uint8_t prio) {
+    const sim::FrameHandle h = pool.alloc();
+    if (!h.valid()) return h;
+    wire::Pfc pfc;
+    pfc.src = wire::MacAddr{mac};
+    pfc.class_enable = static_cast<uint8_t>(1u << prio);
+    pfc.quanta[prio] = kPauseQuanta;
+    pool.set_len(h, static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h))));
+    return h;
+}
+
 GenNic::GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, std::vector<FlowStats>& stats,
                uint32_t& flows_done)
     : sim_(sim),
@@ -29,7 +42,8 @@ GenNic::GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, st
       rdma_mtu_(profile_.rdma_mtu()),
       stats_(stats),
       flows_done_(flows_done),
-      np_(profile_.cc.dcqcn) {}
+      np_(profile_.cc.dcqcn),
+      pause_(prio_, line_rate_) {}
 
 sim::NodeId GenNic::attach() {
     id_ = sim_.add_node(*this);
@@ -90,16 +104,7 @@ void GenNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
                 break;
             }
             ++c_.pfc_rx;
-            for (int p = 0; p < 8; ++p) {
-                if (!((pfc.class_enable >> p) & 1)) continue;
-                const Nanos until = now + line_rate_.serialise(Bytes{uint64_t{pfc.quanta[p]} * 64});
-                if (p == prio_) {
-                    const bool was_paused = paused_until_[p] > now;
-                    if (was_paused) c_.paused_time -= paused_until_[p] - now;
-                    if (pfc.quanta[p] != 0) c_.paused_time += until - now;
-                }
-                paused_until_[p] = until;
-            }
+            pause_.on_pfc(pfc, now);
             break;
         }
         case wire::FrameKind::Roce: {
@@ -170,25 +175,20 @@ void GenNic::try_send(Nanos now) {
     }
     if (now >= stall_at_) return;
     if (cnp_head_ < cnp_queue_.size() && send_cnp(now)) return;
-    if (paused_until_[prio_] > now) return;
+    if (pause_.paused(now)) return;
     send_data(now);
 }
 
 void GenNic::send_pause(Nanos now) {
     sim::FramePool& pool = sim_.pool();
-    const sim::FrameHandle h = pool.alloc();
+    const sim::FrameHandle h = build_stuck_pause(pool, spec_.mac, prio_);
     // The refresh keeps the port paused well before the last pause runs out.
-    next_pause_tx_ = now + line_rate_.serialise(Bytes{uint64_t{kPauseQuanta} * 64}) / 2;
+    next_pause_tx_ = now + stuck_pause_refresh(line_rate_);
     if (!h.valid()) {
         ++c_.pool_empty_drops;
         return;
     }
-    wire::Pfc pfc;
-    pfc.src = wire::MacAddr{spec_.mac};
-    pfc.class_enable = static_cast<uint8_t>(1u << prio_);
-    pfc.quanta[prio_] = kPauseQuanta;
-    const auto len = static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h)));
-    pool.set_len(h, len);
+    const uint32_t len = pool.len(h);
     busy_until_ = now + line_rate_.serialise(Bytes{len} + kWireOverhead);
     ++c_.pfc_tx;
     ++c_.tx_frames;
@@ -295,7 +295,7 @@ void GenNic::rearm(Nanos now) {
     for (const TxFlow& f : tx_) {
         t = std::min(t, f.cc.next_timer());
         if (stalled || f.sent >= f.spec.size.v) continue;
-        Nanos ready = std::max({f.spec.start, f.cc.next_send_time(), paused_until_[prio_], free_at});
+        Nanos ready = std::max({f.spec.start, f.cc.next_send_time(), pause_.until(), free_at});
         t = std::min(t, ready);
     }
     if (t == Nanos::max())

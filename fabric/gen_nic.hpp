@@ -21,6 +21,7 @@
 #include "cc/dcqcn_np.hpp"
 #include "common/units.hpp"
 #include "dataplane/wire/packet.hpp"
+#include "dataplane/wire/pause.hpp"
 #include "fabric/topology.hpp"
 #include "sim/sim.hpp"
 
@@ -60,6 +61,43 @@ struct FlowStats {
     bool done = false;  // every byte arrived
 };
 
+// What a host port does with received PFC frames, for both NIC models: the
+// 802.1Qbb pause state (wire::PfcPauseState, shared with the live NIC and
+// switch) plus the time the data priority has been held back.
+class NicPause {
+public:
+    NicPause(uint8_t prio, BitsPerSec speed) : prio_(prio), speed_(speed) {}
+
+    // True if the frame names the data priority.
+    template <typename F>
+    bool on_pfc(const F& f, Nanos now) {
+        const Nanos before = state_.until(prio_);
+        state_.on_pfc(f, now, speed_);
+        if (!((f.class_enable >> prio_) & 1)) return false;
+        // A pause replaces the one in force: count only its new span.
+        if (before > now) total_ -= before - now;
+        if (state_.until(prio_) > now) total_ += state_.until(prio_) - now;
+        return true;
+    }
+    bool paused(Nanos now) const { return state_.paused(prio_, now); }
+    Nanos until() const { return state_.until(prio_); }
+    // Time the data priority was held back, up to `now`.
+    Nanos paused_time(Nanos now) const { return total_ - (until() > now ? until() - now : Nanos{0}); }
+
+private:
+    wire::PfcPauseState state_;
+    uint8_t prio_;
+    BitsPerSec speed_;
+    Nanos total_{};
+};
+
+// A stuck receiver's pause, for both NIC models: the longest XOFF for its
+// data priority, sent again every half pause time so the port never resumes
+// (what a NIC whose receive buffer stays full does).
+Nanos stuck_pause_refresh(BitsPerSec speed);
+// That PFC frame in a new frame from the pool; invalid if the pool is empty.
+sim::FrameHandle build_stuck_pause(sim::FramePool& pool, const std::array<uint8_t, 6>& mac, uint8_t prio);
+
 struct NicCounters {
     uint64_t tx_frames = 0;
     uint64_t tx_bytes = 0;
@@ -68,7 +106,6 @@ struct NicCounters {
     uint64_t pfc_tx = 0;
     uint64_t cnp_tx = 0;
     uint64_t cnp_rx = 0;
-    Nanos paused_time{};  // time with data held back by a received pause
     // Drops, by reason.
     uint64_t bad_frame_drops = 0;   // not RoCEv2/PFC, or failed parsing (ICRC)
     uint64_t unknown_qp_drops = 0;  // names no flow of this NIC
@@ -99,11 +136,9 @@ public:
     void on_timer(Nanos now) override;
 
     const NicCounters& counters() const { return c_; }
-    bool paused(Nanos now) const { return paused_until_[prio_] > now; }
+    bool paused(Nanos now) const { return pause_.paused(now); }
     // Time data was held back by received pauses, up to `now`.
-    Nanos paused_time(Nanos now) const {
-        return c_.paused_time - (paused_until_[prio_] > now ? paused_until_[prio_] - now : Nanos{0});
-    }
+    Nanos paused_time(Nanos now) const { return pause_.paused_time(now); }
     // The sending rate DCQCN allows a flow right now.
     BitsPerSec flow_rate(uint32_t flow) const;
     const NicSpec& spec() const { return spec_; }
@@ -132,7 +167,6 @@ private:
     void send_pause(Nanos now);
     void rearm(Nanos now);
     void receive_roce(const wire::RocePacket& p, Nanos now);
-    void note_pause_end(Nanos now);
 
     sim::Simulator& sim_;
     const NicSpec spec_;
@@ -154,8 +188,7 @@ private:
     std::vector<uint32_t> cnp_queue_;  // flows owed a CNP, FIFO
     std::size_t cnp_head_ = 0;
     Nanos busy_until_{};
-    std::array<Nanos, 8> paused_until_{};
-    Nanos pause_started_ = Nanos::max();
+    NicPause pause_;
     Nanos stall_at_ = Nanos::max();
     Nanos next_pause_tx_ = Nanos::max();
     uint16_t ip_id_ = 0;

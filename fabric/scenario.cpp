@@ -54,6 +54,20 @@ struct Outcome {
         if (s.rx_bytes == 0 || s.last_rx <= s.first_tx) return 0;
         return static_cast<double>(s.rx_bytes) * 8 / (s.last_rx - s.first_tx).seconds() / 1e9;
     }
+    // The goodput of all of host `src`'s flows together, from its first
+    // packet to its last byte (Gbit/s).
+    double host_goodput(uint32_t src) const {
+        uint64_t bytes = 0;
+        Nanos first = Nanos::max(), last{};
+        for (std::size_t f = 0; f < stats.size(); ++f) {
+            if (flows[f].src != src) continue;
+            bytes += stats[f].rx_bytes;
+            first = std::min(first, stats[f].first_tx);
+            last = std::max(last, stats[f].last_rx);
+        }
+        if (bytes == 0 || last <= first) return 0;
+        return static_cast<double>(bytes) * 8 / (last - first).seconds() / 1e9;
+    }
     double mean_goodput() const {
         double sum = 0;
         for (std::size_t f = 0; f < stats.size(); ++f) sum += goodput(f);
@@ -216,8 +230,25 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
 
 // --- 2. Incast: PFC only vs PFC + DCQCN ------------------------------------------
 
-Topology single_leaf(uint32_t hosts, const std::string& cc, const ScenarioOptions& o,
-                     NicModel model = NicModel::Rc) {
+// RC QPs per incast sender, as NCCL opens several per connection. One QP's
+// window (128 packets of 4 KiB) is 512 KiB; the lossless PG's dynamic XOFF
+// threshold (alpha 1/4 of the free 16 MiB pool) is about 0.8 MiB per sender
+// at 16:1 and 1.3 MiB at 8:1, so four QPs (2 MiB) take each sender past it.
+constexpr uint32_t kIncastQpsPerSender = 4;
+
+// Hosts 0..senders-1 each send `size` to host `target` over `qps` QPs (flows
+// of size / qps), each with its own UDP source port drawn from the seed.
+std::vector<FlowSpec> multi_qp_flows(uint32_t senders, uint32_t target, uint32_t qps, Bytes size, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<FlowSpec> flows;
+    for (uint32_t s = 0; s < senders; ++s)
+        for (uint32_t q = 0; q < qps; ++q)
+            flows.push_back(FlowSpec{s, target, Bytes{size.v / qps}, Nanos{0},
+                                     static_cast<uint16_t>(0xC000 | rng.below(0x4000))});
+    return flows;
+}
+
+Topology single_leaf(uint32_t hosts, const std::string& cc, const ScenarioOptions& o) {
     FabricConfig c = base_or(o,
                              fmt::format("topology: {{kind: leaf_spine, leaves: 1, hosts_per_leaf: {}, spines: 0}}\n"
                                          "switch: {{profile: lossless-100g}}\n",
@@ -227,7 +258,6 @@ Topology single_leaf(uint32_t hosts, const std::string& cc, const ScenarioOption
     if (!ccr.config) throw std::invalid_argument(ccr.error);
     c.nic.cc_name = cc;
     c.nic.cc = ccr.config->nic.cc;
-    c.nic.model = model;
     return generate(c);
 }
 
@@ -235,24 +265,19 @@ ScenarioResult incast(const ScenarioOptions& o) {
     ScenarioResult res;
     const uint32_t senders = o.reduced ? 8 : 16;
     res.expectation = fmt::format(
-        "{}:1 incast into one 100 Gbit/s port. With PFC alone the fabric stays lossless by pausing the senders "
+        "{}:1 incast into one 100 Gbit/s port, each sender an RC NIC writing over {} QPs (windows enough to pass "
+        "the lossless PG's XOFF threshold). With PFC alone the fabric stays lossless by pausing the senders "
         "most of the time, over a standing multi-MB queue. Adding DCQCN (ConnectX defaults) cuts the senders' "
         "rates: the first burst still hits PFC, but the senders spend far less time paused and the standing "
         "queue shrinks; the price is some utilisation while rates recover. Pass: with DCQCN, NIC paused time "
-        "<= 50% and mean queue below PFC-only's, Jain fairness >= 0.9, no drops in either.",
-        senders);
+        "<= 50% and mean queue below PFC-only's, Jain fairness (per sender) >= 0.9, no drops in either.",
+        senders, kIncastQpsPerSender);
     const Bytes size{o.reduced ? 2u << 20 : 8u << 20};
     Runner run("incast", o);
     std::vector<Outcome> outs;
     for (const auto& [label, cc] : {std::pair{"pfc-only", "none"}, std::pair{"pfc+dcqcn", "connectx-default"}}) {
-        Variant v{label, single_leaf(senders + 1, cc, o, NicModel::Generator), {}, Nanos::from_ms(o.reduced ? 20 : 100)};
-        Rng rng(o.seed);
-        Workload w;
-        w.pattern = Pattern::Incast;
-        w.size = size;
-        w.incast_target = senders;
-        w.incast_senders = senders;
-        v.flows = make_flows(v.topo, w, rng);
+        Variant v{label, single_leaf(senders + 1, cc, o), {}, Nanos::from_ms(o.reduced ? 20 : 100)};
+        v.flows = multi_qp_flows(senders, senders, kIncastQpsPerSender, size, o.seed);
         outs.push_back(run.run(v, res));
     }
     res.table.push_back({"variant", "XOFF sent", "PFC frames", "NIC paused us", "mean queue KiB", "max queue KiB",
@@ -260,7 +285,7 @@ ScenarioResult incast(const ScenarioOptions& o) {
     for (const Outcome& out : outs) {
         const double util = static_cast<double>(out.rx_bytes()) * 8 / out.completion().seconds() / 1e9 / out.ideal_gbps;
         std::vector<double> rates;
-        for (std::size_t f = 0; f < out.stats.size(); ++f) rates.push_back(out.goodput(f));
+        for (uint32_t sender = 0; sender < senders; ++sender) rates.push_back(out.host_goodput(sender));
         const double fair = jain(rates);
         const uint64_t drops = out.totals.switch_drops + out.totals.nic_drops;
         res.metrics[out.label + ".xoff"] = static_cast<double>(out.totals.pfc_xoff);
@@ -353,10 +378,16 @@ ScenarioResult dcqcn(const ScenarioOptions& o) {
 
 // --- 4. PFC storm ------------------------------------------------------------------
 
+// RC QPs from each culprit to the stuck host: 16 windows of 512 KiB hold
+// 8 MiB, past what leaf1's PG from the spine takes before XOFF (about 3.2 MiB).
+constexpr uint32_t kStormQpsPerSender = 8;
+
 ScenarioResult pfc_storm(const ScenarioOptions& o) {
     ScenarioResult res;
     res.expectation =
-        "h5 (leaf1) gets stuck at 1 ms and pauses its port forever. h0 and h1 keep sending to it, so pauses "
+        "h5 (leaf1), an RC NIC, gets stuck at 1 ms: it stops draining its receive side and pauses its port "
+        "forever. h0 and h1 keep writing to it over 8 QPs each (their windows hold enough to fill leaf1's "
+        "buffer past XOFF), so pauses "
         "spread upstream (leaf1 -> spine -> leaf0 -> hosts) and the victim flow h2 -> h4, which never touches "
         "h5, stalls behind them (head-of-line blocking). The PFC watchdog (detection 2 ms here, action drop) "
         "declares a storm on leaf1's port to h5 and drops its traffic, and the victim recovers. Pass: the victim "
@@ -375,20 +406,22 @@ ScenarioResult pfc_storm(const ScenarioOptions& o) {
     for (const bool wd : {false, true}) {
         FabricConfig c = cfg;
         c.sw.base.pfc_wd.enabled = wd;
-        c.nic.model = NicModel::Generator;  // an RC responder cannot be made to stall
         Variant v{wd ? "watchdog-on" : "watchdog-off", generate(c), {}, limit, Nanos::from_us(20)};
         const Bytes big{1ull << 34};
-        v.flows.push_back(FlowSpec{0, 5, big, Nanos{0}, 0xC010});
-        v.flows.push_back(FlowSpec{1, 5, big, Nanos{0}, 0xC011});
+        // The victim is flow 0; the culprits' QPs follow.
         v.flows.push_back(FlowSpec{2, 4, big, Nanos{0}, 0xC012});
+        for (uint32_t q = 0; q < kStormQpsPerSender; ++q) {
+            v.flows.push_back(FlowSpec{0, 5, big, Nanos{0}, static_cast<uint16_t>(0xC100 + q)});
+            v.flows.push_back(FlowSpec{1, 5, big, Nanos{0}, static_cast<uint16_t>(0xC200 + q)});
+        }
         v.setup = [stall](Fabric& f) { f.stall(5, stall); };
         outs.push_back(run.run(v, res));
     }
     res.table.push_back({"variant", "victim before Gbit/s", "victim after Gbit/s", "XOFF", "watchdog drops",
-                         "NIC paused us", "stalled rx drops"});
+                         "NIC paused us", "NIC drops"});
     for (const Outcome& out : outs) {
-        const double before = out.bytes_between(2, Nanos{0}, stall) * 8 / stall.seconds() / 1e9;
-        const double after = out.bytes_between(2, stall, out.end) * 8 / (out.end - stall).seconds() / 1e9;
+        const double before = out.bytes_between(0, Nanos{0}, stall) * 8 / stall.seconds() / 1e9;
+        const double after = out.bytes_between(0, stall, out.end) * 8 / (out.end - stall).seconds() / 1e9;
         res.metrics[out.label + ".victim_after_gbps"] = after;
         res.metrics[out.label + ".victim_before_gbps"] = before;
         res.table.push_back({out.label, fmt::format("{:.1f}", before), fmt::format("{:.1f}", after),

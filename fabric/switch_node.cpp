@@ -1,6 +1,7 @@
 #include "fabric/switch_node.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include <fmt/format.h>
 
@@ -54,7 +55,8 @@ SwitchNode::SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_in
       sw_(topo.switches[sw_index].cfg),
       rng_(seed),
       port_mac_(topo.switches[sw_index].port_mac),
-      tx_at_(topo.switches[sw_index].cfg.ports.size(), Nanos::max()) {
+      tx_at_(topo.switches[sw_index].cfg.ports.size(), Nanos::max()),
+      tx_armed_((tx_at_.size() + 63) / 64, 0) {
     topo.install_routes(sw_index, sw_.routes());
 }
 
@@ -131,9 +133,10 @@ void SwitchNode::apply(Nanos now) {
     for (;;) {
         for (; i < fx_.size(); ++i) apply_one(fx_[i], now);
         bool dequeued = false;
-        for (std::size_t p = 0; p < tx_at_.size(); ++p) {
+        for (std::size_t p = next_armed(0); p < tx_at_.size(); p = next_armed(p + 1)) {
             if (tx_at_[p] > now) continue;
             tx_at_[p] = Nanos::max();
+            tx_armed_[p >> 6] &= ~(uint64_t{1} << (p & 63));
             dequeued = true;
             const auto tx = sw_.dequeue(static_cast<sw::PortId>(p), now, rng_, fx_);
             // Dequeue-stage CE marks land before the frame meets the wire
@@ -164,7 +167,10 @@ void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
         case sw::EffectKind::SendPfc:
             send_pfc(e.port, e.pfc);
             break;
-        case sw::EffectKind::TxReady: tx_at_[e.port] = std::min(tx_at_[e.port], e.at); break;
+        case sw::EffectKind::TxReady:
+            tx_at_[e.port] = std::min(tx_at_[e.port], e.at);
+            tx_armed_[e.port >> 6] |= uint64_t{1} << (e.port & 63);
+            break;
         case sw::EffectKind::WatchdogStorm:
         case sw::EffectKind::WatchdogRestore:
             events_.push_back(SwitchEvent{now, fmt::format("{}: {}", name_, sw_.describe(e))});
@@ -172,10 +178,18 @@ void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
     }
 }
 
+std::size_t SwitchNode::next_armed(std::size_t from) const {
+    for (std::size_t w = from >> 6; w < tx_armed_.size(); ++w) {
+        const uint64_t bits = tx_armed_[w] & (w == from >> 6 ? ~uint64_t{0} << (from & 63) : ~uint64_t{0});
+        if (bits != 0) return (w << 6) | static_cast<std::size_t>(std::countr_zero(bits));
+    }
+    return tx_at_.size();
+}
+
 void SwitchNode::rearm() {
     // The core caches its next deadline, so asking after every event is cheap.
     Nanos t = sw_.next_timer();
-    for (const Nanos at : tx_at_) t = std::min(t, at);
+    for (std::size_t p = next_armed(0); p < tx_at_.size(); p = next_armed(p + 1)) t = std::min(t, tx_at_[p]);
     if (t == Nanos::max())
         sim_.cancel_timer(id_);
     else if (t != sim_.timer(id_))

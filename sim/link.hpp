@@ -87,6 +87,12 @@ public:
         tap_rx_ = rx;
     }
 
+    // Starts loading what on_tx_done and on_deliver read into the cache.
+    void prefetch() const {
+        __builtin_prefetch(this);
+        __builtin_prefetch(&counters_);
+    }
+
     LinkId id() const { return id_; }
     LinkEnd src() const { return src_; }
     LinkEnd dst() const { return dst_; }

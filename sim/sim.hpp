@@ -131,6 +131,7 @@ private:
     };
 
     void fire_timer(const Event& e);
+    void prefetch_next() const;
 
     uint64_t seed_;
     Nanos now_{0};

@@ -87,6 +87,51 @@ TEST(FabricRun, RcIncastStaysWithinTheWindowsWithoutPfcAndIsLossless) {
     for (const FlowStats& s : f.stats()) EXPECT_EQ(s.rx_bytes, uint64_t{8} << 20);
 }
 
+TEST(FabricRun, RcIncastWithFourQpsPerSenderPassesXoffAndStaysLossless) {
+    // Four RC windows per sender (2 MiB) exceed the PG's dynamic XOFF
+    // threshold, so PFC holds the senders, and nothing is lost.
+    Fabric f(make("topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 9, spines: 0}\nnic: {cc: none}\n"
+                  "switch: {profile: lossless-100g}\n"),
+             1);
+    for (uint32_t s = 0; s < 8; ++s)
+        for (uint32_t q = 0; q < 4; ++q)
+            f.add_flow(FlowSpec{s, 8, Bytes{512 << 10}, Nanos{0}, static_cast<uint16_t>(0xC000 + s * 4 + q)});
+    f.start();
+    f.run(Nanos::from_ms(20));
+    ASSERT_TRUE(f.all_done());
+    const Totals t = f.totals();
+    EXPECT_GT(t.pfc_xoff, 0u);
+    EXPECT_GT(t.nic_paused, Nanos{0});
+    EXPECT_EQ(t.switch_drops, 0u);
+    EXPECT_EQ(t.nic_drops, 0u);
+}
+
+TEST(FabricRun, StuckRcReceiverPausesItsPortAndStopsCompletions) {
+    Fabric f(make("topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 3, spines: 0}\nnic: {cc: none}\n"
+                  "switch: {profile: lossless-100g}\n"),
+             1);
+    const uint32_t id = f.add_flow(FlowSpec{0, 2, Bytes{1ull << 30}, Nanos{0}, 0xC001});
+    f.stall(2, Nanos::from_us(100));
+    EXPECT_THROW(f.stall(3, Nanos{0}), std::invalid_argument);
+    f.start();
+    f.run(Nanos::from_us(150));
+    const uint64_t acked = f.stats()[id].rx_bytes;
+    EXPECT_GT(acked, 0u);
+    f.run(Nanos::from_ms(2));
+    // Nothing completes once the receiver is stuck; its pauses reach the
+    // leaf, which holds what the sender's window lets through, and nothing is dropped.
+    EXPECT_EQ(f.stats()[id].rx_bytes, acked);
+    const EngineNic& stuck = *f.rc_nics()[2];
+    EXPECT_GT(stuck.counters().pfc_tx, 2u);  // refreshed every half pause time
+    const Totals t = f.totals();
+    EXPECT_EQ(t.switch_drops, 0u);
+    EXPECT_GE(t.pfc_frames, stuck.counters().pfc_tx);
+    EXPECT_EQ(t.nic_drops, stuck.counters().stalled_drops);
+    const SwitchNode& leaf = *f.switches()[0];
+    EXPECT_GT(leaf.core().port_paused_time(static_cast<sw::PortId>(f.topology().nics[2].sw_port), f.now()),
+              Nanos::from_ms(1));
+}
+
 TEST(FabricRun, DcqcnReactsToMarksWithCnps) {
     Fabric f(make("topology: {kind: dumbbell, left_hosts: 4, right_hosts: 1}\nnic: {cc: connectx-default}\n"
                   "switch: {profile: lossless-100g}\n"),
