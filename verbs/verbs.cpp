@@ -283,6 +283,7 @@ std::unique_ptr<Context> Context::open(const DeviceOptions& opts, const std::vec
     dpdk::PortConfig pc;
     pc.devspec = opts.devspec;
     pc.mbufs = opts.mbufs;
+    pc.link_wait = opts.link_wait;
     pc.min_frame_room = transport::Engine::kMinTxBuf;
     if (opts.mtu_set) pc.mtu = static_cast<uint16_t>(opts.host.port_mtu);
     m->port = opts.attach_port >= 0 ? dpdk::Port::attach(static_cast<uint16_t>(opts.attach_port), pc, error)

@@ -71,6 +71,9 @@ struct DeviceOptions {
     // adds latency to ping-pong traffic.
     Nanos tx_drain{0};
     std::string capture;     // pcapng of everything the port sends and receives; empty: none
+    // How long open() waits for the link to come up. A memif server's link
+    // is down until its client connects, which may be after open() returns.
+    Nanos link_wait = Nanos::from_s(3);
     uint32_t max_qp = 1024;
     uint32_t max_cqe = 65536;
     // A received PFC pause of `pfc_priority` holds the NIC's RoCE traffic for

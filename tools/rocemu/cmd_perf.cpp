@@ -104,6 +104,9 @@ int run_two_process(PerfOp op, PerfCliOptions o) {
         d.mtu_set = o.nic.mtu_set;
         d.capture = o.nic.capture;
         d.progress = Progress::App;  // one thread per process: no poll thread competing for the core
+        // The server waits for its client over TCP anyway; a memif server's link comes up only when the client's
+        // port starts, which a server blocked here would delay.
+        if (o.nic.server.empty()) d.link_wait = Nanos{0};
         std::unique_ptr<Context> ctx = Context::open(d, o.nic.eal_args, error);
         if (!ctx) {
             fmt::print(stderr, "rocemu perf: {}\n", error);
