@@ -62,14 +62,14 @@ Switch::Switch(const SwitchConfig& cfg)
 }
 
 Effect& Switch::emit(Effects& fx, EffectKind kind, PortId port) {
-    // Written in place: building an Effect on the stack and copying it in
-    // stalls on store forwarding, and this runs several times per packet.
-    Effect* e = fx.emplace();
-    if (!e) {
+    // Copied from a constant and filled in place: an Effect built on the
+    // stack and copied in stalls on store forwarding, several times a packet.
+    static constexpr Effect kBlank{};
+    Effect* e = &overflow_sink_;
+    if (fx.push_back(kBlank))
+        e = &fx[fx.size() - 1];
+    else
         ++effects_overflow_;
-        overflow_sink_ = Effect{};
-        e = &overflow_sink_;
-    }
     e->kind = kind;
     e->port = port;
     return *e;

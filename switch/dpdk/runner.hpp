@@ -18,8 +18,10 @@ struct SwitchRunOptions {
     bool ttl_decrement = false;
     bool busy_poll = false;    // never sleep when idle
     // Print the forwarding cost at exit as testpmd's --record-core-cycles
-    // does: TSC cycles of the turns that received or sent, per frame received.
+    // does: TSC cycles of the turns that received or sent, per frame
+    // received; turns longer than 500 us (preempted) are left out.
     bool record_cycles = false;
+    double link_wait_s = 3;    // per port at start: how long to wait for the link to come up
     uint64_t seed = 1;         // the switch's and the links' randomness
     std::vector<std::string> eal_args;
 };

@@ -152,7 +152,8 @@ void SwitchRuntime::apply() {
     for (const Effect& e : fx_) {
         switch (e.kind) {
             case EffectKind::Enqueued:
-                std::memcpy(rte_pktmbuf_mtod(handles_[e.handle], uint8_t*), l2_header(e.neighbor).data(),
+                std::memcpy(rte_pktmbuf_mtod(handles_[e.handle], uint8_t*),
+                            (e.neighbor < l2_.size() ? l2_[e.neighbor] : l2_header(e.neighbor)).data(),
                             sizeof(L2Header));
                 break;
             case EffectKind::Drop: rte_pktmbuf_free(take(e.handle)); break;
@@ -194,7 +195,13 @@ void SwitchRuntime::transmit(PortId p, Nanos now) {
         }
         r.ready_at = Nanos::max();
         const std::optional<TxDesc> tx = sw_.dequeue(p, t, rng_, fx_);
-        apply();
+        // Usually the only effect is this port's re-arming: no need to walk the list.
+        if (fx_.size() == 1 && fx_[0].kind == EffectKind::TxReady && fx_[0].port == p) {
+            r.ready_at = fx_[0].at;
+            fx_.clear();
+        } else {
+            apply();
+        }
         if (tx) deliver(p, *tx, now);
     }
 }

@@ -48,6 +48,29 @@ const std::vector<std::string>& port_counter_names();
 void collect_port_counters(const Switch& sw, PortId p, Nanos now, const RtPortStats& rt, const LinkCounters& link,
                            std::span<uint64_t> out);
 
+// Forwarding cost as testpmd's --record-core-cycles counts it: TSC cycles of
+// the loop turns that moved frames, per frame received. A turn longer than
+// `limit` cycles had the core taken away by the scheduler (on a shared
+// machine that is milliseconds); it is left out, frames and all, and counted.
+struct BusyCycles {
+    uint64_t limit = UINT64_MAX;
+    uint64_t cycles = 0;
+    uint64_t frames = 0;
+    uint64_t preempted_turns = 0;
+
+    void turn(uint64_t tsc_cycles, uint64_t frames_received) {
+        if (tsc_cycles > limit) {
+            ++preempted_turns;
+            return;
+        }
+        cycles += tsc_cycles;
+        frames += frames_received;
+    }
+    double per_frame() const { return frames ? static_cast<double>(cycles) / static_cast<double>(frames) : 0; }
+    // "CPU cycles/packet=N (busy cycles=C / received packets=F, T turns left out as preempted) at M MHz"
+    std::string line(uint64_t tsc_hz) const;
+};
+
 // The lossless drops counted at a port: headroom overruns at its ingress and
 // drops from its lossless egress queues (the PFC watchdog). PFC exists to keep
 // this at zero.

@@ -37,6 +37,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -55,7 +56,13 @@ using namespace rocemu;
 using namespace rocemu::sw;
 
 constexpr int kFlows = 64;
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
 constexpr const char* kForwardSwitch = "--forward-switch";
+constexpr const char* kForwardIo = "--forward-io";
+// As run_switch: a turn longer than this lost the core to another process.
+constexpr uint64_t kPreemptedTurnUs = 500;
 
 struct Rate {
     double mpps = 0;
@@ -185,16 +192,16 @@ Rate run_switch_ring(uint32_t size, int seconds, int serial) {
         while (now < warm) now = (rt.poll(now), clock.now());
         const uint64_t before = sent();
         const Nanos start = now;
-        uint64_t busy = 0, received = 0;
+        live::BusyCycles busy;
+        busy.limit = rte_get_tsc_hz() / 1000000 * kPreemptedTurnUs;
         while (now < end) {
             const uint64_t t0 = rte_rdtsc();
             const uint32_t n = rt.poll(now);
-            if (n) busy += rte_rdtsc() - t0;
-            received += n;
+            if (n) busy.turn(rte_rdtsc() - t0, n);
             now = clock.now();
         }
         r = {static_cast<double>(sent() - before) / (now - start).seconds() / 1e6, true};
-        r.cycles = received ? static_cast<double>(busy) / static_cast<double>(received) : 0;
+        r.cycles = busy.per_frame();
         r.note = fmt::format("{} frames out of Ethernet4, {} out of Ethernet8, lossless drops {}",
                              rt.stats(1)[live::RtStat::TxFrames], rt.stats(2)[live::RtStat::TxFrames],
                              live::lossless_drops(sw, 0) + live::lossless_drops(sw, 1) + live::lossless_drops(sw, 2));
@@ -260,7 +267,8 @@ struct Child {
     }
 };
 
-enum class Fwd { Testpmd, Switch };
+enum class Fwd { Testpmd, Io, Switch };
+const char* fwd_name(Fwd f) { return f == Fwd::Testpmd ? "testpmd" : f == Fwd::Io ? "io" : "switch"; }
 
 // CPU time all threads of `pid` have run, from the scheduler's own account
 // (/proc/PID/task/TID/schedstat, first field in ns): time other processes
@@ -318,7 +326,7 @@ Rate run_memif(Fwd fwd, const MemifEnv& env, uint32_t size, int seconds, int ser
                                  "--nb-cores", "1", "--total-num-mbufs", std::to_string(3 * dpdk::PortConfig{}.mbufs),
                                  "--mbuf-size", std::to_string(env.mbuf_size), "--record-core-cycles"});
     } else {
-        argv = {env.self, kForwardSwitch, env.config};
+        argv = {env.self, fwd == Fwd::Io ? kForwardIo : kForwardSwitch, env.config};
         for (int i = 0; i < 3; ++i) argv.push_back(server(i));
         argv.insert(argv.end(), {"--", "-l", "1", "--file-prefix", prefix, "--log-level", "lib.eal:error"});
     }
@@ -326,14 +334,14 @@ Rate run_memif(Fwd fwd, const MemifEnv& env, uint32_t size, int seconds, int ser
     Rate r;
     const auto fail = [&](const std::string& why) {
         const std::string out = child.stop();
-        fmt::print(stderr, "  memif {}: {}\n{}\n", fwd == Fwd::Testpmd ? "testpmd" : "switch", why, out);
+        fmt::print(stderr, "  memif {}: {}\n{}\n", fwd_name(fwd), why, out);
         for (const auto& s : socks) std::filesystem::remove(s);
         return Rate{};
     };
     if (child.pid < 0) return fail("cannot start " + argv[0]);
     // A memif client that connects before the server's port is started is
     // refused and does not retry: wait until the forwarder says it runs.
-    if (!child.wait_for(fwd == Fwd::Testpmd ? "start packet forwarding" : "rocemu switch: ready", Nanos::from_s(20)))
+    if (!child.wait_for(fwd == Fwd::Testpmd ? "start packet forwarding" : "ready", Nanos::from_s(20)))
         return fail("not ready after 20 s");
 
     std::vector<std::unique_ptr<dpdk::Port>> ports;
@@ -403,7 +411,7 @@ Rate run_memif(Fwd fwd, const MemifEnv& env, uint32_t size, int seconds, int ser
     r.per_cpu_mpps = r.cpu_s > 0 ? static_cast<double>(received - received_before) / r.cpu_s / 1e6 : 0;
     const std::string out = child.stop();
     r.cycles = cycles_per_packet(out);
-    r.note = fwd == Fwd::Switch ? grep_lines(out, {"lossless_drops", "ecn_marks", "drop_"}) : "";
+    r.note = fwd == Fwd::Testpmd ? "" : grep_lines(out, {"lossless_drops", "left out as preempted"});
     if (getenv("SWB_DEBUG")) fmt::print("{}\n", out);
     ports.clear();
     for (rte_mbuf* m : flows) rte_pktmbuf_free(m);
@@ -423,9 +431,59 @@ int forward_switch(int argc, char** argv) {
     o.live.routes = {"10.9.0.0/16=10.0.1.2,10.0.2.2"};
     o.busy_poll = true;
     o.record_cycles = true;
+    o.link_wait_s = 0;
     if (i < argc && std::string(argv[i]) == "--") ++i;
     for (; i < argc; ++i) o.eal_args.push_back(argv[i]);
     return live::run_switch(o);
+}
+
+// testpmd's io forwarding loop (--port-topology=chained: RX of port i goes
+// out of port i+1, what TX does not take is freed), on the ports `rocemu
+// switch` would open, with the switch's cycle count.
+int forward_io(int argc, char** argv) {
+    const ConfigResult cr = load_switch_config(argv[2]);
+    if (!cr.config) return 2;
+    std::vector<std::string> eal;
+    int i = 6;
+    if (i < argc && std::string(argv[i]) == "--") ++i;
+    for (; i < argc; ++i) eal.push_back(argv[i]);
+    std::string err;
+    if (!dpdk::Eal::init(eal, err)) {
+        fmt::print(stderr, "{}\n", err);
+        return 2;
+    }
+    std::signal(SIGINT, on_signal);
+    std::vector<std::unique_ptr<dpdk::Port>> ports;
+    for (int p = 0; p < 3; ++p) {
+        dpdk::PortConfig pc;
+        pc.devspec = argv[3 + p];
+        pc.min_frame_room = cr.config->ports[0].mtu + 26;
+        pc.link_wait = Nanos{0};
+        ports.push_back(dpdk::Port::open(pc, err));
+        if (!ports.back()) {
+            fmt::print(stderr, "{}\n", err);
+            return 2;
+        }
+    }
+    fmt::print("io forward: ready\n");
+    std::fflush(stdout);
+    live::BusyCycles busy;
+    busy.limit = rte_get_tsc_hz() / 1000000 * kPreemptedTurnUs;
+    rte_mbuf* pkts[32];
+    while (!g_stop) {
+        for (int p = 0; p < 3; ++p) {
+            const uint64_t t0 = rte_rdtsc();
+            const uint16_t n = rte_eth_rx_burst(ports[static_cast<size_t>(p)]->id(), 0, pkts, 32);
+            if (!n) continue;
+            const uint16_t sent = rte_eth_tx_burst(ports[static_cast<size_t>((p + 1) % 3)]->id(), 0, pkts, n);
+            if (sent < n) rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+            busy.turn(rte_rdtsc() - t0, n);
+        }
+    }
+    fmt::print("io forward: {}\n", busy.line(rte_get_tsc_hz()));
+    ports.clear();
+    dpdk::Eal::cleanup();
+    return 0;
 }
 
 std::string default_config() {
@@ -437,9 +495,9 @@ std::string default_config() {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc > 1 && std::string(argv[1]) == kForwardSwitch) {
+    if (argc > 1 && (std::string(argv[1]) == kForwardSwitch || std::string(argv[1]) == kForwardIo)) {
         if (argc < 6) return 2;
-        return forward_switch(argc, argv);
+        return std::string(argv[1]) == kForwardIo ? forward_io(argc, argv) : forward_switch(argc, argv);
     }
     int seconds = 3, rounds = 1;
     MemifEnv env{.testpmd = "dpdk-testpmd", .self = std::filesystem::read_symlink("/proc/self/exe").string(),
@@ -494,52 +552,75 @@ int main(int argc, char** argv) {
         std::string ports;
         int round;
         uint32_t size;
-        Rate tp, sw;
+        Rate tp, io, sw;
     };
     std::vector<Row> rows;
     int serial = 0;
     for (int round = 1; round <= rounds; ++round) {
         for (const uint32_t size : {64u, 4096u}) {
             if (memif_ports) {
-                Row row{"memif", round, size, run_memif(Fwd::Testpmd, env, size, seconds, serial++), {}};
+                Row row{"memif", round, size, {}, {}, {}};
+                row.tp = run_memif(Fwd::Testpmd, env, size, seconds, serial++);
+                row.io = run_memif(Fwd::Io, env, size, seconds, serial++);
                 row.sw = run_memif(Fwd::Switch, env, size, seconds, serial++);
-                for (const auto& [name, x] : {std::pair{"testpmd", row.tp}, std::pair{"switch", row.sw}})
-                    fmt::print("  memif {} B round {}: {:7} {:.2f} Mpps delivered, forwarder ran {:.2f} CPU s = {:.2f} "
-                               "Mpps per CPU second, {:.0f} busy cycles/packet, generator's bursts cut short {:.0f}%{}\n",
-                               size, round, name, x.mpps, x.cpu_s, x.per_cpu_mpps, x.cycles, x.offered_full,
+                for (const auto& [name, x] : {std::pair{"testpmd", row.tp}, std::pair{"io", row.io},
+                                              std::pair{"switch", row.sw}})
+                    fmt::print("  memif {} B round {}: {:7} {:.2f} Mpps delivered, forwarder ran {:.2f} CPU s, "
+                               "{:.0f} cycles/packet, generator's bursts cut short {:.0f}%{}\n",
+                               size, round, name, x.mpps, x.cpu_s, x.cycles, x.offered_full,
                                x.note.empty() ? "" : "; " + x.note);
                 rows.push_back(row);
             }
             if (ring_ports) {
-                Row row{"ring", round, size, run_testpmd_ring(env.testpmd, size, seconds),
+                Row row{"net_ring", round, size, run_testpmd_ring(env.testpmd, size, seconds), {},
                         run_switch_ring(size, seconds, serial++)};
-                fmt::print("  net_ring {} B round {}: testpmd {:.2f} Mpps, {:.1f} busy cycles/packet; switch {:.2f} Mpps, "
-                           "{:.1f} busy cycles/packet, {}\n",
+                fmt::print("  net_ring {} B round {}: testpmd {:.2f} Mpps, {:.1f} cycles/packet; switch {:.2f} Mpps, "
+                           "{:.1f} cycles/packet, {}\n",
                            size, round, row.tp.mpps, row.tp.cycles, row.sw.mpps, row.sw.cycles, row.sw.note);
                 rows.push_back(row);
             }
         }
     }
-    // The rate ratio is what the forwarders achieved side by side on this
-    // machine; the cycles ratio is the rate ratio each would reach on a core
-    // of its own (busy cycles only, so idle polling and time other
-    // processes took from the core do not count).
-    // "side by side" is what both achieved with the generator on the other
-    // core of this machine; "per core" divides by the CPU time the forwarder
-    // actually got, which is what one dedicated core would give.
-    fmt::print("\n{:>8} {:>6} {:>5} | {:>12} {:>11} {:>11} {:>8} | {:>12} {:>11} {:>8}\n", "", "", "", "side by side:",
-               "", "", "", "per core:", "", "");
-    fmt::print("{:>8} {:>6} {:>5} | {:>12} {:>11} {:>11} {:>8} | {:>12} {:>11} {:>8}\n", "ports", "frame", "round",
-               "testpmd Mpps", "switch Mpps", "switch Gb/s", "ratio", "testpmd Mpps", "switch Mpps", "ratio");
+    // Side by side: what each forwarder delivered with the generator on the
+    // other core, on this machine as loaded when it ran. Cycles per packet:
+    // the forwarder's own busy-turn count, which is the rate it would reach
+    // on a core of its own; testpmd's own count (--record-core-cycles) keeps
+    // turns in which the core was taken away, "io" (testpmd's loop in this
+    // binary) and the switch leave those out, so "per core" compares them.
+    fmt::print("\n{:>8} {:>5} {:>5} | {:>31} {:>21} | {:>33} {:>8}\n", "", "", "", "side by side, Mpps", "",
+               "cycles/packet", "per core");
+    fmt::print("{:>8} {:>5} {:>5} | {:>9} {:>9} {:>9} {:>8} {:>8} | {:>9} {:>9} {:>9} {:>8}\n", "ports", "frame",
+               "round", "testpmd", "io", "switch", "Gbit/s", "ratio", "testpmd", "io", "switch", "ratio");
     bool all = true;
     for (const Row& r : rows) {
-        const auto gbps = [&](double mpps) { return mpps * 1e6 * r.size * 8 / 1e9; };
-        const auto num = [](double v) { return v > 0 ? fmt::format("{:.2f}", v) : "n/a"; };
+        const auto num = [](double v, int prec) { return v > 0 ? fmt::format("{:.{}f}", v, prec) : "n/a"; };
         const auto pct = [](double a, double b) { return a > 0 && b > 0 ? fmt::format("{:.1f}%", 100 * a / b) : "n/a"; };
-        fmt::print("{:>8} {:>6} {:>5} | {:>12} {:>11.2f} {:>11.1f} {:>8} | {:>12} {:>11} {:>8}\n", r.ports, r.size,
-                   r.round, r.tp.ok ? num(r.tp.mpps) : "n/a", r.sw.mpps, gbps(r.sw.mpps), pct(r.sw.mpps, r.tp.mpps),
-                   num(r.tp.per_cpu_mpps), num(r.sw.per_cpu_mpps), pct(r.sw.per_cpu_mpps, r.tp.per_cpu_mpps));
+        // The per-core baseline: testpmd's loop measured like the switch
+        // where it ran (memif), else testpmd's own count (net_ring, one process).
+        const double base = r.io.cycles > 0 ? r.io.cycles : r.tp.cycles;
+        fmt::print("{:>8} {:>5} {:>5} | {:>9} {:>9} {:>9} {:>8.1f} {:>8} | {:>9} {:>9} {:>9} {:>8}\n", r.ports, r.size,
+                   r.round, num(r.tp.mpps, 2), num(r.io.mpps, 2), num(r.sw.mpps, 2), r.sw.mpps * r.size * 8 / 1e3,
+                   pct(r.sw.mpps, r.tp.mpps), num(r.tp.cycles, 0), num(r.io.cycles, 0), num(r.sw.cycles, 0),
+                   pct(base, r.sw.cycles));
         all = all && r.sw.ok;
+    }
+    // The verdict: medians over the rounds, per frame size, on memif.
+    const auto median = [](std::vector<double> v) {
+        if (v.empty()) return 0.0;
+        std::sort(v.begin(), v.end());
+        return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    for (const uint32_t size : {64u, 4096u}) {
+        std::vector<double> side, core;
+        for (const Row& r : rows) {
+            if (r.ports != "memif" || r.size != size) continue;
+            if (r.tp.mpps > 0 && r.sw.mpps > 0) side.push_back(r.sw.mpps / r.tp.mpps);
+            if (r.io.cycles > 0 && r.sw.cycles > 0) core.push_back(r.io.cycles / r.sw.cycles);
+        }
+        if (!core.empty())
+            fmt::print("memif {} B, median of {} rounds: switch/testpmd side by side {:.1f}%, per core (cycles, testpmd's "
+                       "loop / switch) {:.1f}%\n",
+                       size, core.size(), 100 * median(side), 100 * median(core));
     }
     fmt::print("target: switch >= 50% of testpmd's packet rate on memif{}\n",
                rows.empty() || rows[0].tp.ok ? "" : " (testpmd did not run: install dpdk-dev or pass --testpmd)");
