@@ -7,6 +7,7 @@
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -147,6 +148,29 @@ Port::~Port() {
     rte_eth_dev_close(id_);
     if (probed_ && device_) rte_dev_remove(device_);
     if (pool_) rte_mempool_free(pool_);
+}
+
+std::unique_ptr<RingPair> RingPair::create(const std::string& tag, unsigned size, std::string& error) {
+    std::unique_ptr<RingPair> r(new RingPair);
+    for (int i = 0; i < 2; ++i) {
+        const std::string name = fmt::format("{}_to{}", tag, i);
+        r->to_[i] = rte_ring_create(name.c_str(), size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        if (!r->to_[i]) {
+            error = fmt::format("{}: rte_ring_create failed: {}", name, rte_strerror(rte_errno));
+            return nullptr;
+        }
+    }
+    return r;
+}
+
+RingPair::~RingPair() {
+    rte_ring_free(to_[0]);
+    rte_ring_free(to_[1]);
+}
+
+std::unique_ptr<Port> RingPair::port(int side, const std::string& name, const PortConfig& cfg,
+                                     std::string& error) const {
+    return Port::from_rings(name, to_[side], to_[1 - side], cfg, error);
 }
 
 }  // namespace rocemu::dpdk

@@ -66,4 +66,23 @@ private:
     rte_mempool* pool_ = nullptr;
 };
 
+// Two rte_rings crossed between two ports (side 0 sends into the ring side
+// 1 receives from, and back): two NICs wired back to back in one process,
+// for tests and benchmarks. The pair must outlive its ports.
+class RingPair {
+public:
+    // `tag` makes the ring names unique; `size` is a power of two.
+    static std::unique_ptr<RingPair> create(const std::string& tag, unsigned size, std::string& error);
+    ~RingPair();
+    RingPair(const RingPair&) = delete;
+    RingPair& operator=(const RingPair&) = delete;
+
+    // The port of `side` (0 or 1), named `name`.
+    std::unique_ptr<Port> port(int side, const std::string& name, const PortConfig& cfg, std::string& error) const;
+
+private:
+    RingPair() = default;
+    rte_ring* to_[2] = {nullptr, nullptr};  // to_[i]: what side i receives
+};
+
 }  // namespace rocemu::dpdk

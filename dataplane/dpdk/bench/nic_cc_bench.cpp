@@ -3,10 +3,10 @@
 // Same run: CC none (the baseline), DCQCN released at line rate, and DCQCN
 // held at a lower maximum rate (rpg_max_rate), whose goodput must follow it.
 #include <fmt/format.h>
-#include <rte_ring.h>
 
 #include <cstdlib>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -34,14 +34,14 @@ struct BenchNic {
     std::vector<uint8_t> buf = std::vector<uint8_t>(kBuf);
     MrHandle mr;
 
-    BenchNic(rte_ring* rx, rte_ring* tx, const std::string& name, uint8_t last, const NicProfile& p,
+    BenchNic(const RingPair& rings, int side, const std::string& name, uint8_t last, const NicProfile& p,
              const TscClock& clock)
         : stack(host(last)) {
         PortConfig pc;
         pc.mbufs = 4095;
         pc.min_frame_room = Engine::kMinTxBuf;
         std::string error;
-        port = Port::from_rings(name, rx, tx, pc, error);
+        port = rings.port(side, name, pc, error);
         if (!port) throw std::runtime_error(error);
         VerbsError e;
         engine = Engine::create(engine_config(stack, p), e);
@@ -79,13 +79,14 @@ struct RunResult {
 RunResult run(const NicProfile& profile, double seconds) {
     static int serial = 0;
     const std::string s = std::to_string(serial++);
-    rte_ring* ab = rte_ring_create(("bab" + s).c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    rte_ring* ba = rte_ring_create(("bba" + s).c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    std::string error;
+    const std::unique_ptr<RingPair> rings = RingPair::create("bench" + s, 4096, error);
+    if (!rings) throw std::runtime_error(error);
     const TscClock clock = TscClock::starting_now();
     RunResult res;
     {
-        BenchNic a(ba, ab, "bench_a" + s, 1, profile, clock);
-        BenchNic b(ab, ba, "bench_b" + s, 2, profile, clock);
+        BenchNic a(*rings, 0, "bench_a" + s, 1, profile, clock);
+        BenchNic b(*rings, 1, "bench_b" + s, 2, profile, clock);
         BenchNic* n[2] = {&a, &b};
         auto poll = [&] {
             a.nic->poll();
@@ -155,8 +156,6 @@ RunResult run(const NicProfile& profile, double seconds) {
         res.running_gbps = bits / (now - t0 - stalled).seconds() / 1e9;
         res.stalled = stalled.seconds() / (now - t0).seconds();
     }
-    rte_ring_free(ab);
-    rte_ring_free(ba);
     return res;
 }
 

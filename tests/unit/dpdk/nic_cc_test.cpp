@@ -1,7 +1,6 @@
 // DCQCN, PFC generation and deferred ARP in the live NIC: two NICs in one
 // process over a crossed net_ring pair, driven through the real poll loop.
 #include <gtest/gtest.h>
-#include <rte_ring.h>
 
 #include <atomic>
 #include <thread>
@@ -32,14 +31,14 @@ struct CcNic {
     std::vector<uint8_t> buf = std::vector<uint8_t>(kBuf);
     MrHandle mr;
 
-    CcNic(rte_ring* rx, rte_ring* tx, const std::string& name, uint8_t last, const NicProfile& p,
+    CcNic(const RingPair& rings, int side, const std::string& name, uint8_t last, const NicProfile& p,
           const TscClock& clock)
         : profile(p), stack(host(last)) {
         PortConfig pc;
         pc.mbufs = 4095;
         pc.min_frame_room = Engine::kMinTxBuf;
         std::string error;
-        port = Port::from_rings(name, rx, tx, pc, error);
+        port = rings.port(side, name, pc, error);
         EXPECT_TRUE(port) << error;
         VerbsError e;
         engine = Engine::create(engine_config(stack, profile), e);
@@ -93,18 +92,12 @@ protected:
     void make(const NicProfile& sender, const NicProfile& receiver) {
         static int serial = 0;
         const std::string s = std::to_string(serial++);
-        ab_ = rte_ring_create(("ccab" + s).c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        ba_ = rte_ring_create(("ccba" + s).c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        ASSERT_TRUE(ab_ && ba_);
-        n[0] = std::make_unique<CcNic>(ba_, ab_, "cc_a" + s, 1, sender, clock);
-        n[1] = std::make_unique<CcNic>(ab_, ba_, "cc_b" + s, 2, receiver, clock);
+        std::string error;
+        rings_ = RingPair::create("cc" + s, 4096, error);
+        ASSERT_TRUE(rings_) << error;
+        n[0] = std::make_unique<CcNic>(*rings_, 0, "cc_a" + s, 1, sender, clock);
+        n[1] = std::make_unique<CcNic>(*rings_, 1, "cc_b" + s, 2, receiver, clock);
         ASSERT_TRUE(n[0]->engine && n[1]->engine);
-    }
-    void TearDown() override {
-        n[0].reset();
-        n[1].reset();
-        rte_ring_free(ab_);
-        rte_ring_free(ba_);
     }
     void poll() {
         n[0]->nic->poll();
@@ -192,8 +185,7 @@ protected:
     }
 
     TscClock clock = TscClock::starting_now();
-    rte_ring* ab_ = nullptr;
-    rte_ring* ba_ = nullptr;
+    std::unique_ptr<RingPair> rings_;  // outlives the NICs
     std::unique_ptr<CcNic> n[2];
     uint64_t posted_ = 0;
     uint32_t in_flight_ = 0;

@@ -1,8 +1,6 @@
 // The transport engine on the DPDK runtime: two NICs in one process over a
 // crossed net_ring pair, QPs connected through ARP-resolved address vectors.
 #include <gtest/gtest.h>
-#include <rte_eth_ring.h>
-#include <rte_ring.h>
 
 #include <atomic>
 #include <numeric>
@@ -60,12 +58,12 @@ struct RoceNic {
     }
 };
 
-std::unique_ptr<Port> ring_port(const std::string& name, rte_ring* rx, rte_ring* tx) {
+std::unique_ptr<Port> ring_port(const RingPair& rings, int side, const std::string& name) {
     PortConfig cfg;
     cfg.mbufs = 1023;
     cfg.min_frame_room = Engine::kMinTxBuf;
     std::string error;
-    std::unique_ptr<Port> p = Port::from_rings(name, rx, tx, cfg, error);
+    std::unique_ptr<Port> p = rings.port(side, name, cfg, error);
     EXPECT_TRUE(p) << error;
     return p;
 }
@@ -75,18 +73,12 @@ protected:
     void SetUp() override {
         static int serial = 0;
         const std::string s = std::to_string(serial++);
-        ab_ = rte_ring_create(("rab" + s).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        ba_ = rte_ring_create(("rba" + s).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        ASSERT_TRUE(ab_ && ba_);
-        n[0] = std::make_unique<RoceNic>(ring_port("roce_a" + s, ba_, ab_), 1, clock);
-        n[1] = std::make_unique<RoceNic>(ring_port("roce_b" + s, ab_, ba_), 2, clock);
+        std::string error;
+        rings_ = RingPair::create("roce" + s, 1024, error);
+        ASSERT_TRUE(rings_) << error;
+        n[0] = std::make_unique<RoceNic>(ring_port(*rings_, 0, "roce_a" + s), 1, clock);
+        n[1] = std::make_unique<RoceNic>(ring_port(*rings_, 1, "roce_b" + s), 2, clock);
         ASSERT_TRUE(n[0]->engine && n[1]->engine);
-    }
-    void TearDown() override {
-        n[0].reset();
-        n[1].reset();
-        rte_ring_free(ab_);
-        rte_ring_free(ba_);
     }
     void poll() {
         n[0]->nic->poll();
@@ -136,8 +128,7 @@ protected:
     }
 
     TscClock clock = TscClock::starting_now();
-    rte_ring* ab_ = nullptr;
-    rte_ring* ba_ = nullptr;
+    std::unique_ptr<RingPair> rings_;  // outlives the NICs
     std::unique_ptr<RoceNic> n[2];
 };
 
