@@ -339,7 +339,10 @@ void Engine::on_link_state(bool up) {
 }
 
 void Engine::set_next_send(Qpn qpn, Nanos t) {
-    if (Qp* q = find_qp(qpn)) q->next_send = t;
+    if (Qp* q = find_qp(qpn)) {
+        q->next_send = t;
+        q->gate_armed = true;
+    }
 }
 
 void Engine::drop(Qp* qp, DropReason r) {

@@ -88,6 +88,7 @@ struct Qp {
     uint32_t rd_atomic_inflight = 0;
     uint32_t noack_pkts = 0;
     Nanos next_send{0};    // congestion-control pacing gate for data packets
+    bool gate_armed = false;  // next_send not yet seen passed by on_timer or tx_burst
     Nanos rto_deadline = Nanos::max();
     Nanos rnr_deadline = Nanos::max();
     uint8_t retry_left = 7;

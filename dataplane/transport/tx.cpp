@@ -139,6 +139,7 @@ uint32_t Engine::tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx) {
         for (uint32_t k = 0; k < nq && n < frames.size(); ++k) {
             Qp* qp = qps_[(start + k) % nq].get();
             if (qp == nullptr || now < qp->next_send) continue;
+            qp->gate_armed = false;
             if (frames[n].buf.size() < kMinTxBuf) return n;
             bool sent = false;
             if (qp->out_head != qp->out_tail) {
@@ -173,7 +174,9 @@ bool Engine::tx_pending(Nanos now) const {
 
 void Engine::on_timer(Nanos now, Effects& fx) {
     for (auto& q : qps_) {
-        if (!q || q->state == QpState::Err) continue;
+        if (!q) continue;
+        if (now >= q->next_send) q->gate_armed = false;
+        if (q->state == QpState::Err) continue;
         comp_timers(*q, now, fx);
         if (q->spraying()) resp_timers(*q, now);
         if (q->has_requests()) fx.tx_ready = true;
@@ -188,11 +191,13 @@ Nanos Engine::next_timer() const {
         if (q->rnr_deadline < t) t = q->rnr_deadline;
         if (q->sack_deadline < t) t = q->sack_deadline;
         if (q->read_hole_deadline < t) t = q->read_hole_deadline;
-        // The pacing gate is a timer only for data that waits for nothing
-        // else: a window-blocked or RNR-waiting requester is woken by the
-        // ACK or its own timer, and reporting a gate that has passed would
-        // make a runtime that sleeps until next_timer() spin.
-        if (q->next_send.v > 0 && q->next_send < t &&
+        // The pacing gate is a timer only until on_timer or tx_burst has
+        // seen it pass (from then on tx_pending() says whether data is
+        // ready), and only for data that waits for nothing else: a
+        // window-blocked or RNR-waiting requester is woken by the ACK or its
+        // own timer. Reporting a passed gate would make a runtime that
+        // sleeps until next_timer() spin.
+        if (q->gate_armed && q->next_send < t &&
             (q->out_head != q->out_tail || req_ready(*q, q->next_send)))
             t = q->next_send;
     }

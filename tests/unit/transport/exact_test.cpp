@@ -359,6 +359,20 @@ TEST_F(TransportRc, PassedPacingGateIsNoTimerWhileWindowBlocked) {
     EXPECT_EQ(t, now + Nanos{int64_t{4096} << 10});  // the retransmit timer (timeout 10)
 }
 
+// Once on_timer has seen the gate pass, it is no timer even if the data has
+// not left yet (the runtime's link was busy): tx_pending() says it is ready.
+TEST_F(TransportRc, PacingGateSeenPassedIsNoTimer) {
+    setup();
+    fill(0, 0, 4096, 1);
+    L[0].set_next_send(s[0].qpn, Nanos::from_us(10));
+    send(0, rdma(1, WrOpcode::RdmaWrite, 0, 4096, 0));
+    EXPECT_EQ(L[0].next_timer(), Nanos::from_us(10));
+    const Nanos now = Nanos::from_us(12);
+    L[0].on_timer(now, L.fx[0]);
+    EXPECT_TRUE(L[0].tx_pending(now));
+    EXPECT_EQ(L[0].next_timer(), Nanos::max()) << "a gate on_timer saw pass is still reported";
+}
+
 // A READ response waits for the pacing gate like requests do; the gate is
 // then the responder's timer.
 TEST_F(TransportRc, PacingGateIsTheTimerOfAWaitingReadResponse) {
