@@ -24,6 +24,7 @@
 // testpmd io there moves pointers between rings and reads no header, so that
 // line shows the cost of the switch's work, not a like-for-like rate.
 #include <fmt/format.h>
+#include <rte_eal.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
@@ -73,6 +74,13 @@ struct Rate {
     double per_cpu_mpps = 0;  // memif: frames delivered per second of that CPU time
     std::string note;
 };
+
+// The EAL leaves its runtime directory behind; the benchmark's processes
+// use per-run prefixes, so each is removed when its process is done.
+void remove_runtime_dir(const std::string& prefix) {
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::path(rte_eal_get_runtime_dir()).parent_path() / prefix, ec);
+}
 
 // "CPU cycles/packet=N" as testpmd --record-core-cycles and rocemu switch --record-cycles print it.
 double cycles_per_packet(const std::string& out) {
@@ -125,6 +133,7 @@ Rate run_testpmd_ring(const std::string& testpmd, uint32_t size, int seconds) {
         if (std::strstr(line, "CPU cycles/packet=")) out += line;
     }
     pclose(p);
+    remove_runtime_dir(fmt::format("rocemu-swbench-tp-{}", getpid()));
     if (pps.size() < 4) return {};
     double sum = 0;
     int periods = 0;
@@ -334,6 +343,7 @@ Rate run_memif(Fwd fwd, const MemifEnv& env, uint32_t size, int seconds, int ser
     Rate r;
     const auto fail = [&](const std::string& why) {
         const std::string out = child.stop();
+        remove_runtime_dir(prefix);
         fmt::print(stderr, "  memif {}: {}\n{}\n", fwd_name(fwd), why, out);
         for (const auto& s : socks) std::filesystem::remove(s);
         return Rate{};
@@ -410,6 +420,7 @@ Rate run_memif(Fwd fwd, const MemifEnv& env, uint32_t size, int seconds, int ser
     r.offered_full = bursts ? 100.0 * static_cast<double>(short_bursts) / static_cast<double>(bursts) : 0;
     r.per_cpu_mpps = r.cpu_s > 0 ? static_cast<double>(received - received_before) / r.cpu_s / 1e6 : 0;
     const std::string out = child.stop();
+    remove_runtime_dir(prefix);
     r.cycles = cycles_per_packet(out);
     r.note = fwd == Fwd::Testpmd ? "" : grep_lines(out, {"lossless_drops", "left out as preempted"});
     if (getenv("SWB_DEBUG")) fmt::print("{}\n", out);
@@ -624,6 +635,9 @@ int main(int argc, char** argv) {
     }
     fmt::print("target: switch >= 50% of testpmd's packet rate on memif{}\n",
                rows.empty() || rows[0].tp.ok ? "" : " (testpmd did not run: install dpdk-dev or pass --testpmd)");
+    const std::string own_dir = rte_eal_get_runtime_dir();
     dpdk::Eal::cleanup();
+    std::error_code ec;
+    std::filesystem::remove_all(own_dir, ec);
     return all ? 0 : 1;
 }
