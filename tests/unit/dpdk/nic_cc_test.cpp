@@ -8,6 +8,7 @@
 
 #include "dataplane/dpdk/eal.hpp"
 #include "dataplane/dpdk/roce_nic.hpp"
+#include "tests/unit/dpdk/ring_roce_nic.hpp"
 
 namespace rocemu::dpdk {
 namespace {
@@ -18,64 +19,19 @@ using namespace rocemu::transport;
 constexpr size_t kBuf = 1 << 20;
 constexpr uint32_t kWrite = 16384;
 
-struct CcNic {
-    NicProfile profile;
-    std::unique_ptr<Port> port;
-    host::HostStack stack;
-    std::unique_ptr<Engine> engine;
-    std::unique_ptr<EngineUpper> upper;
-    std::unique_ptr<Nic<EngineUpper>> nic;
-    PdHandle pd;
-    CqHandle cq;
-    Qpn qpn;
-    std::vector<uint8_t> buf = std::vector<uint8_t>(kBuf);
-    MrHandle mr;
+using CcNic = test::RingRoceNic;
 
-    CcNic(const RingPair& rings, int side, const std::string& name, uint8_t last, const NicProfile& p,
-          const TscClock& clock)
-        : profile(p), stack(host(last)) {
-        PortConfig pc;
-        pc.mbufs = 4095;
-        pc.min_frame_room = Engine::kMinTxBuf;
-        std::string error;
-        port = rings.port(side, name, pc, error);
-        EXPECT_TRUE(port) << error;
-        VerbsError e;
-        engine = Engine::create(engine_config(stack, profile), e);
-        EXPECT_FALSE(e) << e.msg;
-        upper = std::make_unique<EngineUpper>(*engine, profile);
-        NicConfig nc = nic_config(profile);
-        nc.tx_drain = Nanos{0};
-        nic = std::make_unique<Nic<EngineUpper>>(*port, stack, *upper, clock, nullptr, nc);
-        pd = engine->alloc_pd().value;
-        cq = engine->create_cq(4096).value;
-        mr = engine->reg_mr(pd, buf.data(), buf.size(), kLocalWrite | kRemoteWrite).value;
-        QpInitAttr ia;
-        ia.pd = pd;
-        ia.send_cq = cq;
-        ia.recv_cq = cq;
-        ia.cap.max_send_wr = 1024;
-        ia.peer_accepts_cnp = profile.cnp_enabled();
-        qpn = engine->create_qp(ia).value;
-    }
-    static host::HostConfig host(uint8_t last) {
-        host::HostConfig c;
-        c.mac = wire::MacAddr{{0x02, 0, 0, 0, 0, last}};
-        c.ipv4 = 0x0A000000u + last;
-        c.arp.retransmit_time = 50_ms;  // an unanswered ARP fails after 3 probes, 150 ms
-        return c;
-    }
-    uint64_t qp_counter(const char* name) const {
-        CounterQuery q;
-        q.kind = CounterQuery::Kind::Qp;
-        q.qpn = qpn.v;
-        upper->answer(q);
-        for (const auto& [n, v] : q.values)
-            if (n == name) return v;
-        ADD_FAILURE() << "no counter " << name;
-        return 0;
-    }
-};
+test::RingRoceNicOptions options(const NicProfile& p) {
+    test::RingRoceNicOptions o;
+    o.profile = p;
+    o.buf = kBuf;
+    o.mbufs = 4095;
+    o.cqe = 4096;
+    o.max_send_wr = 1024;
+    o.tx_drain = Nanos{0};
+    o.arp_retransmit = 50_ms;  // an unanswered ARP fails after 3 probes, 150 ms
+    return o;
+}
 
 // A profile whose DCQCN recovers in well under a second: short timers, big steps.
 NicProfile fast_profile() {
@@ -95,8 +51,8 @@ protected:
         std::string error;
         rings_ = RingPair::create("cc" + s, 4096, error);
         ASSERT_TRUE(rings_) << error;
-        n[0] = std::make_unique<CcNic>(*rings_, 0, "cc_a" + s, 1, sender, clock);
-        n[1] = std::make_unique<CcNic>(*rings_, 1, "cc_b" + s, 2, receiver, clock);
+        n[0] = std::make_unique<CcNic>(*rings_, 0, "cc_a" + s, 1, clock, options(sender));
+        n[1] = std::make_unique<CcNic>(*rings_, 1, "cc_b" + s, 2, clock, options(receiver));
         ASSERT_TRUE(n[0]->engine && n[1]->engine);
     }
     void poll() {
@@ -199,7 +155,7 @@ TEST_F(DpdkNicCc, CeMarksGiveCnpsThatCutTheSenderRateWhichRecoversWhenMarkingSto
     connect();
     CcNic& a = *n[0];
     CcNic& b = *n[1];
-    const BitsPerSec line = a.profile.port_speed;
+    const BitsPerSec line = a.opts.profile->port_speed;
 
     // Marked data: the receiver's notification point sends CNPs, the sender cuts.
     ASSERT_TRUE(poll_until([&] {
@@ -256,7 +212,7 @@ TEST_F(DpdkNicCc, NoCnpPeerMarksAreCountedButNoCnpIsSent) {
     }));
     EXPECT_EQ(n[1]->engine->counters().np_cnp_sent, 0u);
     EXPECT_EQ(n[0]->engine->counters().rp_cnp_handled, 0u);
-    EXPECT_EQ(n[0]->upper->qp_cc(n[0]->qpn)->rate(), n[0]->profile.port_speed);
+    EXPECT_EQ(n[0]->upper->qp_cc(n[0]->qpn)->rate(), n[0]->opts.profile->port_speed);
     EXPECT_EQ(n[0]->upper->qp_cc(n[0]->qpn)->counters().rate_decreases, 0u);
 }
 
@@ -288,7 +244,7 @@ TEST_F(DpdkNicCc, SlowReceiverSendsPfcThatPausesTheSenderAndResumesItBelowXon) {
     connect();
     CcNic& a = *n[0];
     CcNic& b = *n[1];
-    const int prio = b.profile.pfc_priority;
+    const int prio = b.opts.profile->pfc_priority;
     auto xoff_sent = [&] { return b.nic->stats()[static_cast<PortStat>(static_cast<int>(PortStat::TxPfcXoffPrio0) + prio)]; };
     auto xon_sent = [&] { return b.nic->stats()[static_cast<PortStat>(static_cast<int>(PortStat::TxPfcXonPrio0) + prio)]; };
 

@@ -10,6 +10,7 @@
 #include "dataplane/dpdk/eal.hpp"
 #include "dataplane/dpdk/roce_nic.hpp"
 #include "dataplane/dpdk/telemetry_client.hpp"
+#include "tests/unit/dpdk/ring_roce_nic.hpp"
 
 namespace rocemu::dpdk {
 namespace {
@@ -17,56 +18,7 @@ namespace {
 using namespace rocemu::literals;
 using namespace rocemu::transport;
 
-host::HostConfig host_config(uint8_t last) {
-    host::HostConfig c;
-    c.mac = wire::MacAddr{{0x02, 0, 0, 0, 0, last}};
-    c.ipv4 = 0x0A000000u + last;
-    c.prefix_len = 24;
-    return c;
-}
-
-// One emulated RDMA NIC: port, host identity, engine and poll loop.
-struct RoceNic {
-    std::unique_ptr<Port> port;
-    host::HostStack stack;
-    std::unique_ptr<Engine> engine;
-    std::unique_ptr<EngineUpper> upper;
-    std::unique_ptr<Nic<EngineUpper>> nic;
-    PdHandle pd;
-    CqHandle cq;
-    Qpn qpn;
-    std::vector<uint8_t> buf = std::vector<uint8_t>(8192);
-    MrHandle mr;
-
-    RoceNic(std::unique_ptr<Port> p, uint8_t last, const TscClock& clock) : port(std::move(p)), stack(host_config(last)) {
-        VerbsError e;
-        engine = Engine::create(engine_config(stack), e);
-        EXPECT_FALSE(e) << e.msg;
-        if (!engine) return;
-        upper = std::make_unique<EngineUpper>(*engine);
-        nic = std::make_unique<Nic<EngineUpper>>(*port, stack, *upper, clock);
-        pd = engine->alloc_pd().value;
-        cq = engine->create_cq(256).value;
-        mr = engine->reg_mr(pd, buf.data(), buf.size(), kLocalWrite | kRemoteWrite).value;
-        QpInitAttr ia;
-        ia.pd = pd;
-        ia.send_cq = cq;
-        ia.recv_cq = cq;
-        const auto q = engine->create_qp(ia);
-        EXPECT_TRUE(q.ok()) << q.error.msg;
-        qpn = q.value;
-    }
-};
-
-std::unique_ptr<Port> ring_port(const RingPair& rings, int side, const std::string& name) {
-    PortConfig cfg;
-    cfg.mbufs = 1023;
-    cfg.min_frame_room = Engine::kMinTxBuf;
-    std::string error;
-    std::unique_ptr<Port> p = rings.port(side, name, cfg, error);
-    EXPECT_TRUE(p) << error;
-    return p;
-}
+using RoceNic = test::RingRoceNic;
 
 class DpdkRoceRing : public ::testing::Test {
 protected:
@@ -76,8 +28,8 @@ protected:
         std::string error;
         rings_ = RingPair::create("roce" + s, 1024, error);
         ASSERT_TRUE(rings_) << error;
-        n[0] = std::make_unique<RoceNic>(ring_port(*rings_, 0, "roce_a" + s), 1, clock);
-        n[1] = std::make_unique<RoceNic>(ring_port(*rings_, 1, "roce_b" + s), 2, clock);
+        n[0] = std::make_unique<RoceNic>(*rings_, 0, "roce_a" + s, 1, clock);
+        n[1] = std::make_unique<RoceNic>(*rings_, 1, "roce_b" + s, 2, clock);
         ASSERT_TRUE(n[0]->engine && n[1]->engine);
     }
     void poll() {
