@@ -10,7 +10,7 @@
 #
 # Checks: every op (WRITE, READ, SEND at 1 B, 4 KiB and 1 MiB, FETCH_ADD)
 # with --verify succeeds on both sides and both report the same message
-# count; the client's capture of a 4 KiB WRITE run decodes in tshark (RDMA
+# count; a READ latency run prints ordered percentiles; the client's capture of a 4 KiB WRITE run decodes in tshark (RDMA
 # WRITE ONLY frames) and passes `rocemu pcap`; a server started for another
 # op refuses the client with a message and both exit 1; a client without a
 # server fails within its --wait.
@@ -144,6 +144,18 @@ for op in write read send; do
   run_pair "$op-1m" "$op" $((1 << 20)) 4 4 -t 2
 done
 run_pair atomic atomic 8 200 400 -q 2
+
+# Latency mode: one READ in flight, perftest's latency columns, ordered.
+start_server lat read
+client lat read -s 64 -n 100 --latency --verify || { cat "$tmp/lat.a.log" "$tmp/lat.b.log"; fail "lat: the client failed"; }
+wait "$pid_b" || { cat "$tmp/lat.b.log"; fail "lat: the server failed"; }
+pid_b=
+grep -q "t_min\[usec\] *t_typical\[usec\] *t_avg\[usec\] *99% percentile\[usec\] *99.9% percentile\[usec\]" "$tmp/lat.a.log" ||
+  { cat "$tmp/lat.a.log"; fail "lat: no latency header"; }
+awk '$1 == 64 && $2 == 100 && NF == 7 { ok = $3 > 0 && $3 <= $4 && $4 <= $6 && $6 <= $7 } END { exit !ok }' "$tmp/lat.a.log" ||
+  { cat "$tmp/lat.a.log"; fail "lat: the percentiles are not ordered"; }
+grep -q "payload verified end to end: 100 messages intact" "$tmp/lat.a.log" || { cat "$tmp/lat.a.log"; fail "lat: not verified"; }
+echo "ok latency"
 
 # A capture of a 4 KiB WRITE run: path MTU 1024 on 1500-byte ports, so 4
 # WRITE FIRST/MIDDLE/MIDDLE/LAST per message; tshark decodes them, `rocemu
