@@ -7,6 +7,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
@@ -108,6 +109,7 @@ LiveTotals LiveTotals::operator-(const LiveTotals& o) const {
     d.switch_drops = switch_drops - o.switch_drops;
     d.nic_drops = nic_drops - o.nic_drops;
     d.lossless_drops = lossless_drops - o.lossless_drops;
+    d.ignored_responses = ignored_responses - o.ignored_responses;
     return d;
 }
 
@@ -117,6 +119,27 @@ struct LiveFabric::Impl {
     double scale = 1;
     uint8_t rc_timeout = 14;
     dpdk::TscClock clock = dpdk::TscClock::starting_now();
+    // Fabric time: real time, but at most max_step per turn, so a gap in
+    // the loop's scheduling slows the fabric down instead of releasing a
+    // gap's worth of frames at once (which no headroom is sized for).
+    Nanos fab_now{};
+    Nanos real_last = clock.now();
+    Nanos last_dt{};
+    Nanos max_step{};
+    uint64_t held_back_turns = 0;
+    Nanos held_back{};
+
+    Nanos advance() {
+        const Nanos real = clock.now();
+        last_dt = real - real_last;
+        real_last = real;
+        if (last_dt > max_step) {
+            ++held_back_turns;
+            held_back += last_dt - max_step;
+        }
+        fab_now += std::min(last_dt, max_step);
+        return fab_now;
+    }
     std::vector<rte_ring*> rings;
     std::vector<LiveSwitch> switches;
     std::vector<Host> hosts;
@@ -265,7 +288,12 @@ bool LiveFabric::Impl::build(std::string& error) {
         o.tx_drain = Nanos{0};
         o.link_speed = topo.switches[nic.sw].cfg.ports[nic.sw_port].speed;
         o.pfc_priority = prio;
+        // net_ring cannot set an MTU and carries any frame: the port's
+        // warning that it assumes the MTU is expected here.
+        const spdlog::level::level_enum level = spdlog::get_level();
+        spdlog::set_level(spdlog::level::err);
         h.ctx = verbs::Context::open(o, opts.eal_args, error);
+        spdlog::set_level(level);
         if (!h.ctx) {
             error = fmt::format("NIC {}: {}", nic.name, error);
             return false;
@@ -374,6 +402,11 @@ std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOp
     m->opts.eal_args = eal;
     m->scale = scale;
     m->rc_timeout = scaled_rc_timeout(scale);
+    // Eight NIC-MTU frames on the fastest link: well inside the headroom
+    // (kLiveHeadroomFrames) that absorbs what follows an XOFF.
+    BitsPerSec fastest{1};
+    for (const LinkSpec& l : topo.links) fastest = std::max(fastest, l.cls.speed);
+    m->max_step = fastest.serialise(Bytes{8u * (topo.cfg.nic.mtu + 38u)});
     if (!m->build(error)) return nullptr;
     m->scratch.resize(sw::live::port_counter_names().size());
     return std::unique_ptr<LiveFabric>(new LiveFabric(std::move(m)));
@@ -528,7 +561,10 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         return true;
     };
 
-    const Nanos start = m.clock.now();
+    const Nanos start = m.advance();
+    const Nanos real_start = m.real_last;
+    const uint64_t held_turns0 = m.held_back_turns;
+    const Nanos held0 = m.held_back;
     for (uint32_t f = 0; f < runs.size(); ++f) {
         runs[f].begun = 1;
         m.post(runs, f, start);
@@ -537,16 +573,15 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     for (const FlowRun& r : runs)
         if (r.size == 0) ++done_flows;
     uint64_t done_bytes = 0;
-    Nanos next_tick = start + every, next_sample = start;
-    Nanos prev = start;
+    Nanos next_tick = real_start + every, next_sample = start;
     turns_ = 0;
     turn_sum_ = max_turn_ = Nanos{};
     std::vector<transport::Wc> wc(kPollBatch);
     std::vector<uint32_t> touched;
     for (;;) {
-        const Nanos now = m.clock.now();
-        const Nanos dt = now - prev;
-        prev = now;
+        const Nanos now = m.advance();
+        const Nanos real = m.real_last;
+        const Nanos dt = m.last_dt;
         ++turns_;
         turn_sum_ += dt;
         max_turn_ = std::max(max_turn_, dt);
@@ -555,14 +590,14 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
             next_sample += sample_every;
         }
         if (done_flows == runs.size() || res.bad_completions) break;
-        if (now - start >= timeout) {
+        if (real - real_start >= timeout) {
             res.error = fmt::format("timed out after {:.1f} s with {} of {} flows complete", timeout.seconds(),
                                     done_flows, runs.size());
             break;
         }
-        if (now >= next_tick) {
-            if (tick) tick(now - start, done_bytes, total);
-            next_tick = now + every;
+        if (real >= next_tick) {
+            if (tick) tick(real - real_start, done_bytes, total);
+            next_tick = real + every;
         }
         for (Host& h : m.hosts) h.wire->poll(now);
         for (LiveSwitch& s : m.switches) s.rt->poll(now);
@@ -625,6 +660,8 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         res.flows.push_back(fr);
     }
     res.complete = done_flows == runs.size() && res.bad_completions == 0;
+    res.held_back_turns = m.held_back_turns - held_turns0;
+    res.held_back = m.held_back - held0;
     res.time = first == Nanos::max() ? Nanos{} : last - first;
     return res;
 }
@@ -633,7 +670,7 @@ LiveTotals LiveFabric::totals() {
     Impl& m = *impl_;
     LiveTotals t;
     const auto& names = sw::live::port_counter_names();
-    const Nanos now = m.clock.now();
+    const Nanos now = m.fab_now;
     for (LiveSwitch& s : m.switches) {
         for (sw::PortId p = 0; p < s.rt->num_ports(); ++p) {
             sw::live::collect_port_counters(*s.core, p, now, s.rt->stats(p), s.rt->link(p).counters(), m.scratch);
@@ -650,7 +687,13 @@ LiveTotals LiveFabric::totals() {
         transport::Counters c;
         h.ctx->query_counters(c);
         t.cnps += c.np_cnp_sent;
-        for (const uint64_t d : c.drops) t.nic_drops += d;
+        // An ACK the requester ignores (a duplicate, or one for PSNs already
+        // completed) loses nothing: counted apart.
+        for (size_t i = 0; i < c.drops.size(); ++i) {
+            const bool ignored = i == static_cast<size_t>(transport::DropReason::StaleResponse) ||
+                                 i == static_cast<size_t>(transport::DropReason::GhostResponse);
+            (ignored ? t.ignored_responses : t.nic_drops) += c.drops[i];
+        }
         for (const auto& [name, v] : h.ctx->port_counters())
             if (name.rfind("drop_", 0) == 0) t.nic_drops += v;
     }
@@ -661,7 +704,7 @@ std::vector<std::string> LiveFabric::switch_port_rows() {
     Impl& m = *impl_;
     std::vector<std::string> rows;
     const auto& names = sw::live::port_counter_names();
-    const Nanos now = m.clock.now();
+    const Nanos now = m.fab_now;
     for (uint32_t s = 0; s < m.switches.size(); ++s) {
         LiveSwitch& ls = m.switches[s];
         for (sw::PortId p = 0; p < ls.rt->num_ports(); ++p) {
@@ -671,6 +714,29 @@ std::vector<std::string> LiveFabric::switch_port_rows() {
                     rows.push_back(fmt::format("{},{},{},{}", m.topo.switches[s].name,
                                                m.topo.switches[s].cfg.ports[p].name, names[i], m.scratch[i]));
         }
+    }
+    return rows;
+}
+
+std::vector<std::string> LiveFabric::nic_rows() {
+    Impl& m = *impl_;
+    std::vector<std::string> rows;
+    for (uint32_t n = 0; n < m.hosts.size(); ++n) {
+        Host& h = m.hosts[n];
+        const std::string& name = m.topo.nics[n].name;
+        const auto put = [&](std::string_view counter, uint64_t v) {
+            if (v) rows.push_back(fmt::format("{},{},{}", name, counter, v));
+        };
+        transport::Counters c;
+        h.ctx->query_counters(c);
+        transport::for_each_counter(c, put);
+        for (const auto& [counter, v] : h.ctx->port_counters()) put(counter, v);
+        const NicWireCounters& w = h.wire->counters();
+        put("mac_to_switch_frames", w.to_switch_frames);
+        put("mac_to_nic_frames", w.to_nic_frames);
+        put("mac_pfc_seen", w.pfc_seen);
+        put("mac_paused_turns", w.held_turns);
+        put("mac_ring_full_turns", w.ring_full);
     }
     return rows;
 }

@@ -22,7 +22,8 @@ struct LiveTotals {
     uint64_t ecn_marks = 0;       // CE marks the switches applied
     uint64_t cnps = 0;            // CNPs the NICs sent (np_cnp_sent)
     uint64_t switch_drops = 0;    // every switch drop reason, runtime and core
-    uint64_t nic_drops = 0;       // engine drop reasons and port drops
+    uint64_t nic_drops = 0;          // engine drop reasons (but ignored responses) and port drops
+    uint64_t ignored_responses = 0;  // ACKs the requesters ignored (drop_stale_response, drop_ghost_response)
     uint64_t lossless_drops = 0;  // switch headroom overruns and lossless queue drops
     LiveTotals operator-(const LiveTotals& o) const;
 };
@@ -39,9 +40,13 @@ struct FlowResult {
 // One workload's outcome.
 struct WorkloadResult {
     bool complete = false;
-    Nanos time{};            // first post to last completion, live
+    Nanos time{};            // first post to last completion, in fabric time (live)
     std::vector<FlowResult> flows;
     uint64_t bad_completions = 0;
+    // Turns after a scheduling gap longer than the fabric clock's step, and
+    // the real time the fabric clock did not count.
+    uint64_t held_back_turns = 0;
+    Nanos held_back{};
     std::string error;
 };
 
@@ -72,6 +77,9 @@ public:
     LiveTotals totals();
     // Per switch port: "switch,port,counter,value" rows of every non-zero counter.
     std::vector<std::string> switch_port_rows();
+    // Per NIC: "nic,counter,value" rows of every non-zero engine, port and
+    // MAC (NicWire) counter.
+    std::vector<std::string> nic_rows();
     // Mean and largest time of one turn of the loop in the last run.
     Nanos mean_turn() const { return turns_ ? Nanos{turn_sum_.v / static_cast<int64_t>(turns_)} : Nanos{}; }
     Nanos max_turn() const { return max_turn_; }

@@ -126,9 +126,10 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         r.cnp = d.cnps;
         r.drops = d.switch_drops + d.nic_drops;
         res.rows.push_back(row);
-        res.notes.push_back(fmt::format("{}: loop turn mean {:.2f} us, max {:.0f} us{}", human_bytes(size.v),
-                                        fab->mean_turn().us(), fab->max_turn().us(),
-                                        w.error.empty() ? "" : "; " + w.error));
+        res.notes.push_back(fmt::format(
+            "{}: loop turn mean {:.2f} us, max {:.0f} us; fabric clock held back {:.1f} ms over {} scheduling gaps{}",
+            human_bytes(size.v), fab->mean_turn().us(), fab->max_turn().us(), w.held_back.seconds() * 1e3,
+            w.held_back_turns, w.error.empty() ? "" : "; " + w.error));
         sweep_csv.push_back(fmt::format("{},{:.3f},{:.4f},{:.4f},{:.3f},{},{},{},{},{},{},{},{},{},{:g}", size.v,
                                         r.time.us(), r.algbw_gbs, r.busbw_gbs, w.time.us(), r.pfc, r.ecn, r.cnp,
                                         r.drops, row.lossless_drops, row.flows, row.verified, row.mismatched,
@@ -157,6 +158,9 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         std::vector<std::string> ports{"switch,port,counter,value"};
         for (std::string& l : fab->switch_port_rows()) ports.push_back(std::move(l));
         write_csv(o.out_dir, prefix + "_switch_ports.csv", ports, res.files);
+        std::vector<std::string> nics{"nic,counter,value"};
+        for (std::string& l : fab->nic_rows()) nics.push_back(std::move(l));
+        write_csv(o.out_dir, prefix + "_nics.csv", nics, res.files);
     }
     if (!o.out_dir.empty()) write_csv(o.out_dir, fmt::format("live_{}_sweep.csv", pattern_name(p)), sweep_csv, res.files);
     return res;

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# rocemu fabric run --live on the command line: the 8:1 incast dumbbell
+# (configs/fabrics/incast.yaml) in one process on DPDK. Every flow completes
+# with its bytes verified, the left switch sends PFC, nothing lossless is
+# dropped, the report folder has its CSVs, and bad options are refused.
+# Usage: fabric_live.sh ROCEMU REPO_ROOT
+set -uo pipefail
+ROCEMU=$1
+ROOT=$2
+OUT=$(mktemp -d /tmp/fab_live_e2e.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$ROCEMU" fabric run --live -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 4M --qps 8 -o "$OUT/rep" \
+  -- --log-level lib.eal:error >"$OUT/out.txt" 2>"$OUT/err.txt"
+rc=$?
+cat "$OUT/out.txt"
+[ $rc -eq 0 ] || { cat "$OUT/err.txt"; fail "exit status $rc"; }
+grep -q "live, scale 1:225" "$OUT/out.txt" || fail "no scale factor in the table title"
+row=$(grep -E "^ +4194304 " "$OUT/out.txt") || fail "no 4194304 row"
+echo "$row" | grep -q " 8/8$" || fail "not every flow verified: $row"
+grep -q "live incast 4.0 MiB" "$OUT/err.txt" || fail "no progress line"
+sweep="$OUT/rep/live_incast_sweep.csv"
+[ -f "$sweep" ] || fail "no $sweep"
+head -1 "$sweep" | grep -q "^size_bytes,time_us,algbw_gbs,busbw_gbs,live_time_us,pfc,ecn,cnp,drops,lossless_drops" ||
+  fail "sweep CSV header"
+IFS=, read -r size _ algbw _ _ pfc _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$sweep")
+[ "$size" = 4194304 ] && [ "$complete" = 1 ] && [ "$flows" = 8 ] && [ "$verified" = 8 ] || fail "sweep row: $(sed -n 2p "$sweep")"
+[ "$pfc" -gt 0 ] || fail "no PFC frame at an 8:1 incast with 64 QPs"
+[ "$lossless" = 0 ] && [ "$drops" = 0 ] || fail "drops $drops, lossless drops $lossless"
+for f in flows totals switch_ports nics; do
+  [ -s "$OUT/rep/live_incast_4194304B_$f.csv" ] || fail "no $f CSV"
+done
+grep -q "^left,Ethernet0,pfc_tx_xoff_p3," "$OUT/rep/live_incast_4194304B_switch_ports.csv" || fail "no XOFF from left:Ethernet0"
+
+"$ROCEMU" fabric run --live --default --scale 0.5 >"$OUT/bad.txt" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "--scale 0.5 exit status $rc"
+grep -q -- "--scale 0.5 must be at least 1" "$OUT/bad.txt" || fail "--scale 0.5 message: $(cat "$OUT/bad.txt")"
+"$ROCEMU" fabric run --live --default --nic-model generator >"$OUT/bad.txt" 2>&1
+[ $? -eq 2 ] || fail "--nic-model generator accepted with --live"
+echo "PASS"
