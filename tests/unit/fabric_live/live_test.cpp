@@ -19,31 +19,23 @@ public:
 };
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
 
-Topology topology(const std::string& yaml) {
+// A fabric file: `shape` is the topology mapping; 100 Gbit/s links, the
+// default NIC and the lossless-100g profile.
+Topology topology(const std::string& shape) {
+    const std::string yaml = "topology: " + shape + R"(
+links:
+  host: {speed_gbps: 100, delay_ns: 500}
+  fabric: {speed_gbps: 100, delay_ns: 1000}
+nic: {cc: connectx-default, mtu: 4200}
+switch: {profile: lossless-100g}
+)";
     const ConfigResult r = parse_fabric_config(yaml, "test.yaml");
     EXPECT_TRUE(r.config) << r.error;
     return generate(*r.config);
 }
 
-const char* const kDumbbell = R"(
-name: live-incast
-topology: {kind: dumbbell, left_hosts: 4, right_hosts: 1}
-links:
-  host: {speed_gbps: 100, delay_ns: 500}
-  fabric: {speed_gbps: 100, delay_ns: 1000}
-nic: {cc: connectx-default, mtu: 4200}
-switch: {profile: lossless-100g}
-)";
-
-const char* const kLeafSpine = R"(
-name: live-leaf-spine
-topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 2, spines: 2}
-links:
-  host: {speed_gbps: 100, delay_ns: 500}
-  fabric: {speed_gbps: 100, delay_ns: 1000}
-nic: {cc: connectx-default, mtu: 4200}
-switch: {profile: lossless-100g}
-)";
+const char* const kDumbbell = "{kind: dumbbell, left_hosts: 4, right_hosts: 1}";
+const char* const kLeafSpine = "{kind: leaf_spine, leaves: 2, hosts_per_leaf: 2, spines: 2}";
 
 LiveOptions options() {
     LiveOptions o;
