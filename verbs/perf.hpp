@@ -23,6 +23,7 @@ struct PerfOptions {
     uint32_t tx_depth = 128;   // WRs in flight per QP (bandwidth runs)
     bool latency = false;      // one WR in flight; per-WR times
     bool verify = false;       // check every byte that arrived
+    bool sleep_when_idle = false;  // sleep 20 us after 64 turns without work (two processes on shared cores)
     uint32_t port_mtu = 1500;  // of the net_ring ports (active MTU = the largest that fits in MTU - 80)
     std::vector<std::string> eal_args;
 };

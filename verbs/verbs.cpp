@@ -167,13 +167,15 @@ struct Context::Impl {
     }
 
     // One turn of the poll loop, then CQ events handed on.
-    void turn() {
-        nic->poll();
+    // One turn; the frames received, plus one if the engine still has some to send.
+    uint32_t turn() {
+        const uint32_t work = nic->poll() + (engine->tx_pending(nic->now()) ? 1u : 0u);
         transport::Effects& fx = upper->effects();
         if (mode == Progress::App) {
             for (const CqHandle& h : fx.cq_events) fire(h.id);
         }
         fx.clear();
+        return work;
     }
 
     // A WR the engine refused on the poll thread: completes with an error.
@@ -651,9 +653,11 @@ int Context::req_notify_cq(CqHandle cq) {
     return 0;
 }
 
-void Context::progress() {
+uint32_t Context::progress() {
+    uint32_t work = 0;
     if (impl_->mode == Progress::App)
-        for (Impl* c : Impl::app_contexts()) c->turn();
+        for (Impl* c : Impl::app_contexts()) work += c->turn();
+    return work;
 }
 
 int Context::query_counters(Counters& port) {

@@ -178,9 +178,11 @@ public:
     // Arms the CQ: its channel reports the next completion.
     int req_notify_cq(CqHandle cq);
 
-    // App mode: one turn of every App-mode context's poll loop. Lcore mode:
-    // nothing (the poll thread runs).
-    void progress();
+    // App mode: one turn of every App-mode context's poll loop; returns the
+    // frames received, plus one per engine with frames still to send (0: no
+    // work now, so a caller may sleep). Lcore mode: nothing (the poll thread
+    // runs), and 0.
+    uint32_t progress();
 
     // Engine-wide (per port) and per-QP counters, named like rxe's and mlx5's
     // hw_counters. Also published through DPDK telemetry.

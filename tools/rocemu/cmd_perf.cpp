@@ -25,6 +25,7 @@ struct PerfCliOptions {
     bool all_sizes = false;
     bool size_given = false;
     bool counters = false;
+    bool busy_poll = false;
     int tcp_port = 18515;
     double wait_s = 60;
 };
@@ -94,6 +95,7 @@ int run_two_process(PerfOp op, PerfCliOptions o) {
         return 2;
     }
     o.perf.op = op;
+    o.perf.sleep_when_idle = !o.busy_poll;
     srand48(static_cast<long>(getpid()) * static_cast<long>(time(nullptr)));
     std::string error;
     int status = 0;
@@ -188,6 +190,8 @@ void add_perf_command(CLI::App& app, int& status) {
         cmd->add_option("-D,--duration", o->perf.duration_s, "seconds to run instead of -n");
         cmd->add_flag("--latency", o->perf.latency, "one WR in flight; print t_min, t_typical, t_avg, t_99, t_99.9");
         cmd->add_flag("--verify", o->perf.verify, "check every payload byte end to end");
+        cmd->add_flag("--busy-poll", o->busy_poll,
+                      "two processes: never sleep when idle (default: 20 us after 64 turns without work)");
         cmd->add_flag("--counters", o->counters, "print the NIC's non-zero counters at the end (two processes)");
         cmd->add_option("-p,--tcp-port", o->tcp_port, "TCP port of the exchange (two processes)")->capture_default_str();
         cmd->add_option("--wait", o->wait_s, "seconds to wait for the peer (two processes)")->capture_default_str();
