@@ -141,8 +141,7 @@ const SwitchRuntime::L2Header& SwitchRuntime::l2_header(uint32_t neighbor) {
     while (l2_.size() <= neighbor) {
         const Neighbor& nb = sw_.routes().neighbor(static_cast<uint32_t>(l2_.size()));
         L2Header h{};
-        std::copy(nb.mac.begin(), nb.mac.end(), h.begin());
-        if (nb.port < ports_.size()) std::copy(ports_[nb.port].mac.b.begin(), ports_[nb.port].mac.b.end(), h.begin() + 6);
+        rewrite_l2(h, nb.mac, nb.port < ports_.size() ? ports_[nb.port].mac : wire::MacAddr{});
         l2_.push_back(h);
     }
     return l2_[neighbor];
