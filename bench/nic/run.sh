@@ -7,6 +7,7 @@
 #      RETH 16, payload, ICRC 4) and 64 B (138 B):
 #        dpdk-testpmd txonly -> dpdk-testpmd rxonly   (frames per second)
 #        rocemu perf write client -> rocemu perf write server (two processes,
+#        sleeping 20 us when idle, as by default;
 #        path MTU 4096, so one frame per message)
 #      ratio: rocemu's goodput (payload Gbit/s) / testpmd's frame Gbit/s
 #      (target >= 80 % at 4 KiB);

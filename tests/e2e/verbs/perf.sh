@@ -18,7 +18,7 @@ set -euo pipefail
 ROCEMU=$(realpath "${1:?usage: perf.sh path/to/rocemu memif|af_packet|tap}")
 MODE=${2:?usage: perf.sh path/to/rocemu memif|af_packet|tap}
 . "$(dirname "$0")/../lib.sh"
-. "$(dirname "$0")/veth.sh"
+. "$(dirname "$0")/common.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
 command -v tshark >/dev/null || skip "needs tshark"
 
@@ -84,11 +84,7 @@ start_server() {
   "${run_b[@]}" "$ROCEMU" perf "$@" --port "${port_b/SOCK/$name.sock}" --ip 10.95.0.2/24 "${mac_b[@]}" -p "$tcp" \
     -- --file-prefix "perf-b-$id" >"$tmp/$name.b.log" 2>&1 &
   pid_b=$!
-  for _ in $(seq 100); do
-    grep -q "waiting for a client" "$tmp/$name.b.log" && break
-    kill -0 "$pid_b" 2>/dev/null || { cat "$tmp/$name.b.log"; fail "$name: the server exited early"; }
-    sleep 0.1
-  done
+  wait_server "$tmp/$name.b.log" "$pid_b" "waiting for a client" "$name"
   bridge_tap "$TB"
 }
 

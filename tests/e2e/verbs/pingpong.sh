@@ -13,7 +13,7 @@ set -euo pipefail
 ROCEMU=$(realpath "${1:?usage: pingpong.sh path/to/rocemu af_packet|memif}")
 MODE=${2:?usage: pingpong.sh path/to/rocemu af_packet|memif}
 . "$(dirname "$0")/../lib.sh"
-. "$(dirname "$0")/veth.sh"
+. "$(dirname "$0")/common.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
 command -v tshark >/dev/null || skip "needs tshark"
 
@@ -57,11 +57,7 @@ run_pair() {
     -- --file-prefix "rocemu-ppb-$id" >"$tmp/$name.b.log" 2>&1 &
   pid_b=$!
   # The server's port is up (memif: its socket listens) once it prints its address.
-  for _ in $(seq 100); do
-    grep -q "local address:" "$tmp/$name.b.log" && break
-    kill -0 "$pid_b" 2>/dev/null || { cat "$tmp/$name.b.log"; fail "$name: the server exited early"; }
-    sleep 0.1
-  done
+  wait_server "$tmp/$name.b.log" "$pid_b" "local address:" "$name"
   "${run_a[@]}" timeout 60 "$ROCEMU" pingpong --port "$port_a" --ip 10.97.0.1/24 "${mac_a[@]}" -p "$tcp" "$@" \
     --capture "$tmp/$name.pcapng" "$server_tcp" -- --file-prefix "rocemu-ppa-$id" >"$tmp/$name.a.log" 2>&1 ||
     { cat "$tmp/$name.a.log" "$tmp/$name.b.log"; fail "$name: the client failed"; }

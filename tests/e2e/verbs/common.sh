@@ -1,4 +1,15 @@
-# Sourced by the verbs end-to-end tests: the af_packet setup they share.
+# Sourced by the verbs end-to-end tests: what pingpong.sh and perf.sh share.
+
+# wait_server LOG PID LINE NAME: until the server's LOG shows LINE (10 s at
+# most); fails at once if the server exits first.
+wait_server() {
+  local log=$1 pid=$2 line=$3 name=$4
+  for _ in $(seq 100); do
+    grep -q "$line" "$log" && return 0
+    kill -0 "$pid" 2>/dev/null || { cat "$log"; fail "$name: the server exited early"; }
+    sleep 0.1
+  done
+}
 
 # veth_pair NS_A NS_B VA VB NET: namespaces NS_A and NS_B joined by the veth
 # pair VA <--> VB, the kernel's addresses NET.1 and NET.2 on them (for the
