@@ -50,7 +50,8 @@ EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_ind
       line_rate_(topo.cfg.host_link.speed),
       gateway_mac_(topo.switches[spec_.sw].port_mac[spec_.sw_port]),
       prio_(topo.cfg.sw.base.tc_to_pg[topo.cfg.sw.base.dscp_to_tc[profile_.dscp & 63]]),
-      pause_(prio_, line_rate_) {
+      pause_(prio_, line_rate_),
+      stuck_(spec_.mac, prio_, line_rate_) {
     transport::EngineConfig cfg;
     cfg.mac = wire::MacAddr{spec_.mac};
     cfg.gids = {wire::IpAddr::from_v4(spec_.ip)};
@@ -187,7 +188,7 @@ void EngineNic::begin_step(uint32_t flow, Nanos now) {
 
 void EngineNic::stall_from(Nanos at) {
     stall_at_ = at;
-    next_pause_tx_ = at;
+    stuck_.start(at);
 }
 
 void EngineNic::post_due(Nanos now) {
@@ -310,7 +311,7 @@ void EngineNic::handle(Nanos now) {
 
 void EngineNic::try_send(Nanos now) {
     if (now < busy_until_) return;
-    if (next_pause_tx_ <= now) {
+    if (stuck_.next() <= now) {
         send_pause(now);
         return;
     }
@@ -341,14 +342,13 @@ void EngineNic::try_send(Nanos now) {
 }
 
 void EngineNic::send_pause(Nanos now) {
-    sim::FramePool& pool = sim_.pool();
-    const sim::FrameHandle h = build_stuck_pause(pool, spec_.mac, prio_);
-    next_pause_tx_ = now + stuck_pause_refresh(line_rate_);
+    Nanos wire_time{};
+    const sim::FrameHandle h = stuck_.take(sim_.pool(), now, wire_time);
     if (!h.valid()) {
         ++c_.pool_empty_drops;
         return;
     }
-    busy_until_ = now + line_rate_.serialise(Bytes{pool.len(h)} + kWireOverhead);
+    busy_until_ = now + wire_time;
     ++c_.pfc_tx;
     ++c_.tx_frames;
     sim_.transmit(id_, 0, h);
@@ -365,7 +365,7 @@ void EngineNic::rearm(Nanos now) {
     for (const QpCtx& q : qps_) t = std::min(t, q.cc.next_timer());
     for (const TxFlow& f : tx_)
         if (!f.started) t = std::min(t, std::max(now, f.start));
-    if (next_pause_tx_ != Nanos::max()) t = std::min(t, std::max({now, busy_until_, next_pause_tx_}));
+    if (stuck_.next() != Nanos::max()) t = std::min(t, std::max({now, busy_until_, stuck_.next()}));
     if (eng_->tx_pending(now))
         t = std::min(t, std::max({now, busy_until_, pause_.until()}));
     else if (now < busy_until_)

@@ -187,7 +187,7 @@ private:
     NicPause pause_;
     Nanos engine_timer_ran_ = Nanos::max();
     Nanos stall_at_ = Nanos::max();
-    Nanos next_pause_tx_ = Nanos::max();
+    StuckPause stuck_;
     std::vector<TxFlow> tx_;
     std::vector<FlowStats>* stats_ = nullptr;
     FlowSink* sink_ = nullptr;

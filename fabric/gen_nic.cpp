@@ -18,16 +18,18 @@ uint8_t pg_of_dscp(const sw::SwitchConfig& c, uint8_t dscp) { return c.tc_to_pg[
 
 }  // namespace
 
-Nanos stuck_pause_refresh(BitsPerSec speed) { return speed.serialise(Bytes{uint64_t{kPauseQuanta} * 64}) / 2; }
-
-sim::FrameHandle build_stuck_pause(sim::FramePool& pool, const std::array<uint8_t, 6>& mac, uint8_t prio) {
+sim::FrameHandle StuckPause::take(sim::FramePool& pool, Nanos now, Nanos& wire_time) {
+    // The refresh keeps the port paused well before the last pause runs out.
+    next_ = now + speed_.serialise(Bytes{uint64_t{kPauseQuanta} * 64}) / 2;
     const sim::FrameHandle h = pool.alloc();
     if (!h.valid()) return h;
     wire::Pfc pfc;
-    pfc.src = wire::MacAddr{mac};
-    pfc.class_enable = static_cast<uint8_t>(1u << prio);
-    pfc.quanta[prio] = kPauseQuanta;
-    pool.set_len(h, static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h))));
+    pfc.src = wire::MacAddr{mac_};
+    pfc.class_enable = static_cast<uint8_t>(1u << prio_);
+    pfc.quanta[prio_] = kPauseQuanta;
+    const auto len = static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h)));
+    pool.set_len(h, len);
+    wire_time = speed_.serialise(Bytes{len} + kWireOverhead);
     return h;
 }
 
@@ -43,7 +45,8 @@ GenNic::GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, st
       stats_(stats),
       flows_done_(flows_done),
       np_(profile_.cc.dcqcn),
-      pause_(prio_, line_rate_) {}
+      pause_(prio_, line_rate_),
+      stuck_(spec_.mac, prio_, line_rate_) {}
 
 sim::NodeId GenNic::attach() {
     id_ = sim_.add_node(*this);
@@ -87,7 +90,7 @@ BitsPerSec GenNic::flow_rate(uint32_t flow) const {
 void GenNic::on_timer(Nanos now) {
     for (TxFlow& t : tx_)
         if (t.cc.next_timer() <= now) t.cc.on_timer(now);
-    if (stall_at_ <= now && next_pause_tx_ == Nanos::max()) next_pause_tx_ = now;
+    if (stall_at_ <= now && stuck_.next() == Nanos::max()) stuck_.start(now);
     try_send(now);
     rearm(now);
 }
@@ -169,7 +172,7 @@ void GenNic::receive_roce(const wire::RocePacket& p, Nanos now) {
 
 void GenNic::try_send(Nanos now) {
     if (now < busy_until_) return;
-    if (next_pause_tx_ <= now) {
+    if (stuck_.next() <= now) {
         send_pause(now);
         return;
     }
@@ -180,19 +183,16 @@ void GenNic::try_send(Nanos now) {
 }
 
 void GenNic::send_pause(Nanos now) {
-    sim::FramePool& pool = sim_.pool();
-    const sim::FrameHandle h = build_stuck_pause(pool, spec_.mac, prio_);
-    // The refresh keeps the port paused well before the last pause runs out.
-    next_pause_tx_ = now + stuck_pause_refresh(line_rate_);
+    Nanos wire_time{};
+    const sim::FrameHandle h = stuck_.take(sim_.pool(), now, wire_time);
     if (!h.valid()) {
         ++c_.pool_empty_drops;
         return;
     }
-    const uint32_t len = pool.len(h);
-    busy_until_ = now + line_rate_.serialise(Bytes{len} + kWireOverhead);
+    busy_until_ = now + wire_time;
     ++c_.pfc_tx;
     ++c_.tx_frames;
-    c_.tx_bytes += len;
+    c_.tx_bytes += sim_.pool().len(h);
     sim_.transmit(id_, 0, h);
 }
 
@@ -289,7 +289,7 @@ bool GenNic::send_data(Nanos now) {
 void GenNic::rearm(Nanos now) {
     Nanos t = Nanos::max();
     const Nanos free_at = std::max(now, busy_until_);
-    if (stall_at_ != Nanos::max()) t = std::max(free_at, next_pause_tx_ == Nanos::max() ? stall_at_ : next_pause_tx_);
+    if (stall_at_ != Nanos::max()) t = std::max(free_at, stuck_.next() == Nanos::max() ? stall_at_ : stuck_.next());
     const bool stalled = now >= stall_at_;
     if (!stalled && cnp_head_ < cnp_queue_.size()) t = std::min(t, free_at);
     for (const TxFlow& f : tx_) {

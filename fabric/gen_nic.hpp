@@ -91,12 +91,28 @@ private:
     Nanos total_{};
 };
 
-// A stuck receiver's pause, for both NIC models: the longest XOFF for its
+// A stuck receiver's pauses, for both NIC models: the longest XOFF for its
 // data priority, sent again every half pause time so the port never resumes
 // (what a NIC whose receive buffer stays full does).
-Nanos stuck_pause_refresh(BitsPerSec speed);
-// That PFC frame in a new frame from the pool; invalid if the pool is empty.
-sim::FrameHandle build_stuck_pause(sim::FramePool& pool, const std::array<uint8_t, 6>& mac, uint8_t prio);
+class StuckPause {
+public:
+    StuckPause(const std::array<uint8_t, 6>& mac, uint8_t prio, BitsPerSec speed)
+        : mac_(mac), prio_(prio), speed_(speed) {}
+    // The first pause is due at `at`.
+    void start(Nanos at) { next_ = at; }
+    // When the next pause is due (Nanos::max() if not stuck).
+    Nanos next() const { return next_; }
+    // The pause frame in a new frame from the pool (invalid if the pool is
+    // empty), and the wire time it takes (frame, preamble and IFG); the next
+    // one is due half a pause time from `now`.
+    sim::FrameHandle take(sim::FramePool& pool, Nanos now, Nanos& wire_time);
+
+private:
+    std::array<uint8_t, 6> mac_;
+    uint8_t prio_;
+    BitsPerSec speed_;
+    Nanos next_ = Nanos::max();
+};
 
 struct NicCounters {
     uint64_t tx_frames = 0;
@@ -190,7 +206,7 @@ private:
     Nanos busy_until_{};
     NicPause pause_;
     Nanos stall_at_ = Nanos::max();
-    Nanos next_pause_tx_ = Nanos::max();
+    StuckPause stuck_;
     uint16_t ip_id_ = 0;
     NicCounters c_;
 };
