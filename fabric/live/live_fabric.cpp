@@ -172,6 +172,17 @@ struct LiveFabric::Impl {
 };
 
 bool LiveFabric::Impl::build(std::string& error) {
+    // Every cable end is an ethdev, and DPDK has a fixed number of them.
+    const size_t needed = 2 * topo.links.size() + rte_eth_dev_count_total();
+    if (needed > RTE_MAX_ETHPORTS) {
+        error = fmt::format(
+            "fabric '{}' has {} links: live it needs {} DPDK ports (two per link) and this DPDK build has "
+            "RTE_MAX_ETHPORTS = {}{}; a fabric of at most {} links fits",
+            topo.cfg.name, topo.links.size(), 2 * topo.links.size(), RTE_MAX_ETHPORTS,
+            rte_eth_dev_count_total() ? fmt::format(" ({} in use)", rte_eth_dev_count_total()) : "",
+            (RTE_MAX_ETHPORTS - rte_eth_dev_count_total()) / 2);
+        return false;
+    }
     static int serial = 0;
     const std::string tag = fmt::format("fl{}", serial++);
     // Ethdev ids of every cable end: NICs, and switch ports by (switch, port).

@@ -226,7 +226,11 @@ void add_fabric_command(CLI::App& app, int& status) {
     run->add_option("--scenario", a->scenario, "run this scenario on the fabric instead of a sweep");
     run->add_option("-w,--workload", a->workload, "incast, permutation, all_to_all or ring_allreduce")
         ->capture_default_str();
-    run->add_option("--sizes", a->sizes, "message sizes (suffix K, M, G)")->delimiter(',')->capture_default_str();
+    // One value (comma-separated), so that `--sizes 1M -- EAL args` ends the sizes.
+    run->add_option("--sizes", a->sizes, "message sizes (suffix K, M, G)")
+        ->delimiter(',')
+        ->allow_extra_args(false)
+        ->capture_default_str();
     run->add_option("--seed", a->seed, "run seed")->capture_default_str();
     run->add_option("-o,--out", a->out, "report folder")->capture_default_str();
     run->add_option("--pcap", a->pcap, "capture this link (e.g. leaf0-spine1) into the report folder");
