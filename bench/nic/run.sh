@@ -7,14 +7,15 @@
 #      RETH 16, payload, ICRC 4) and 64 B (138 B):
 #        dpdk-testpmd txonly -> dpdk-testpmd rxonly   (frames per second)
 #        rocemu perf write client -> rocemu perf write server (two processes,
-#        sleeping 20 us when idle, as by default;
+#        once sleeping 20 us when idle, as by default, once --busy-poll;
 #        path MTU 4096, so one frame per message)
 #      ratio: rocemu's goodput (payload Gbit/s) / testpmd's frame Gbit/s
 #      (target >= 80 % at 4 KiB);
 #   2. rocemu_perf_bench: --loopback 64 KiB WRITE over a net_ring pair vs
 #      single-core cold memcpy (target >= 40 %), and the 64 B SEND rate.
 #
-# Usage: bash bench/nic/run.sh [BUILD_DIR]   (default build-perf; SECONDS_EACH=N, default 3)
+# Usage: bash bench/nic/run.sh [BUILD_DIR]   (default build-perf; SECONDS_EACH=N, default 3;
+#        NO_LOOPBACK=1 leaves out part 2)
 # Needs root (memif sockets, EAL), dpdk-testpmd (Debian package dpdk) and a
 # release build; it builds rocemu and rocemu_perf_bench with ninja -j2.
 set -euo pipefail
@@ -58,16 +59,17 @@ testpmd_pps() {
              print (b > a ? s / (b - a) : 0) }' "$tmp/rx-$frame.log"
 }
 
-# rocemu PAYLOAD: the client's result line (#bytes #iterations peak avg Mpps).
+# rocemu PAYLOAD [--busy-poll]: the client's result line (#bytes #iterations
+# peak avg Mpps).
 rocemu_write() {
-  local size=$1 sock=$tmp/ro-$1.sock port=$((30000 + $$ % 20000))
-  "$ROCEMU" perf write --port "net_memif0,role=server,socket=$sock,socket-abstract=no,bsize=8192" \
+  local size=$1 mode=${2:-} sock=$tmp/ro-$1${2:-}.sock port=$((30000 + $$ % 20000))
+  "$ROCEMU" perf write $mode --port "net_memif0,role=server,socket=$sock,socket-abstract=no,bsize=8192" \
     --ip 10.93.0.2/24 --mac 02:00:00:00:00:0b --port-mtu 9000 -p "$port" \
     -- "${eal[@]}" -l 1 --file-prefix "nicbench-rs-$$" >"$tmp/rs-$size.log" 2>&1 &
   local rs=$!
   pids+=("$rs")
   for _ in $(seq 100); do grep -q "waiting for a client" "$tmp/rs-$size.log" && break; sleep 0.1; done
-  "$ROCEMU" perf write -s "$size" -D "$SECS" -t 256 --port "net_memif0,role=client,socket=$sock,socket-abstract=no,bsize=8192" \
+  "$ROCEMU" perf write $mode -s "$size" -D "$SECS" -t 256 --port "net_memif0,role=client,socket=$sock,socket-abstract=no,bsize=8192" \
     --ip 10.93.0.1/24 --mac 02:00:00:00:00:0a --port-mtu 9000 -p "$port" 127.0.0.1 \
     -- "${eal[@]}" -l 0 --file-prefix "nicbench-rc-$$" >"$tmp/rc-$size.log" 2>&1 ||
     { cat "$tmp/rc-$size.log" "$tmp/rs-$size.log" >&2; echo "0 0 0 0 0"; return; }
@@ -76,15 +78,19 @@ rocemu_write() {
 }
 
 echo "bench/nic: memif between two processes on CPUs 0 and 1, ${SECS} s each; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-9s %-6s %14s %14s %14s %14s %14s %10s\n" payload frame "testpmd Mpps" "testpmd Gb/s" "rocemu Mpps" "rocemu goodput" "(best 1 ms)" ratio
+printf "%-9s %-6s %-12s %14s %14s %14s %14s %14s %10s\n" payload frame rocemu "testpmd Mpps" "testpmd Gb/s" "rocemu Mpps" \
+  "rocemu goodput" "(best 1 ms)" ratio
 for pair in 4096:4170 64:138; do
   size=${pair%:*} frame=${pair#*:}
   pps=$(testpmd_pps "$frame")
-  read -r _ _ peak avg mpps < <(rocemu_write "$size")
-  awk -v s="$size" -v f="$frame" -v pps="$pps" -v avg="$avg" -v mpps="$mpps" -v peak="$peak" 'BEGIN {
-    tg = pps * f * 8 / 1e9
-    printf "%-9s %-6s %14.3f %14.2f %14.3f %14.2f %14.2f %9.1f%%\n", s " B", f " B", pps / 1e6, tg, mpps, avg, peak,
-           (tg > 0 ? 100 * avg / tg : 0) }'
+  # Both ways: sleeping when idle (the default) and spinning as testpmd does.
+  for mode in "" --busy-poll; do
+    read -r _ _ peak avg mpps < <(rocemu_write "$size" $mode)
+    awk -v s="$size" -v f="$frame" -v m="${mode:-idle-sleep}" -v pps="$pps" -v avg="$avg" -v mpps="$mpps" -v peak="$peak" 'BEGIN {
+      tg = pps * f * 8 / 1e9
+      printf "%-9s %-6s %-12s %14.3f %14.2f %14.3f %14.2f %14.2f %9.1f%%\n", s " B", f " B", m, pps / 1e6, tg, mpps, avg,
+             peak, (tg > 0 ? 100 * avg / tg : 0) }'
+  done
 done
 echo "target: rocemu goodput >= 80% of testpmd's Gbit/s at the 4 KiB frame"
 echo
