@@ -175,6 +175,8 @@ int main(int argc, char** argv) {
             if (mtu != 1500 && mtu != 4200 && mtu != 9000) usage_error(fmt::format("--mtu: '{}' is not 1500, 4200 or 9000", v));
         } else if (a == "--no-incast") {
             run_incast = false;
+        } else if (a.starts_with("-")) {
+            usage_error(fmt::format("unknown option '{}'", a));
         } else {
             char* end = nullptr;
             incast_s = std::strtod(argv[i], &end);
