@@ -100,11 +100,7 @@ int run_two_process(PerfOp op, PerfCliOptions o) {
     std::string error;
     int status = 0;
     {
-        DeviceOptions d;
-        d.devspec = o.nic.port;
-        d.host = o.nic.host;
-        d.mtu_set = o.nic.mtu_set;
-        d.capture = o.nic.capture;
+        DeviceOptions d = device_options(o.nic);  // --cc, --nic-profile, ... included
         d.progress = Progress::App;  // one thread per process: no poll thread competing for the core
         // The server waits for its client over TCP anyway; a memif server's link comes up only when the client's
         // port starts, which a server blocked here would delay.
