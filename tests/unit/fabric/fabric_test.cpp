@@ -132,6 +132,24 @@ TEST(FabricRun, StuckRcReceiverPausesItsPortAndStopsCompletions) {
               Nanos::from_ms(1));
 }
 
+TEST(FabricRun, StuckGeneratorReceiverPausesItsPortAndStopsGoodput) {
+    Fabric f(make("topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 3, spines: 0}\n"
+                  "nic: {cc: none, model: generator}\nswitch: {profile: lossless-100g}\n"),
+             1);
+    const uint32_t id = f.add_flow(FlowSpec{0, 2, Bytes{1ull << 30}, Nanos{0}, 0xC001});
+    f.stall(2, Nanos::from_us(100));
+    f.start();
+    f.run(Nanos::from_us(150));
+    const uint64_t got = f.stats()[id].rx_bytes;
+    EXPECT_GT(got, 0u);
+    f.run(Nanos::from_ms(2));
+    EXPECT_EQ(f.stats()[id].rx_bytes, got);
+    const GenNic& stuck = *f.nics()[2];
+    EXPECT_GT(stuck.counters().pfc_tx, 2u);
+    EXPECT_TRUE(f.nic_paused(0, f.now())) << "the pause spreads back to the unwindowed sender";
+    EXPECT_EQ(f.totals().switch_drops, 0u);
+}
+
 TEST(FabricRun, DcqcnReactsToMarksWithCnps) {
     Fabric f(make("topology: {kind: dumbbell, left_hosts: 4, right_hosts: 1}\nnic: {cc: connectx-default}\n"
                   "switch: {profile: lossless-100g}\n"),
