@@ -438,6 +438,7 @@ std::unique_ptr<LoopbackPerf> LoopbackPerf::open(const PerfOptions& base, std::s
         o.host.mac = fmt::format("02:00:00:00:fe:0{}", i + 1);
         o.host.port_mtu = static_cast<int>(base.port_mtu);
         o.mtu_set = base.port_mtu != 1500;  // a ring port carries 1500 already
+        o.nic = base.nic;
         m->ctx[i] = Context::open(o, base.eal_args, error);
         if (!m->ctx[i]) return nullptr;
         if (m->ctx[i]->alloc_pd(m->pd[i])) {

@@ -25,6 +25,7 @@ struct PerfOptions {
     bool verify = false;       // check every byte that arrived
     bool sleep_when_idle = false;  // sleep 20 us after 64 turns without work (two processes on shared cores)
     uint32_t port_mtu = 1500;  // of the net_ring ports (active MTU = the largest that fits in MTU - 80)
+    dpdk::NicProfile nic;      // loopback: both NICs' congestion control, CNPs, PFC (DeviceOptions::nic)
     std::vector<std::string> eal_args;
 };
 

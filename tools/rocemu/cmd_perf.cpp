@@ -42,6 +42,7 @@ int run_loopback(PerfOp op, PerfCliOptions o) {
         return 2;
     }
     o.perf.op = op;
+    o.perf.nic = o.nic.profile;
     o.perf.port_mtu = static_cast<uint32_t>(o.nic.host.port_mtu);
     o.perf.eal_args = o.nic.eal_args;
     std::string error;
