@@ -299,6 +299,7 @@ bool LiveFabric::Impl::build(std::string& error) {
         o.tx_drain = Nanos{0};
         o.link_speed = topo.switches[nic.sw].cfg.ports[nic.sw_port].speed;
         o.pfc_priority = prio;
+        o.nic.cc = topo.cfg.nic.cc;  // the fabric's NIC profile, already slowed down with the links
         // net_ring cannot set an MTU and carries any frame: the port's
         // warning that it assumes the MTU is expected here.
         const spdlog::level::level_enum level = spdlog::get_level();

@@ -21,6 +21,28 @@ BitsPerSec slower(BitsPerSec v, double s, const std::string& what) {
 
 Nanos longer(Nanos t, double s) { return Nanos{static_cast<int64_t>(std::llround(static_cast<double>(t.v) * s))}; }
 
+// A DCQCN rate in the slowed-down fabric; 0 (line rate, or disabled) stays 0.
+BitsPerSec slower_rate(BitsPerSec v, double s) {
+    if (v.v == 0) return v;
+    return BitsPerSec{std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(v.v) / s))};
+}
+
+// DCQCN runs in the same slowed-down time as the links: its rates divide and
+// its timers multiply, so a flow goes through the same stages per RTT as at
+// full speed. The byte counter stays in bytes: at 1/s of the rate it already
+// takes s times as long to fill.
+void scale_dcqcn(cc::DcqcnConfig& d, double s) {
+    d.rpg_ai_rate = slower_rate(d.rpg_ai_rate, s);
+    d.rpg_hai_rate = slower_rate(d.rpg_hai_rate, s);
+    d.rpg_max_rate = slower_rate(d.rpg_max_rate, s);
+    d.rpg_min_rate = slower_rate(d.rpg_min_rate, s);
+    d.rate_to_set_on_first_cnp = slower_rate(d.rate_to_set_on_first_cnp, s);
+    d.rpg_time_reset = longer(d.rpg_time_reset, s);
+    d.rate_reduce_monitor_period = longer(d.rate_reduce_monitor_period, s);
+    d.dce_tcp_rtt = longer(d.dce_tcp_rtt, s);
+    d.min_time_between_cnps = longer(d.min_time_between_cnps, s);
+}
+
 }  // namespace
 
 double default_scale(const Topology& t) {
@@ -40,6 +62,7 @@ Topology scale_topology(const Topology& in, double s) {
         l.cls.speed = slower(l.cls.speed, s, l.name);
         l.cls.delay = longer(l.cls.delay, s);
     }
+    scale_dcqcn(t.cfg.nic.cc.dcqcn, s);
     // A frame of the NIC MTU with Ethernet header and FCS.
     const Bytes frame{t.cfg.nic.mtu + 18u};
     for (SwitchSpec& sw : t.switches) {

@@ -50,6 +50,24 @@ TEST(FabricLiveScale, SpeedsDivideDelaysAndTimersMultiply) {
     }
 }
 
+TEST(FabricLiveScale, DcqcnRatesDivideAndItsTimersMultiply) {
+    const Topology t = default_topology();
+    const Topology s = scale_topology(t, 200);
+    const cc::DcqcnConfig& a = t.cfg.nic.cc.dcqcn;
+    const cc::DcqcnConfig& b = s.cfg.nic.cc.dcqcn;
+    EXPECT_EQ(s.cfg.nic.cc.algorithm, t.cfg.nic.cc.algorithm);
+    EXPECT_EQ(b.rpg_ai_rate.v * 200, a.rpg_ai_rate.v);
+    EXPECT_EQ(b.rpg_hai_rate.v * 200, a.rpg_hai_rate.v);
+    EXPECT_EQ(b.rpg_min_rate.v * 200, a.rpg_min_rate.v);
+    EXPECT_EQ(b.rpg_max_rate.v, 0u) << "0 (the line rate) stays 0";
+    EXPECT_EQ(b.rpg_time_reset.v, a.rpg_time_reset.v * 200);
+    EXPECT_EQ(b.rate_reduce_monitor_period.v, a.rate_reduce_monitor_period.v * 200);
+    EXPECT_EQ(b.min_time_between_cnps.v, a.min_time_between_cnps.v * 200);
+    EXPECT_EQ(b.dce_tcp_rtt.v, a.dce_tcp_rtt.v * 200);
+    EXPECT_EQ(b.rpg_byte_reset.v, a.rpg_byte_reset.v) << "bytes take s times as long at 1/s of the rate";
+    EXPECT_EQ(b.dce_tcp_g, a.dce_tcp_g);
+}
+
 TEST(FabricLiveScale, ALargerHeadroomIsKept) {
     Topology t = default_topology();
     for (SwitchSpec& sw : t.switches) sw.cfg.pg_lossless.xoff = Bytes{1 << 20};
