@@ -280,7 +280,6 @@ void EngineNic::on_timer(Nanos now) {
         eng_->set_next_send(q.qpn, q.cc.next_send_time());
     }
     if (eng_->next_timer() <= now) eng_->on_timer(now, fx_);
-    engine_timer_ran_ = now;
     for (const TxFlow& f : tx_) post_due_ |= !f.started && f.start <= now;
     handle(now);
 }
@@ -356,12 +355,6 @@ void EngineNic::send_pause(Nanos now) {
 
 void EngineNic::rearm(Nanos now) {
     Nanos t = eng_->next_timer();
-    // Engine::next_timer() can still report a deadline at or before `now`
-    // after on_timer has run at `now` (seen with stepped ring flows even
-    // after the engine stopped reporting window-blocked pacing gates): such
-    // a deadline is ignored, and the ACK or step that gives the engine work
-    // wakes this node through on_frame or begin_step instead.
-    if (t <= now && engine_timer_ran_ == now) t = Nanos::max();
     for (const QpCtx& q : qps_) t = std::min(t, q.cc.next_timer());
     for (const TxFlow& f : tx_)
         if (!f.started) t = std::min(t, std::max(now, f.start));

@@ -185,7 +185,6 @@ private:
     sim::NodeId id_ = 0;
     Nanos busy_until_{};
     NicPause pause_;
-    Nanos engine_timer_ran_ = Nanos::max();
     Nanos stall_at_ = Nanos::max();
     StuckPause stuck_;
     std::vector<TxFlow> tx_;
