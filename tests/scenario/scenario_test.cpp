@@ -40,6 +40,11 @@ TEST(FabricScenario, DcqcnCutsPauseTimeAndQueueInIncast) {
         EXPECT_EQ(m["pfc-only.drops"], 0) << "lossless, seed " << seed;
         EXPECT_EQ(m["pfc+dcqcn.drops"], 0) << "lossless, seed " << seed;
         EXPECT_GE(m["pfc+dcqcn.fairness"], 0.9) << "seed " << seed;
+        // The target rate following every cut (clamp_tgt_rate) keeps the cuts.
+        EXPECT_LE(m["pfc+dcqcn-clamp.paused_us"], 0.5 * m["pfc-only.paused_us"]) << "seed " << seed;
+        EXPECT_LT(m["pfc+dcqcn-clamp.mean_queue"], m["pfc-only.mean_queue"]) << "seed " << seed;
+        EXPECT_EQ(m["pfc+dcqcn-clamp.drops"], 0) << "lossless, seed " << seed;
+        EXPECT_GE(m["pfc+dcqcn-clamp.fairness"], 0.9) << "seed " << seed;
         EXPECT_TRUE(r.pass) << r.verdict;
     }
 }
