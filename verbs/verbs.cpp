@@ -178,6 +178,23 @@ struct Context::Impl {
         return work;
     }
 
+    // Lcore mode: receive WRs queued for the poll thread, to a QP (Recv) or an
+    // SRQ (SrqRecv); ENOMEM with *bad_wr at the first that finds the queue full.
+    int queue_recvs(PostItem::Kind kind, uint32_t target, std::span<const RecvWr> wrs, size_t* bad_wr) {
+        for (size_t i = 0; i < wrs.size(); ++i) {
+            PostItem it;
+            it.kind = kind;
+            it.target = target;
+            it.wr.wr_id = wrs[i].wr_id;
+            it.wr.sg_list = wrs[i].sg_list;
+            if (!posts->bounded_push(it)) {
+                if (bad_wr) *bad_wr = i;
+                return ENOMEM;
+            }
+        }
+        return 0;
+    }
+
     // A WR the engine refused on the poll thread: completes with an error.
     void refuse(const PostItem& it) {
         const uint32_t idx = it.target - transport::Engine::kFirstQpn;
@@ -599,18 +616,7 @@ int Context::post_recv(Qpn qpn, std::span<const RecvWr> wrs, size_t* bad_wr) {
         const transport::VerbsError e = m.engine->post_recv(qpn, wrs, m.upper->effects(), bad_wr);
         return e ? m.fail(e) : 0;
     }
-    for (size_t i = 0; i < wrs.size(); ++i) {
-        PostItem it;
-        it.kind = PostItem::Kind::Recv;
-        it.target = qpn.v;
-        it.wr.wr_id = wrs[i].wr_id;
-        it.wr.sg_list = wrs[i].sg_list;
-        if (!m.posts->bounded_push(it)) {
-            if (bad_wr) *bad_wr = i;
-            return ENOMEM;
-        }
-    }
-    return 0;
+    return m.queue_recvs(PostItem::Kind::Recv, qpn.v, wrs, bad_wr);
 }
 
 int Context::post_srq_recv(SrqHandle srq, std::span<const RecvWr> wrs, size_t* bad_wr) {
@@ -619,18 +625,7 @@ int Context::post_srq_recv(SrqHandle srq, std::span<const RecvWr> wrs, size_t* b
         const transport::VerbsError e = m.engine->post_srq_recv(srq, wrs, bad_wr);
         return e ? m.fail(e) : 0;
     }
-    for (size_t i = 0; i < wrs.size(); ++i) {
-        PostItem it;
-        it.kind = PostItem::Kind::SrqRecv;
-        it.target = srq.id;
-        it.wr.wr_id = wrs[i].wr_id;
-        it.wr.sg_list = wrs[i].sg_list;
-        if (!m.posts->bounded_push(it)) {
-            if (bad_wr) *bad_wr = i;
-            return ENOMEM;
-        }
-    }
-    return 0;
+    return m.queue_recvs(PostItem::Kind::SrqRecv, srq.id, wrs, bad_wr);
 }
 
 int Context::poll_cq(CqHandle cq, std::span<Wc> out) {
