@@ -2,42 +2,27 @@
 
 #include <rte_telemetry.h>
 
-#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <mutex>
-#include <vector>
+
+#include "dataplane/dpdk/telemetry_util.hpp"
 
 namespace rocemu::dpdk {
 
 namespace {
 
-// Telemetry callbacks run on the EAL's telemetry thread; the mutex guards the
-// list only, never the counters (those are atomics).
-std::mutex g_mutex;
-std::vector<const CounterBoard*> g_boards;
+TelemetryBoards<CounterBoard> g_tel;
 
-int cmd_ports(const char*, const char*, rte_tel_data* d) {
-    std::lock_guard lock(g_mutex);
-    rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
-    for (const CounterBoard* b : g_boards) rte_tel_data_add_array_int(d, b->port_id());
-    return 0;
-}
+uint16_t board_id(const CounterBoard& b) { return b.port_id(); }
+
+int cmd_ports(const char*, const char*, rte_tel_data* d) { return g_tel.ports(d, board_id); }
 
 int cmd_port_stats(const char*, const char* params, rte_tel_data* d) {
-    if (!params) return -1;
-    unsigned id = 0;
-    const char* end = params + std::strlen(params);
-    if (std::from_chars(params, end, id).ec != std::errc{}) return -1;
-    std::lock_guard lock(g_mutex);
-    for (const CounterBoard* b : g_boards) {
-        if (b->port_id() != id) continue;
-        rte_tel_data_start_dict(d);
-        rte_tel_data_add_dict_string(d, "name", b->port_name().c_str());
-        for (size_t i = 0; i < b->size(); ++i) rte_tel_data_add_dict_u64(d, b->name(i).c_str(), b->value(i));
-        return 0;
-    }
-    return -1;
+    return g_tel.port_stats(params, d, board_id, [](const CounterBoard& b, rte_tel_data* dict) {
+        rte_tel_data_add_dict_string(dict, "name", b.port_name().c_str());
+        for (size_t i = 0; i < b.size(); ++i) rte_tel_data_add_dict_u64(dict, b.name(i).c_str(), b.value(i));
+    });
 }
 
 // "<port>" or "<port>,<n>": the board of that port and n (0 when absent).
@@ -49,7 +34,7 @@ const CounterBoard* board_for(const char* params, unsigned& n) {
     if (ec != std::errc{}) return nullptr;
     n = 0;
     if (p != end && (*p != ',' || std::from_chars(p + 1, end, n).ec != std::errc{})) return nullptr;
-    for (const CounterBoard* b : g_boards)
+    for (const CounterBoard* b : g_tel.boards)
         if (b->port_id() == id) return b;
     return nullptr;
 }
@@ -57,7 +42,7 @@ const CounterBoard* board_for(const char* params, unsigned& n) {
 constexpr int kQueryTimeoutMs = 200;
 
 int ask_upper(const char* params, CounterQuery::Kind kind, rte_tel_data* d) {
-    std::lock_guard lock(g_mutex);
+    std::lock_guard lock(g_tel.mutex);
     unsigned n = 0;
     const CounterBoard* b = board_for(params, n);
     if (!b || !b->answers_queries) return -1;
@@ -97,13 +82,9 @@ void telemetry_add(const CounterBoard* board) {
         rte_telemetry_register_cmd("/rocemu/qp_stats", cmd_qp_stats,
                                    "Returns one QP's counters. Parameters: int port_id, int qpn");
     });
-    std::lock_guard lock(g_mutex);
-    g_boards.push_back(board);
+    g_tel.add(board);
 }
 
-void telemetry_remove(const CounterBoard* board) {
-    std::lock_guard lock(g_mutex);
-    g_boards.erase(std::remove(g_boards.begin(), g_boards.end(), board), g_boards.end());
-}
+void telemetry_remove(const CounterBoard* board) { g_tel.remove(board); }
 
 }  // namespace rocemu::dpdk

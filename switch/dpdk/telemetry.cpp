@@ -3,11 +3,9 @@
 #include <rte_telemetry.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cstring>
 #include <mutex>
-#include <vector>
 
+#include "dataplane/dpdk/telemetry_util.hpp"
 #include "switch/dpdk/stats.hpp"
 
 namespace rocemu::sw::live {
@@ -32,33 +30,19 @@ void SwitchBoard::publish(std::span<const uint64_t> values) {
 
 namespace {
 
-// Callbacks run on the EAL's telemetry thread; the mutex guards the list only.
-std::mutex g_mutex;
-std::vector<const SwitchBoard*> g_boards;
+dpdk::TelemetryBoards<SwitchBoard> g_tel;
 
-int cmd_ports(const char*, const char*, rte_tel_data* d) {
-    std::lock_guard lock(g_mutex);
-    rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
-    for (const SwitchBoard* b : g_boards) rte_tel_data_add_array_int(d, b->index());
-    return 0;
-}
+uint16_t board_id(const SwitchBoard& b) { return b.index(); }
+
+int cmd_ports(const char*, const char*, rte_tel_data* d) { return g_tel.ports(d, board_id); }
 
 int cmd_port_stats(const char*, const char* params, rte_tel_data* d) {
-    if (!params) return -1;
-    unsigned id = 0;
-    const char* end = params + std::strlen(params);
-    if (std::from_chars(params, end, id).ec != std::errc{}) return -1;
-    std::lock_guard lock(g_mutex);
-    for (const SwitchBoard* b : g_boards) {
-        if (b->index() != id) continue;
-        rte_tel_data_start_dict(d);
-        rte_tel_data_add_dict_string(d, "name", b->name().c_str());
-        rte_tel_data_add_dict_string(d, "ethdev", b->ethdev().c_str());
+    return g_tel.port_stats(params, d, board_id, [](const SwitchBoard& b, rte_tel_data* dict) {
+        rte_tel_data_add_dict_string(dict, "name", b.name().c_str());
+        rte_tel_data_add_dict_string(dict, "ethdev", b.ethdev().c_str());
         const auto& names = port_counter_names();
-        for (size_t i = 0; i < b->size(); ++i) rte_tel_data_add_dict_u64(d, names[i].c_str(), b->value(i));
-        return 0;
-    }
-    return -1;
+        for (size_t i = 0; i < b.size(); ++i) rte_tel_data_add_dict_u64(dict, names[i].c_str(), b.value(i));
+    });
 }
 
 }  // namespace
@@ -71,13 +55,9 @@ void telemetry_add(const SwitchBoard* board) {
         rte_telemetry_register_cmd("/rocemu/switch/port_stats", cmd_port_stats,
                                    "Returns a rocemu switch port's counters. Parameters: int port index");
     });
-    std::lock_guard lock(g_mutex);
-    g_boards.push_back(board);
+    g_tel.add(board);
 }
 
-void telemetry_remove(const SwitchBoard* board) {
-    std::lock_guard lock(g_mutex);
-    g_boards.erase(std::remove(g_boards.begin(), g_boards.end(), board), g_boards.end());
-}
+void telemetry_remove(const SwitchBoard* board) { g_tel.remove(board); }
 
 }  // namespace rocemu::sw::live
