@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "dataplane/dpdk/host/gid.hpp"
 #include "tools/rocemu/commands.hpp"
 #include "tools/rocemu/nic_cli.hpp"
 #include "tools/rocemu/oob.hpp"
+#include "tools/rocemu/qp_setup.hpp"
 #include "verbs/verbs.hpp"
 
 namespace rocemu::cli {
@@ -109,19 +111,8 @@ private:
         ia.cap.max_send_sge = 1;
         ia.cap.max_recv_sge = 1;
         if (ctx_.create_qp(ia, qpn_)) return !fail("Couldn't create QP: " + ctx_.last_error());
-        QpAttr a;
-        a.qp_state = QpState::Init;
-        a.pkey_index = 0;
-        a.port_num = 1;
-        uint32_t mask = transport::kAttrState | transport::kAttrPkeyIndex | transport::kAttrPort;
-        if (o_.ud) {
-            a.qkey = kUdQkey;
-            mask |= transport::kAttrQkey;
-        } else {
-            a.qp_access_flags = 0;
-            mask |= transport::kAttrAccessFlags;
-        }
-        if (ctx_.modify_qp(qpn_, a, mask)) return !fail("Failed to modify QP to INIT: " + ctx_.last_error());
+        if (modify_qp_to_init(ctx_, qpn_, 0, o_.ud ? std::optional<uint32_t>(kUdQkey) : std::nullopt))
+            return !fail("Failed to modify QP to INIT: " + ctx_.last_error());
         if (post_recvs(kRxDepth) != kRxDepth) return !fail("Couldn't post receive: " + ctx_.last_error());
         routs_ = kRxDepth;
         return true;
@@ -155,29 +146,13 @@ private:
             remote_qpn_ = Qpn{remote.qpn};
             return {};
         }
-        a.qp_state = QpState::Rtr;
-        a.path_mtu = mtu_;
-        a.dest_qp_num = Qpn{remote.qpn};
-        a.rq_psn = Psn{remote.psn};
-        a.max_dest_rd_atomic = 1;
-        a.min_rnr_timer = 12;
-        a.ah_attr = av;
-        if (ctx_.modify_qp(qpn_, a,
-                           transport::kAttrState | transport::kAttrAv | transport::kAttrPathMtu |
-                               transport::kAttrDestQpn | transport::kAttrRqPsn | transport::kAttrMaxDestRdAtomic |
-                               transport::kAttrMinRnrTimer))
-            return "Failed to modify QP to RTR: " + ctx_.last_error();
-        a.qp_state = QpState::Rts;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.sq_psn = Psn{local.psn};
-        a.max_rd_atomic = 1;
-        if (ctx_.modify_qp(qpn_, a,
-                           transport::kAttrState | transport::kAttrTimeout | transport::kAttrRetryCnt |
-                               transport::kAttrRnrRetry | transport::kAttrSqPsn | transport::kAttrMaxQpRdAtomic))
-            return "Failed to modify QP to RTS: " + ctx_.last_error();
-        return {};
+        RcPeer peer;
+        peer.mtu = mtu_;
+        peer.av = av;
+        peer.dest_qpn = Qpn{remote.qpn};
+        peer.rq_psn = Psn{remote.psn};
+        peer.sq_psn = Psn{local.psn};
+        return connect_rc_qp(ctx_, qpn_, peer, "Failed to modify QP to RTR: ", "Failed to modify QP to RTS: ");
     }
 
     bool post_send() {

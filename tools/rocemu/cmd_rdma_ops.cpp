@@ -22,6 +22,7 @@
 #include "tools/rocemu/commands.hpp"
 #include "tools/rocemu/nic_cli.hpp"
 #include "tools/rocemu/oob.hpp"
+#include "tools/rocemu/qp_setup.hpp"
 #include "verbs/verbs.hpp"
 
 namespace rocemu::cli {
@@ -192,45 +193,20 @@ private:
         ia.cap.max_send_sge = 1;
         ia.cap.max_recv_sge = 1;
         if (ctx_.create_qp(ia, qpn_)) return !fail("create_qp failed: " + ctx_.last_error());
-        QpAttr a;
-        a.qp_state = QpState::Init;
-        a.pkey_index = 0;
-        a.port_num = 1;
-        a.qp_access_flags = kAccess;
-        if (ctx_.modify_qp(qpn_, a,
-                           transport::kAttrState | transport::kAttrPkeyIndex | transport::kAttrPort |
-                               transport::kAttrAccessFlags))
-            return !fail("modify_qp INIT failed: " + ctx_.last_error());
+        if (modify_qp_to_init(ctx_, qpn_, kAccess)) return !fail("modify_qp INIT failed: " + ctx_.last_error());
         return true;
     }
 
     std::string connect_qp(uint32_t my_psn, const Peer& rem) {
-        QpAttr a;
-        a.qp_state = QpState::Rtr;
-        a.path_mtu = mtu_;
-        a.dest_qp_num = Qpn{rem.qpn};
-        a.rq_psn = Psn{rem.psn};
-        a.max_dest_rd_atomic = 1;
-        a.min_rnr_timer = 12;
-        std::copy(rem.gid.begin(), rem.gid.end(), a.ah_attr.dgid.b.begin());
-        a.ah_attr.sgid_index = static_cast<uint8_t>(gidx_);
-        a.ah_attr.hop_limit = 1;
-        if (ctx_.modify_qp(qpn_, a,
-                           transport::kAttrState | transport::kAttrAv | transport::kAttrPathMtu |
-                               transport::kAttrDestQpn | transport::kAttrRqPsn | transport::kAttrMaxDestRdAtomic |
-                               transport::kAttrMinRnrTimer))
-            return "modify_qp RTR failed: " + ctx_.last_error();
-        a.qp_state = QpState::Rts;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.sq_psn = Psn{my_psn};
-        a.max_rd_atomic = 1;
-        if (ctx_.modify_qp(qpn_, a,
-                           transport::kAttrState | transport::kAttrTimeout | transport::kAttrRetryCnt |
-                               transport::kAttrRnrRetry | transport::kAttrSqPsn | transport::kAttrMaxQpRdAtomic))
-            return "modify_qp RTS failed: " + ctx_.last_error();
-        return {};
+        RcPeer peer;
+        peer.mtu = mtu_;
+        std::copy(rem.gid.begin(), rem.gid.end(), peer.av.dgid.b.begin());
+        peer.av.sgid_index = static_cast<uint8_t>(gidx_);
+        peer.av.hop_limit = 1;
+        peer.dest_qpn = Qpn{rem.qpn};
+        peer.rq_psn = Psn{rem.psn};
+        peer.sq_psn = Psn{my_psn};
+        return connect_rc_qp(ctx_, qpn_, peer, "modify_qp RTR failed: ", "modify_qp RTS failed: ");
     }
 
     // Posts one signaled WR and waits (bounded by -t) for its completion.
