@@ -182,7 +182,8 @@ private:
     void comp_spray_settle(Qp& qp, Nanos now, Effects& fx);
 
     // resp.cpp
-    void resp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx);
+    void resp_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos now, Effects& fx);
+    Qp* resp_place_target(const wire::RocePacket& p, uint8_t*& dst);
     void resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos now, Effects& fx);
     void resp_duplicate(Qp& qp, const wire::RocePacket& p);
     void resp_nak(Qp& qp, uint8_t syndrome, Psn psn, Effects& fx);
@@ -193,7 +194,7 @@ private:
     void resp_ud(Qp& qp, const wire::RocePacket& p, Effects& fx);
     bool resp_take_recv(Qp& qp, RecvWqe& out);
     bool resp_scatter(Qp& qp, const RecvWqe& w, uint64_t offset, const uint8_t* src, uint32_t len);
-    void resp_spray_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx);
+    void resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos now, Effects& fx);
     void resp_spray_drain(Qp& qp, Nanos now, Effects& fx);
     void resp_timers(Qp& qp, Nanos now);
 

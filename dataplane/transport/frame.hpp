@@ -1,6 +1,6 @@
-// The engine's two per-byte costs, kept cheap: finishing a frame it built
-// (pad and ICRC in one CRC pass over the buffer, no copy) and placing
-// received payload into host memory.
+// The engine's two per-byte costs, kept cheap: writing the payload of a frame
+// it builds together with its ICRC, and placing received payload into host
+// memory.
 #pragma once
 
 #include <cstdint>
@@ -12,34 +12,59 @@
 #endif
 
 #include "dataplane/wire/bytes.hpp"
+#include "dataplane/wire/crc32.hpp"
 #include "dataplane/wire/icrc.hpp"
 #include "dataplane/wire/opcode.hpp"
 #include "dataplane/wire/packet.hpp"
 
 namespace rocemu::transport {
 
-// finish_roce() for frames the engine builds itself: the payload was just
-// written into the frame and is still in cache, and the ICRC runs over it in
-// place (one CRC call, no copy of the masked headers).
-inline void finish_frame(std::span<uint8_t> frame, const wire::EncodeLayout& lay) {
-    uint8_t* f = frame.data();
-    uint8_t* pad = f + lay.payload_off + lay.payload_len;
-    for (uint8_t i = 0; i < lay.pad; ++i) pad[i] = 0;
-    const size_t icrc_off = lay.frame_len - wire::kIcrcLen;
-    wire::store_le32(f + icrc_off, wire::compute_icrc_in_place(f + lay.l3_off, icrc_off - lay.l3_off, lay.v6));
-}
+// Writes the payload of a frame whose headers are encoded, then finishes it
+// (pad, ICRC). A small payload is copied and the whole frame then takes one
+// in-place CRC call (a call costs as much as a few hundred bytes of CRC); a
+// large one is CRCed while it is copied, so each payload byte is read once
+// and the CRC runs in the shadow of the copy from host memory.
+class FrameWriter {
+public:
+    static constexpr uint32_t kFusedFrom = 512;
+
+    FrameWriter(std::span<uint8_t> frame, const wire::EncodeLayout& lay)
+        : f_(frame.data()), lay_(lay), dst_(f_ + lay.payload_off), fused_(lay.payload_len >= kFusedFrom) {
+        if (fused_) state_ = wire::icrc_begin(f_ + lay.l3_off, lay.payload_off - lay.l3_off, lay.v6);
+    }
+
+    // Appends `n` payload bytes from `src`, part of a source that ends at
+    // `src_end` (the copy may prefetch up to there).
+    void put(const uint8_t* src, size_t n, const uint8_t* src_end) {
+        if (fused_) state_ = wire::crc32_copy(state_, dst_, src, n, src_end);
+        else std::memcpy(dst_, src, n);
+        dst_ += n;
+    }
+
+    void finish() {
+        uint8_t* pad = f_ + lay_.payload_off + lay_.payload_len;
+        for (uint8_t i = 0; i < lay_.pad; ++i) pad[i] = 0;
+        const size_t icrc_off = lay_.frame_len - wire::kIcrcLen;
+        const uint32_t icrc = fused_ ? ~(lay_.pad ? wire::crc32_update(state_, pad, lay_.pad) : state_)
+                                     : wire::compute_icrc_in_place(f_ + lay_.l3_off, icrc_off - lay_.l3_off, lay_.v6);
+        wire::store_le32(f_ + icrc_off, icrc);
+    }
+
+private:
+    uint8_t* f_;
+    const wire::EncodeLayout& lay_;
+    uint8_t* dst_;
+    bool fused_;
+    uint32_t state_ = 0;
+};
 
 #if defined(__x86_64__)
-// One cache line from `s` to `d`; streaming stores (which need `d` 16-byte
-// aligned) bypass the cache.
-template <bool Stream>
-inline void copy_line(uint8_t* d, const uint8_t* s) {
+// One cache line from `s` to `d` with streaming stores, which bypass the
+// cache (and need `d` 16-byte aligned).
+inline void stream_line(uint8_t* d, const uint8_t* s) {
     __m128i v[4];
     for (int k = 0; k < 4; ++k) v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * k));
-    for (int k = 0; k < 4; ++k) {
-        if constexpr (Stream) _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16 * k), v[k]);
-        else _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16 * k), v[k]);
-    }
+    for (int k = 0; k < 4; ++k) _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16 * k), v[k]);
 }
 #endif
 
@@ -60,36 +85,9 @@ inline void place(void* dst, const void* src, size_t n) {
         s += head;
         n -= head;
         size_t i = 0;
-        for (; i + 64 <= n; i += 64) copy_line<true>(d + i, s + i);
+        for (; i + 64 <= n; i += 64) stream_line(d + i, s + i);
         std::memcpy(d + i, s + i, n - i);
         _mm_sfence();
-        return;
-    }
-#endif
-    std::memcpy(dst, src, n);
-}
-
-// Copies payload into a frame being built. The frame must stay in cache:
-// its ICRC is computed next, and in a loopback the receiver reads it at
-// once. Plain vector stores guarantee that; glibc's memcpy may switch to
-// `rep movsb`, which on some CPUs writes large copies around the cache.
-// The source is prefetched one packet ahead (a message's next packet comes
-// from the bytes that follow), up to `src_end`.
-inline void fill(void* dst, const void* src, size_t n, const void* src_end) {
-#if defined(__x86_64__)
-    if (n >= 256) {
-        // Host memory is usually cold: ask for it well ahead of the copy.
-        constexpr size_t kPrefetch = 4096;
-        auto* d = static_cast<uint8_t*>(dst);
-        auto* s = static_cast<const uint8_t*>(src);
-        const auto* end = static_cast<const uint8_t*>(src_end);
-        const size_t ahead = end - s > static_cast<ptrdiff_t>(kPrefetch) ? end - s - kPrefetch : 0;
-        size_t i = 0;
-        for (; i + 64 <= n; i += 64) {
-            if (i < ahead) _mm_prefetch(reinterpret_cast<const char*>(s + i + kPrefetch), _MM_HINT_T0);
-            copy_line<false>(d + i, s + i);
-        }
-        std::memcpy(d + i, s + i, n - i);
         return;
     }
 #endif

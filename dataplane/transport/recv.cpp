@@ -3,6 +3,7 @@
 // (and owe the sender a CNP), then hand requests to the responder and
 // responses to the completer. Every rejected frame is a counted drop.
 #include "dataplane/transport/engine.hpp"
+#include "dataplane/wire/crc32.hpp"
 #include "dataplane/wire/wire.hpp"
 
 namespace rocemu::transport {
@@ -22,9 +23,25 @@ wire::QpClass class_of(QpType t) {
 
 void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
     wire::RocePacket p;
-    const wire::ParseError pe = wire::parse_roce(frame, p);
+    const wire::ParseError pe = wire::parse_roce(frame, p, {.verify_icrc = false});
     if (pe != wire::ParseError::Ok) {
-        drop(nullptr, pe == wire::ParseError::BadIcrc ? DropReason::BadIcrc : DropReason::ParseError);
+        drop(nullptr, DropReason::ParseError);
+        return;
+    }
+    uint8_t* dst = nullptr;
+    const bool placed = resp_place_target(p, dst) != nullptr;
+    const uint8_t* l3 = frame.data() + p.l3_off;
+    const size_t icrc_len = p.frame_len - wire::kIcrcLen - p.l3_off;
+    uint32_t icrc;
+    if (placed) {
+        const size_t hdr = static_cast<size_t>(p.payload - l3);
+        uint32_t st = wire::crc32_place(wire::icrc_begin(l3, hdr, p.l3.v6), dst, p.payload, p.payload_len);
+        icrc = ~wire::crc32_update(st, p.payload + p.payload_len, icrc_len - hdr - p.payload_len);
+    } else {
+        icrc = wire::compute_icrc(l3, icrc_len, p.l3.v6);
+    }
+    if (icrc != p.icrc) {
+        drop(nullptr, DropReason::BadIcrc);
         return;
     }
     ++counters_.rcvd_pkts;
@@ -79,7 +96,7 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
     }
     if (info.flags & wire::kOpRequest) {
         if (qp->type == QpType::Ud) resp_ud(*qp, p, fx);
-        else resp_rx(*qp, p, now, fx);
+        else resp_rx(*qp, p, placed, now, fx);
     } else if (qp->state == QpState::Rtr) {
         drop(qp, DropReason::QpState);
     } else {

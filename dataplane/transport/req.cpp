@@ -161,8 +161,9 @@ bool Engine::req_build_packet(Qp& qp, SendWqe& w, uint32_t pkt, TxFrame& f, uint
     p.payload_len = payload;
     EncodeLayout lay;
     if (!encode_roce_headers(p, f.buf, lay)) return false;
-    if (payload) sgl_gather(w.wr.sg_list, off, f.buf.data() + lay.payload_off, payload);
-    finish_frame(f.buf, lay);
+    FrameWriter fw(f.buf, lay);
+    if (payload) sgl_gather(w.wr.sg_list, off, fw, payload);
+    fw.finish();
     f.len = static_cast<uint32_t>(lay.frame_len);
     f.qpn = qp.qpn;
     f.data = true;

@@ -378,7 +378,36 @@ void Engine::resp_duplicate(Qp& qp, const wire::RocePacket& p) {
     drop(&qp, DropReason::ResourceMissing);
 }
 
-void Engine::resp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) {
+// Where the payload of a received frame, its ICRC not yet checked, may be
+// placed while the ICRC is computed (one pass over the bytes instead of
+// two): only a full-size continuation of the RC WRITE in progress, at the
+// expected PSN, that passes every check the dispatch and the responder make.
+// Its destination then follows from the QP's state, not from the frame, so
+// a frame that fails its ICRC can only have written bytes of that WRITE
+// that its retransmission rewrites before the WRITE completes. Anything
+// else returns nullptr and is checked first, as rxe does.
+Qp* Engine::resp_place_target(const wire::RocePacket& p, uint8_t*& dst) {
+    using namespace wire;
+    const uint8_t opc = p.bth.opcode;
+    if ((opc != op::WRITE_MIDDLE && opc != op::WRITE_LAST) || p.payload_len < FrameWriter::kFusedFrom ||
+        p.bth.pkey != kDefaultPkey)
+        return nullptr;
+    bool ours = false;
+    for (const IpAddr& g : cfg_.gids) ours = ours || g == p.l3.dst;
+    Qp* qp = ours ? find_qp(p.bth.dqpn) : nullptr;
+    if (qp == nullptr || qp->type != QpType::Rc || (qp->state != QpState::Rtr && qp->state != QpState::Rts) ||
+        !(p.l3.src == qp->attr.ah_attr.dgid) || p.bth.psn != qp->epsn || (qp->spraying() && qp->ooo.test(p.bth.psn)) ||
+        !qp->in_msg || !(opcode_info(qp->msg_op).flags & kOpWrite) || !(qp->attr.qp_access_flags & kRemoteWrite))
+        return nullptr;
+    const uint64_t end = qp->msg_offset + p.payload_len;
+    if (p.payload_len > qp->mtu || (opc == op::WRITE_LAST ? end != qp->write_len
+                                                          : p.payload_len != qp->mtu || end > qp->write_len))
+        return nullptr;
+    dst = reinterpret_cast<uint8_t*>(qp->write_va + qp->msg_offset);
+    return qp;
+}
+
+void Engine::resp_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos now, Effects& fx) {
     const Psn psn = p.bth.psn;
     const int32_t d = Psn::diff(psn, qp.epsn);
     if (qp.type == QpType::Uc) {
@@ -397,7 +426,7 @@ void Engine::resp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) 
         return;
     }
     if (qp.spraying()) {
-        resp_spray_rx(qp, p, now, fx);
+        resp_spray_rx(qp, p, placed, now, fx);
         return;
     }
     if (d > 0) {
@@ -414,13 +443,13 @@ void Engine::resp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) 
         return;
     }
     qp.nak_sent = false;
-    resp_execute(qp, p, false, now, fx);
+    resp_execute(qp, p, placed, now, fx);
 }
 
 // Spraying mode. PSNs in (epsn, epsn + window) are held (or, for the WRITE in
 // progress, placed at once); the expected PSN executes and drains whatever
 // follows it in order.
-void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) {
+void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos now, Effects& fx) {
     const Psn psn = p.bth.psn;
     const int32_t d = Psn::diff(psn, qp.epsn);
     if (d < 0) {
@@ -441,7 +470,7 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects
             drop(&qp, DropReason::DuplicateInWindow);
             return;
         }
-        resp_execute(qp, p, false, now, fx);
+        resp_execute(qp, p, placed, now, fx);
         resp_spray_drain(qp, now, fx);
         return;
     }

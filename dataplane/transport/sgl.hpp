@@ -12,7 +12,7 @@
 
 namespace rocemu::transport {
 
-inline void sgl_gather(const SgeList& sgl, uint64_t off, uint8_t* dst, uint32_t len) {
+inline void sgl_gather(const SgeList& sgl, uint64_t off, FrameWriter& dst, uint32_t len) {
     for (const Sge& s : sgl) {
         if (len == 0) return;
         if (off >= s.length) {
@@ -20,8 +20,7 @@ inline void sgl_gather(const SgeList& sgl, uint64_t off, uint8_t* dst, uint32_t 
             continue;
         }
         const uint32_t n = static_cast<uint32_t>(s.length - off) < len ? static_cast<uint32_t>(s.length - off) : len;
-        fill(dst, reinterpret_cast<const uint8_t*>(s.addr) + off, n, reinterpret_cast<const uint8_t*>(s.addr) + s.length);
-        dst += n;
+        dst.put(reinterpret_cast<const uint8_t*>(s.addr) + off, n, reinterpret_cast<const uint8_t*>(s.addr) + s.length);
         len -= n;
         off = 0;
     }

@@ -97,10 +97,10 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
         }
     }
     if (!encode_roce_headers(p, f.buf, lay)) return false;
+    FrameWriter fw(f.buf, lay);
     if (p.payload_len)
-        fill(f.buf.data() + lay.payload_off, reinterpret_cast<const uint8_t*>(src), p.payload_len,
-             reinterpret_cast<const uint8_t*>(it.va + it.length));
-    finish_frame(f.buf, lay);
+        fw.put(reinterpret_cast<const uint8_t*>(src), p.payload_len, reinterpret_cast<const uint8_t*>(it.va + it.length));
+    fw.finish();
     f.len = static_cast<uint32_t>(lay.frame_len);
     f.qpn = qp.qpn;
     f.data = it.kind == RespItem::Kind::ReadResp;

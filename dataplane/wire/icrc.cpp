@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "dataplane/wire/crc32.hpp"
 #include "dataplane/wire/opcode.hpp"
 
 namespace rocemu::wire {
@@ -11,9 +12,9 @@ namespace rocemu::wire {
 namespace {
 constexpr size_t kIpv4Len = 20, kIpv6Len = 40, kUdpLen = 8;
 // ISA-L's crc32_gzip_refl inverts its input and output, so starting it from
-// ~0xDEBB20E3 continues rxe's raw CRC state, and its output is already the
-// inverted value rxe stores.
-constexpr uint32_t kSeed = ~0xDEBB20E3u;
+// the inverted seed continues rxe's raw CRC state, and its output is already
+// the inverted value rxe stores.
+constexpr uint32_t kSeed = ~kIcrcSeed;
 // One ISA-L call costs about as much for 48 bytes as for 256 (its setup
 // dominates), so a packet up to this size is copied whole and takes one call.
 constexpr size_t kOneCall = 256;
@@ -40,13 +41,17 @@ uint32_t crc32(uint32_t crc, const uint8_t* data, size_t len) {
     return crc32_gzip_refl(crc, data, len);
 }
 
-uint32_t compute_icrc(const uint8_t* l3, size_t len, bool v6) {
+uint32_t icrc_begin(const uint8_t* l3, size_t len, bool v6) {
     alignas(64) uint8_t buf[kOneCall];
-    const size_t head = len <= kOneCall ? len : masked_len(v6);
-    std::memcpy(buf, l3, head);
+    std::memcpy(buf, l3, len);
     mask_variant(buf, v6);
-    const uint32_t crc = crc32_gzip_refl(kSeed, buf, head);
-    return head == len ? crc : crc32_gzip_refl(crc, l3 + head, len - head);
+    return crc32_update(kIcrcSeed, buf, len);
+}
+
+uint32_t compute_icrc(const uint8_t* l3, size_t len, bool v6) {
+    const size_t head = len <= kOneCall ? len : masked_len(v6);
+    const uint32_t state = icrc_begin(l3, head, v6);
+    return ~(head == len ? state : crc32_update(state, l3 + head, len - head));
 }
 
 uint32_t compute_icrc_in_place(uint8_t* l3, size_t len, bool v6) {

@@ -20,6 +20,16 @@ uint32_t compute_icrc(const uint8_t* l3, size_t len, bool v6);
 // and the fields are put back before returning. No copy, one CRC call.
 uint32_t compute_icrc_in_place(uint8_t* l3, size_t len, bool v6);
 
+// The raw CRC state after the eight masked LRH bytes: where rxe starts.
+inline constexpr uint32_t kIcrcSeed = 0xDEBB20E3u;
+
+// The ICRC in pieces, for a frame whose payload is CRCed while it is copied
+// in: the raw state (crc32.hpp) after the first `len` bytes from the IP
+// header, variant fields masked; `len` covers IP+UDP+BTH at least and is at
+// most 256. Continue with crc32_update/crc32_copy; the ICRC is the inverse
+// of the final state.
+uint32_t icrc_begin(const uint8_t* l3, size_t len, bool v6);
+
 // Plain CRC-32 (zlib/gzip convention) of a buffer, chainable: pass the
 // previous return value as `crc` to continue. Starts at 0.
 uint32_t crc32(uint32_t crc, const uint8_t* data, size_t len);

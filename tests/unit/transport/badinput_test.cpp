@@ -1,5 +1,6 @@
 // Bad input is handled per IBTA: a NAK or a counted drop, never a crash.
 // Frames are crafted by hand and fed to a responder in RTS.
+#include <algorithm>
 #include <cstring>
 
 #include "tests/unit/transport/harness.hpp"
@@ -109,6 +110,43 @@ TEST_F(TransportBadInput, BadIcrcIsDropped) {
     f[f.size() - 1] ^= 1;
     L[1].on_frame(f, L.now, L.fx[1]);
     EXPECT_EQ(drops(DropReason::BadIcrc), 1u);
+}
+
+// A full-size WRITE continuation is placed while its ICRC is computed. With
+// a bad ICRC it is still dropped for it, changes no responder state, and may
+// only have touched the bytes its retransmission then writes.
+TEST_F(TransportBadInput, WriteMiddleWithBadIcrcTouchesOnlyItsOwnBytes) {
+    constexpr uint32_t kMtu = 1024;
+    std::vector<uint8_t> data(3 * kMtu);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 13 + 5);
+    const Psn first = epsn();
+    auto part = [&](uint8_t opcode, uint32_t k) {
+        auto p = req(opcode);
+        p.bth.psn = first + k;
+        p.reth = {reinterpret_cast<uint64_t>(mem.data()), mr.rkey, 3 * kMtu};
+        p.payload = data.data() + k * kMtu;
+        p.payload_len = kMtu;
+        std::vector<uint8_t> f(9216);
+        f.resize(wire::encode_roce(p, f));
+        return f;
+    };
+    L[1].on_frame(part(wire::op::WRITE_FIRST, 0), L.now, L.fx[1]);
+    ASSERT_EQ(epsn(), first + 1);
+    const size_t payload_off = part(wire::op::WRITE_MIDDLE, 1).size() - wire::kIcrcLen - kMtu;
+    for (size_t at : {payload_off + 200, payload_off - wire::kBthLen}) {  // a payload byte, the opcode
+        auto bad = part(wire::op::WRITE_MIDDLE, 1);
+        bad[at] ^= 0x20;
+        L[1].on_frame(bad, L.now, L.fx[1]);
+    }
+    EXPECT_EQ(drops(DropReason::BadIcrc), 2u);
+    EXPECT_EQ(epsn(), first + 1);
+    EXPECT_EQ(state(), QpState::Rts);
+    EXPECT_TRUE(std::all_of(mem.begin() + 2 * kMtu, mem.end(), [](uint8_t b) { return b == 0; }));
+    L[1].on_frame(part(wire::op::WRITE_MIDDLE, 1), L.now, L.fx[1]);
+    L[1].on_frame(part(wire::op::WRITE_LAST, 2), L.now, L.fx[1]);
+    EXPECT_EQ(epsn(), first + 3);
+    EXPECT_EQ(0, std::memcmp(mem.data(), data.data(), data.size()));
+    EXPECT_EQ(L[1].counters().drops[static_cast<size_t>(DropReason::ParseError)], 0u);
 }
 
 TEST_F(TransportBadInput, PsnAheadGetsOneSequenceNak) {
