@@ -199,7 +199,7 @@ private:
     void resp_timers(Qp& qp, Nanos now);
 
     // tx.cpp
-    void fill_headers(const Qp& qp, const AddressVector& av, wire::RocePacket& p, uint16_t sport);
+    wire::RocePacket& tx_packet(const AddressVector& av, uint16_t sport);
     bool build_cnp(Qp& qp, TxFrame& f);
 
     EngineConfig cfg_;
@@ -215,6 +215,7 @@ private:
     uint32_t qp_count_ = 0;
     uint32_t tx_rr_ = 0;
     uint8_t key_gen_ = 0;
+    wire::RocePacket rx_pkt_, tx_pkt_;  // scratch: the frame being parsed, the frame being built
 };
 
 }  // namespace rocemu::transport

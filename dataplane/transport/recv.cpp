@@ -22,7 +22,8 @@ wire::QpClass class_of(QpType t) {
 }  // namespace
 
 void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
-    wire::RocePacket p;
+    // parse_roce writes every field: the engine's receive packet is reused.
+    wire::RocePacket& p = rx_pkt_;
     const wire::ParseError pe = wire::parse_roce(frame, p, {.verify_icrc = false});
     if (pe != wire::ParseError::Ok) {
         drop(nullptr, DropReason::ParseError);

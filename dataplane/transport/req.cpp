@@ -100,9 +100,8 @@ bool Engine::req_build_packet(Qp& qp, SendWqe& w, uint32_t pkt, TxFrame& f, uint
     const uint8_t base = qp.type == QpType::Rc ? op::kRc : qp.type == QpType::Uc ? op::kUc : op::kUd;
     const bool first = pkt == 0, last = pkt + 1 >= w.npkts;
     const uint64_t off = uint64_t{pkt} * qp.mtu;
-    RocePacket p;
     const AddressVector& av = qp.type == QpType::Ud ? ahs_[w.wr.ah.id].av : qp.attr.ah_attr;
-    fill_headers(qp, av, p, sport);
+    RocePacket& p = tx_packet(av, sport);
     p.bth.dqpn = qp.type == QpType::Ud ? w.wr.remote_qpn : qp.attr.dest_qp_num;
     p.bth.psn = w.first_psn + pkt;
     uint32_t payload = 0;

@@ -1,5 +1,6 @@
 #include "dataplane/wire/l2.hpp"
 
+#include <bit>
 #include <cstring>
 
 #include "dataplane/wire/bytes.hpp"
@@ -10,27 +11,34 @@ namespace {
 constexpr size_t kEthLen = 14, kVlanLen = 4;
 }
 
-bool parse_eth(std::span<const uint8_t> frame, EthView& out) {
+size_t parse_eth(std::span<const uint8_t> frame, L2& l2) {
     const uint8_t* f = frame.data();
-    if (frame.size() < kEthLen) return false;
-    std::memcpy(out.l2.dst.b.data(), f, 6);
-    std::memcpy(out.l2.src.b.data(), f + 6, 6);
+    if (frame.size() < kEthLen) return 0;
+    std::memcpy(l2.dst.b.data(), f, 6);
+    std::memcpy(l2.src.b.data(), f + 6, 6);
     uint16_t et = load_be16(f + 12);
     size_t off = kEthLen;
-    out.l2.vlan = false;
+    l2.vlan = false;
+    l2.pcp = 0;
+    l2.dei = false;
+    l2.vid = 0;
     if (et == ethertype::kVlan) {
-        if (frame.size() < kEthLen + kVlanLen) return false;
+        if (frame.size() < kEthLen + kVlanLen) return 0;
         const uint16_t tci = load_be16(f + 14);
-        out.l2.vlan = true;
-        out.l2.pcp = static_cast<uint8_t>(tci >> 13);
-        out.l2.dei = tci & 0x1000;
-        out.l2.vid = tci & 0x0FFF;
+        l2.vlan = true;
+        l2.pcp = static_cast<uint8_t>(tci >> 13);
+        l2.dei = tci & 0x1000;
+        l2.vid = tci & 0x0FFF;
         et = load_be16(f + 16);
         off += kVlanLen;
     }
-    out.l2.ethertype = et;
-    out.l3_off = static_cast<uint16_t>(off);
-    return true;
+    l2.ethertype = et;
+    return off;
+}
+
+bool parse_eth(std::span<const uint8_t> frame, EthView& out) {
+    out.l3_off = static_cast<uint16_t>(parse_eth(frame, out.l2));
+    return out.l3_off != 0;
 }
 
 size_t write_eth(uint8_t* f, const L2& l2) {
@@ -47,11 +55,31 @@ size_t write_eth(uint8_t* f, const L2& l2) {
 }
 
 uint16_t ip_checksum(const uint8_t* p, size_t len) {
-    uint32_t sum = 0;
-    for (size_t i = 0; i + 1 < len; i += 2) sum += load_be16(p + i);
-    if (len & 1) sum += uint32_t{p[len - 1]} << 8;
+    // The one's-complement sum does not depend on byte order (RFC 1071), so
+    // it runs over native 32-bit words and is swapped once at the end.
+    uint64_t sum = 0;
+    size_t i = 0;
+    for (; i + 4 <= len; i += 4) {
+        uint32_t w;
+        std::memcpy(&w, p + i, 4);
+        sum += w;
+    }
+    if (i + 2 <= len) {
+        uint16_t w;
+        std::memcpy(&w, p + i, 2);
+        sum += w;
+        i += 2;
+    }
+    if (i < len) {
+        uint8_t last[2] = {p[i], 0};
+        uint16_t w;
+        std::memcpy(&w, last, 2);
+        sum += w;
+    }
     while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-    return static_cast<uint16_t>(~sum);
+    uint16_t folded = static_cast<uint16_t>(sum);
+    if constexpr (std::endian::native == std::endian::little) folded = __builtin_bswap16(folded);
+    return static_cast<uint16_t>(~folded);
 }
 
 bool set_ip_ecn(std::span<uint8_t> frame, uint8_t ecn_bits) {

@@ -17,6 +17,8 @@ struct EthView {
 
 // Reads the Ethernet header and an optional 802.1Q tag. False if truncated.
 bool parse_eth(std::span<const uint8_t> frame, EthView& out);
+// The same into `l2` (every field written); returns the L3 offset, 0 if truncated.
+size_t parse_eth(std::span<const uint8_t> frame, L2& l2);
 // Writes the Ethernet header (and tag when l2.vlan); returns its length.
 size_t write_eth(uint8_t* f, const L2& l2);
 

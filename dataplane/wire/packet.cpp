@@ -18,29 +18,39 @@ constexpr const char* kParseErrorNames[] = {
 };
 static_assert(std::size(kParseErrorNames) == static_cast<size_t>(ParseError::kCount));
 
+// Headers the opcode does not carry read as zero, so a packet reused for
+// the next frame keeps nothing from the last one.
 void read_ext_headers(const uint8_t* bth, const OpcodeInfo& info, RocePacket& out) {
     using B = const uint8_t;
     auto at = [&](Hdr h) { return bth + info.offset[static_cast<int>(h)]; };
     if (info.has(Hdr::Deth)) {
         DethView<B> v{at(Hdr::Deth)};
         out.deth = {v.qkey(), v.src_qp()};
+    } else {
+        out.deth = {};
     }
-    if (info.has(Hdr::Feth)) out.feth = FethView<B>{at(Hdr::Feth)}.value();
+    out.feth = info.has(Hdr::Feth) ? FethView<B>{at(Hdr::Feth)}.value() : 0;
     if (info.has(Hdr::Reth)) {
         RethView<B> v{at(Hdr::Reth)};
         out.reth = {v.va(), v.rkey(), v.dma_len()};
+    } else {
+        out.reth = {};
     }
     if (info.has(Hdr::AtomicEth)) {
         AtomicEthView<B> v{at(Hdr::AtomicEth)};
         out.atomic = {v.va(), v.rkey(), v.swap_add(), v.compare()};
+    } else {
+        out.atomic = {};
     }
     if (info.has(Hdr::Aeth)) {
         AethView<B> v{at(Hdr::Aeth)};
         out.aeth = {v.syndrome(), v.msn()};
+    } else {
+        out.aeth = {};
     }
-    if (info.has(Hdr::AtomicAckEth)) out.atomic_ack = AtomicAckEthView<B>{at(Hdr::AtomicAckEth)}.value();
-    if (info.has(Hdr::ImmDt)) out.imm = ImmDtView<B>{at(Hdr::ImmDt)}.value();
-    if (info.has(Hdr::Ieth)) out.ieth_rkey = IethView<B>{at(Hdr::Ieth)}.value();
+    out.atomic_ack = info.has(Hdr::AtomicAckEth) ? AtomicAckEthView<B>{at(Hdr::AtomicAckEth)}.value() : 0;
+    out.imm = info.has(Hdr::ImmDt) ? ImmDtView<B>{at(Hdr::ImmDt)}.value() : 0;
+    out.ieth_rkey = info.has(Hdr::Ieth) ? IethView<B>{at(Hdr::Ieth)}.value() : 0;
 }
 
 void write_ext_headers(uint8_t* bth, const OpcodeInfo& info, const RocePacket& p) {
@@ -76,16 +86,15 @@ ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOpti
     const size_t n = frame.size();
     size_t off = 0;
 
-    EthView eth;
-    if (!parse_eth(frame, eth)) return ParseError::Truncated;
-    out.l2 = eth.l2;
-    off = eth.l3_off;
+    off = parse_eth(frame, out.l2);
+    if (off == 0) return ParseError::Truncated;
 
     if (out.l2.ethertype == ethertype::kIpv4) {
         if (n < off + kIpv4Len) return ParseError::Truncated;
         const uint8_t* ip = f + off;
         if (ip[0] != 0x45) return ParseError::BadIpHeader;  // version 4, no options (rxe assumes none)
         out.l3.v6 = false;
+        out.l3.flow_label = 0;
         out.l3.dscp = ip[1] >> 2;
         out.l3.ecn = ip[1] & 3;
         out.l3.ip_id = load_be16(ip + 4);
@@ -108,6 +117,8 @@ ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOpti
         if ((ip[0] >> 4) != 6) return ParseError::BadIpHeader;
         const uint8_t tc = static_cast<uint8_t>((ip[0] << 4) | (ip[1] >> 4));
         out.l3.v6 = true;
+        out.l3.ip_id = 0;
+        out.l3.frag = L3{}.frag;
         out.l3.dscp = tc >> 2;
         out.l3.ecn = tc & 3;
         out.l3.flow_label = load_be24(ip + 1) & 0xFFFFF;
@@ -180,9 +191,9 @@ bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayo
     if (len > out.size() || len > 0xFFFF) return false;
     uint8_t* f = out.data();
 
-    L2 l2 = p.l2;
-    l2.ethertype = p.l3.v6 ? ethertype::kIpv6 : ethertype::kIpv4;
-    size_t off = write_eth(f, l2);
+    // The EtherType follows from the IP version, whatever p.l2 holds.
+    size_t off = write_eth(f, p.l2);
+    store_be16(f + off - 2, p.l3.v6 ? ethertype::kIpv6 : ethertype::kIpv4);
     lay.l3_off = static_cast<uint16_t>(off);
     lay.v6 = p.l3.v6;
     lay.pad = static_cast<uint8_t>((4 - (p.payload_len & 3)) & 3);

@@ -165,8 +165,10 @@ struct ParseOptions {
     bool verify_icrc = true;
 };
 
-// Parses one Ethernet frame carrying RoCEv2. On error, fields parsed so far
-// stay in `out`; nothing beyond `frame` is ever read.
+// Parses one Ethernet frame carrying RoCEv2. On success every field of `out`
+// is written (headers the opcode lacks read as zero), so one packet can be
+// reused frame after frame. On error, fields parsed so far stay in `out`;
+// nothing beyond `frame` is ever read.
 ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOptions opts = {});
 
 // Checks that an opcode is one a QP of class `cls` may receive.

@@ -113,5 +113,25 @@ TEST(Ecn, MarkingIpv6AndTagged) {
     EXPECT_EQ(q.l3.dscp, 3);
 }
 
+// The word-at-a-time checksum against RFC 1071's definition (big-endian
+// 16-bit words, an odd last byte padded with zero), at every length and
+// alignment up to 64 bytes.
+TEST(IpChecksum, MatchesTheDefinition) {
+    std::vector<uint8_t> buf(80);
+    uint32_t x = 12345;
+    for (auto& b : buf) b = static_cast<uint8_t>((x = x * 1103515245 + 12345) >> 16);
+    for (size_t off = 0; off < 4; ++off) {
+        for (size_t len = 0; len <= 64; ++len) {
+            const uint8_t* p = buf.data() + off;
+            uint32_t sum = 0;
+            for (size_t i = 0; i < len; i += 2) sum += uint32_t{p[i]} << 8 | (i + 1 < len ? p[i + 1] : 0);
+            while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+            EXPECT_EQ(ip_checksum(p, len), static_cast<uint16_t>(~sum)) << "len " << len << " off " << off;
+        }
+    }
+    buf.assign(20, 0xFF);  // every word 0xFFFF: the sum stays 0xFFFF, the checksum 0
+    EXPECT_EQ(ip_checksum(buf.data(), 20), 0);
+}
+
 }  // namespace
 }  // namespace rocemu::wire
