@@ -27,6 +27,21 @@ Kind kind_of(const wire::OpcodeInfo& i) {
 
 constexpr uint64_t kMaxMsg = 1ull << 31;
 
+// Spraying: where an early packet of the WRITE in progress is placed
+// directly. Every packet but the last carries one MTU, so the PSN alone
+// gives its offset; false unless it fits the WRITE exactly.
+bool direct_offset(const Qp& qp, const wire::RocePacket& p, uint64_t& off) {
+    const uint8_t opc = p.bth.opcode;
+    const bool write_cont = opc == wire::op::WRITE_MIDDLE || opc == wire::op::WRITE_LAST ||
+                            opc == wire::op::WRITE_LAST_IMM;
+    if (!qp.in_msg || !write_cont || kind_of(wire::opcode_info(qp.msg_op)) != Kind::Write) return false;
+    const int32_t idx = Psn::diff(p.bth.psn, qp.msg_first_psn);
+    if (idx <= 0) return false;
+    off = uint64_t(idx) * qp.mtu;
+    return p.info().flags & wire::kOpLast ? off + p.payload_len == qp.write_len
+                                          : p.payload_len == qp.mtu && off + qp.mtu < qp.write_len;
+}
+
 }  // namespace
 
 bool Engine::resp_queue(Qp& qp, const RespItem& it) {
@@ -380,12 +395,13 @@ void Engine::resp_duplicate(Qp& qp, const wire::RocePacket& p) {
 
 // Where the payload of a received frame, its ICRC not yet checked, may be
 // placed while the ICRC is computed (one pass over the bytes instead of
-// two): only a full-size continuation of the RC WRITE in progress, at the
-// expected PSN, that passes every check the dispatch and the responder make.
-// Its destination then follows from the QP's state, not from the frame, so
-// a frame that fails its ICRC can only have written bytes of that WRITE
-// that its retransmission rewrites before the WRITE completes. Anything
-// else returns nullptr and is checked first, as rxe does.
+// two): only a full-size continuation of the RC WRITE in progress that
+// passes every check the dispatch and the responder make, at the expected
+// PSN or, spraying, at a PSN of the window not yet held. Its destination
+// then follows from the QP's state and its PSN, so a frame that fails its
+// ICRC can only have written bytes of that WRITE that the packet with that
+// PSN, which has not arrived yet, rewrites before the WRITE completes.
+// Anything else returns nullptr and is checked first, as rxe does.
 Qp* Engine::resp_place_target(const wire::RocePacket& p, uint8_t*& dst) {
     using namespace wire;
     const uint8_t opc = p.bth.opcode;
@@ -396,14 +412,20 @@ Qp* Engine::resp_place_target(const wire::RocePacket& p, uint8_t*& dst) {
     for (const IpAddr& g : cfg_.gids) ours = ours || g == p.l3.dst;
     Qp* qp = ours ? find_qp(p.bth.dqpn) : nullptr;
     if (qp == nullptr || qp->type != QpType::Rc || (qp->state != QpState::Rtr && qp->state != QpState::Rts) ||
-        !(p.l3.src == qp->attr.ah_attr.dgid) || p.bth.psn != qp->epsn || (qp->spraying() && qp->ooo.test(p.bth.psn)) ||
-        !qp->in_msg || !(opcode_info(qp->msg_op).flags & kOpWrite) || !(qp->attr.qp_access_flags & kRemoteWrite))
+        !(p.l3.src == qp->attr.ah_attr.dgid) || !qp->in_msg || kind_of(opcode_info(qp->msg_op)) != Kind::Write ||
+        !(qp->attr.qp_access_flags & kRemoteWrite) || (qp->spraying() && qp->ooo.test(p.bth.psn)))
         return nullptr;
-    const uint64_t end = qp->msg_offset + p.payload_len;
-    if (p.payload_len > qp->mtu || (opc == op::WRITE_LAST ? end != qp->write_len
-                                                          : p.payload_len != qp->mtu || end > qp->write_len))
+    const int32_t d = Psn::diff(p.bth.psn, qp->epsn);
+    uint64_t off = qp->msg_offset;
+    if (d == 0) {
+        const uint64_t end = off + p.payload_len;
+        if (p.payload_len > qp->mtu ||
+            (opc == op::WRITE_LAST ? end != qp->write_len : p.payload_len != qp->mtu || end > qp->write_len))
+            return nullptr;
+    } else if (!qp->spraying() || d < 0 || static_cast<uint32_t>(d) >= qp->ooo.size() || !direct_offset(*qp, p, off)) {
         return nullptr;
-    dst = reinterpret_cast<uint8_t*>(qp->write_va + qp->msg_offset);
+    }
+    dst = reinterpret_cast<uint8_t*>(qp->write_va + off);
     return qp;
 }
 
@@ -486,24 +508,12 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos
     HeldPacket& h = qp.held[slot];
     h.pkt = p;
     h.placed = false;
-    const wire::OpcodeInfo& info = p.info();
-    const uint8_t opc = p.bth.opcode;
-    const bool write_cont = opc == wire::op::WRITE_MIDDLE || opc == wire::op::WRITE_LAST ||
-                            opc == wire::op::WRITE_LAST_IMM;
-    if (qp.in_msg && write_cont && (kind_of(wire::opcode_info(qp.msg_op)) == Kind::Write)) {
-        // Direct placement: every packet but the last carries one MTU, so
-        // the PSN alone gives the offset inside the WRITE in progress.
-        const int32_t idx = Psn::diff(psn, qp.msg_first_psn);
-        const uint64_t off = uint64_t(idx) * qp.mtu;
-        const bool last = info.flags & wire::kOpLast;
-        const bool fits = idx > 0 && (last ? off + p.payload_len == qp.write_len
-                                           : p.payload_len == qp.mtu && off + qp.mtu < qp.write_len);
-        if (fits) {
-            if (p.payload_len) place(reinterpret_cast<uint8_t*>(qp.write_va + off), p.payload, p.payload_len);
-            h.placed = true;
-            ++qp.counters.direct_placed;
-            ++counters_.direct_placed;
-        }
+    uint64_t off;
+    if (direct_offset(qp, p, off)) {
+        if (p.payload_len && !placed) place(reinterpret_cast<uint8_t*>(qp.write_va + off), p.payload, p.payload_len);
+        h.placed = true;
+        ++qp.counters.direct_placed;
+        ++counters_.direct_placed;
     }
     if (!h.placed) {
         if (p.payload_len > 4096) {

@@ -220,10 +220,16 @@ bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayo
         store_be16(ip + 6, p.l3.frag);
         ip[8] = p.l3.ttl;
         ip[9] = kIpProtoUdp;
-        store_be16(ip + 10, 0);
-        store_be32(ip + 12, p.l3.src.v4());
-        store_be32(ip + 16, p.l3.dst.v4());
-        store_be16(ip + 10, ip_checksum(ip, kIpv4Len));
+        const uint32_t src = p.l3.src.v4(), dst = p.l3.dst.v4();
+        store_be32(ip + 12, src);
+        store_be32(ip + 16, dst);
+        // Summed from the field values: reading back the bytes just stored
+        // one by one would stall on store forwarding.
+        uint32_t sum = (0x45u << 8 | tos) + static_cast<uint32_t>(l3_len) + p.l3.ip_id + p.l3.frag +
+                       (uint32_t{p.l3.ttl} << 8 | kIpProtoUdp) + (src >> 16) + (src & 0xFFFF) + (dst >> 16) +
+                       (dst & 0xFFFF);
+        while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+        store_be16(ip + 10, static_cast<uint16_t>(~sum));
         off += kIpv4Len;
     }
 
