@@ -560,7 +560,8 @@ void Engine::resp_spray_drain(Qp& qp, Nanos now, Effects& fx) {
     while (qp.state != QpState::Err && qp.ooo.test(qp.epsn)) {
         HeldPacket& h = qp.held[qp.epsn.value() & (qp.held.size() - 1)];
         if (!h.used) break;
-        const wire::RocePacket pkt = h.pkt;
+        // Executed in place: nothing writes a held packet while it runs.
+        const wire::RocePacket& pkt = h.pkt;
         const bool placed = h.placed;
         h.used = false;
         qp.ooo.clear(qp.epsn);
