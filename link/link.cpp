@@ -57,6 +57,11 @@ Model::Model(Config cfg) : cfg_(std::move(cfg)) {
     std::stable_sort(cfg_.up_down.begin(), cfg_.up_down.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     if (cfg_.storm && cfg_.storm->period > Nanos{0}) next_storm_ = cfg_.storm->start;
+    if (cfg_.speed.v > 0 && (8 * kPsPerSecond) % cfg_.speed.v == 0) ps_per_byte_ = 8 * kPsPerSecond / cfg_.speed.v;
+    wire_overhead_ = cfg_.wire_overhead.v;
+    propagation_delay_ = cfg_.propagation_delay;
+    plain_ = cfg_.paths.empty() && cfg_.up_down.empty() && cfg_.loss_rate == 0 && cfg_.corrupt_rate == 0 &&
+             cfg_.reorder_rate == 0 && cfg_.jitter.v == 0 && cfg_.duplicate_rate == 0;
 }
 
 bool Model::up(Nanos now) const {
@@ -66,6 +71,18 @@ bool Model::up(Nanos now) const {
         state = is_up;
     }
     return state;
+}
+
+void Model::serialise(Bytes frame_len) {
+    if (ps_per_byte_) {
+        busy_ps_ += static_cast<int64_t>((frame_len.v + wire_overhead_) * ps_per_byte_);
+    } else {
+        const uint64_t total = busy_frac_ + (frame_len.v + wire_overhead_) * 8 * kPsPerSecond;
+        busy_ps_ += static_cast<int64_t>(total / cfg_.speed.v);
+        busy_frac_ = total % cfg_.speed.v;
+    }
+    ++c_.frames;
+    c_.bytes += frame_len.v;
 }
 
 Delivery Model::transmit(Bytes frame_len, Nanos now, Rng& rng, uint32_t path_key) {
@@ -78,6 +95,12 @@ Delivery Model::transmit(Bytes frame_len, Nanos now, Rng& rng, uint32_t path_key
     }
     Delivery d;
     d.tx_start = Nanos{busy_ps_ / 1000};
+    if (plain_) {
+        serialise(frame_len);
+        d.tx_end = busy_until();
+        d.arrival = d.tx_end + propagation_delay_;
+        return d;
+    }
     const Nanos start = busy_until();
     if (!up(start)) {
         ++c_.lost_down;
@@ -86,12 +109,8 @@ Delivery Model::transmit(Bytes frame_len, Nanos now, Rng& rng, uint32_t path_key
         d.arrival = start;
         return d;
     }
-    const uint64_t total = busy_frac_ + (frame_len.v + cfg_.wire_overhead.v) * 8 * kPsPerSecond;
-    busy_ps_ += static_cast<int64_t>(total / cfg_.speed.v);
-    busy_frac_ = total % cfg_.speed.v;
+    serialise(frame_len);
     d.tx_end = busy_until();
-    ++c_.frames;
-    c_.bytes += frame_len.v;
 
     const std::size_t path = cfg_.paths.size() > 1 ? path_key % cfg_.paths.size() : 0;
     d.arrival = d.tx_end + (cfg_.paths.empty() ? cfg_.propagation_delay : cfg_.paths[path]);

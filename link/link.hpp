@@ -98,7 +98,9 @@ struct Counters {
     uint64_t storm_frames = 0;
 };
 
-class Model {
+// Aligned so that the fields every frame touches (below) share one cache
+// line: a large fabric has thousands of links, each touched cold.
+class alignas(64) Model {
 public:
     // `cfg` must pass validate().
     explicit Model(Config cfg);
@@ -126,13 +128,27 @@ public:
     const Counters& counters() const { return c_; }
 
 private:
-    Config cfg_;
+    // Advances the wire by one frame of `frame_len` bytes.
+    void serialise(Bytes frame_len);
+
+    // Every frame reads and writes these and the first two counters, which
+    // share the first cache line; a frame on a plain link reads nothing else.
     // The wire is busy until busy_ps_ + busy_frac_ / speed picoseconds.
     int64_t busy_ps_ = 0;
     uint64_t busy_frac_ = 0;
+    // 8 s / speed in ps when that is whole (every Ethernet speed): a frame
+    // then serialises with a multiply, busy_frac_ stays 0, and the frame
+    // path has no 64-bit divide. 0 otherwise.
+    uint64_t ps_per_byte_ = 0;
+    uint64_t wire_overhead_ = 0;  // cfg_.wire_overhead
+    Nanos propagation_delay_{};   // cfg_.propagation_delay
+    // No paths, down/up schedule, loss, corruption, reorder, jitter or
+    // duplication: a frame is only timed, and draws nothing.
+    bool plain_ = false;
+    Counters c_{};
+    Config cfg_;
     Nanos next_storm_ = Nanos::max();
     std::array<Nanos, kMaxPaths> last_arrival_{};
-    Counters c_{};
 };
 
 }  // namespace rocemu::link
