@@ -128,11 +128,17 @@ public:
     // empty group drops as no_route.
     uint32_t add_group(const std::vector<uint32_t>& neighbors);
 
-    void add_route_v4(uint32_t prefix, int len, uint32_t group) { v4_.insert(prefix, len, group); }
+    void add_route_v4(uint32_t prefix, int len, uint32_t group) {
+        v4_.insert(prefix, len, group);
+        ++epoch_;
+    }
     void add_route_v6(const std::array<uint8_t, 16>& prefix, int len, uint32_t group) {
         v6_.insert(ipv6_key(prefix), len, group);
     }
-    void add_connected_v4(uint32_t prefix, int len) { v4_.insert(prefix, len, kUnresolved); }
+    void add_connected_v4(uint32_t prefix, int len) {
+        v4_.insert(prefix, len, kUnresolved);
+        ++epoch_;
+    }
     void add_connected_v6(const std::array<uint8_t, 16>& prefix, int len) {
         v6_.insert(ipv6_key(prefix), len, kUnresolved);
     }
@@ -141,9 +147,14 @@ public:
     uint32_t learn_host_v4(uint32_t ip, PortId port, const std::array<uint8_t, 6>& mac);
     uint32_t learn_host_v6(const std::array<uint8_t, 16>& ip, PortId port, const std::array<uint8_t, 6>& mac);
 
-    // Group id, kUnresolved, or nullopt when no route matches.
+    // Group id, kUnresolved, or nullopt when no route matches. Not safe to
+    // call from two threads at once (it fills the cache).
     std::optional<uint32_t> lookup(const PacketDesc& d) const {
-        return d.ipv6 ? v6_.lookup(ipv6_key(d.dst_v6)) : v4_.lookup(d.dst_v4);
+        if (d.ipv6) return v6_.lookup(ipv6_key(d.dst_v6));
+        CachedV4& c = cache_v4_[(d.dst_v4 * 0x9E3779B1u) >> (32 - kCacheBits)];
+        if (c.epoch != epoch_ || c.addr != d.dst_v4) c = CachedV4{d.dst_v4, v4_.lookup(d.dst_v4).value_or(kNoRoute), epoch_};
+        if (c.value == kNoRoute) return std::nullopt;
+        return c.value;
     }
 
     const std::vector<uint32_t>& group(uint32_t id) const { return groups_[id]; }
@@ -151,14 +162,58 @@ public:
     std::size_t num_neighbors() const { return neighbors_.size(); }
 
 private:
+    // IPv4 lookups go through a direct-mapped cache of recent destinations:
+    // one probe instead of one per prefix length in use. Any route change
+    // starts a new epoch, which empties it.
+    static constexpr uint32_t kNoRoute = 0xFFFFFFFE;  // never a group id (kUnresolved is 0xFFFFFFFF)
+    static constexpr int kCacheBits = 8;
+    struct CachedV4 {
+        uint32_t addr = 0;
+        uint32_t value = kNoRoute;
+        uint64_t epoch = 0;
+    };
+    mutable std::array<CachedV4, std::size_t{1} << kCacheBits> cache_v4_{};
+    uint64_t epoch_ = 1;
     Lpm<uint32_t> v4_;
     Lpm<Ipv6Key> v6_;
     std::vector<Neighbor> neighbors_;
     std::vector<std::vector<uint32_t>> groups_;
 };
 
+namespace detail {
+// The murmur3 64-bit finaliser: full avalanche, so every input bit (notably
+// the low bits of the UDP source port) moves every output bit.
+constexpr uint64_t fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return k;
+}
+
+inline uint64_t fold(const std::array<uint8_t, 16>& a) {
+    const Ipv6Key k = ipv6_key(a);
+    return static_cast<uint64_t>(k) ^ fmix64(static_cast<uint64_t>(k >> 64));
+}
+}  // namespace detail
+
 // Hash of the selected 5-tuple fields (plus ingress port if asked), mixed so
 // that consecutive UDP source ports spread evenly over any member count.
-uint64_t flow_hash(const PacketDesc& d, uint8_t fields, uint64_t seed);
+// Inline: every ECMP-routed packet needs it.
+inline uint64_t flow_hash(const PacketDesc& d, uint8_t fields, uint64_t seed) {
+    // Fields are folded in with one multiply each; the final avalanche makes
+    // every input bit (notably the low bits of the UDP source port) reach
+    // the high bits that pick the member.
+    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+    uint64_t h = seed ^ 0x5bd1e9955bd1e995ull;
+    if (fields & kHashSrcIp) h = (h ^ (d.ipv6 ? detail::fold(d.src_v6) : d.src_v4)) * kMul;
+    if (fields & kHashDstIp) h = (h ^ (d.ipv6 ? detail::fold(d.dst_v6) : d.dst_v4)) * kMul;
+    const uint64_t l4 = (fields & kHashProto ? uint64_t{d.ip_proto} << 48 : 0) |
+                        (fields & kHashInPort ? uint64_t{d.in_port} << 32 : 0) |
+                        (fields & kHashSrcPort ? uint64_t{d.src_port} << 16 : 0) |
+                        (fields & kHashDstPort ? uint64_t{d.dst_port} : 0);
+    return detail::fmix64((h ^ l4) * kMul);
+}
 
 }  // namespace rocemu::sw

@@ -96,6 +96,9 @@ bool Switch::eligible(const QueueState& qs, Nanos now) const {
 }
 
 uint8_t Switch::eligible_mask(const PortState& ps, Nanos now) const {
+    // Nothing waiting is paused and no queue is in a storm (the usual case):
+    // every non-empty queue may send.
+    if (!((ps.nonempty & ps.paused) | ps.storms)) return ps.nonempty;
     uint8_t m = 0;
     for (unsigned bits = ps.nonempty; bits; bits &= bits - 1) {
         const int q = std::countr_zero(bits);
@@ -128,7 +131,7 @@ void Switch::arm_tx(PortId port, Nanos at, Effects& fx) {
 uint32_t Switch::least_loaded(const std::vector<uint32_t>& members, uint64_t hash) const {
     // Start the scan at the hashed member so ties spread like ECMP does.
     const std::size_t n = members.size();
-    const std::size_t start = static_cast<std::size_t>(((hash >> 32) * n) >> 32);
+    const std::size_t start = hashed_member(hash, n);
     std::size_t best = start;
     Bytes best_load = mmu_.port_bytes(routes_.neighbor(members[start]).port);
     for (std::size_t i = 1; i < n; ++i) {
@@ -142,13 +145,11 @@ uint32_t Switch::least_loaded(const std::vector<uint32_t>& members, uint64_t has
     return static_cast<uint32_t>(best);
 }
 
-uint32_t Switch::select_member(const std::vector<uint32_t>& members, uint32_t group, int tc, const PacketDesc& d,
-                               Nanos now) {
+uint32_t Switch::adaptive_member(const std::vector<uint32_t>& members, uint32_t group, int tc, uint64_t h,
+                                 Nanos now) {
     const std::size_t n = members.size();
-    if (n == 1) return 0;
-    const uint64_t h = flow_hash(d, cfg_.routing.hash_fields, cfg_.routing.hash_seed);
     switch (cfg_.routing.adaptive[tc]) {
-        case ArMode::Off: return static_cast<uint32_t>(((h >> 32) * n) >> 32);
+        case ArMode::Off: return hashed_member(h, n);
         case ArMode::PerPacket: return least_loaded(members, h);
         case ArMode::Flowlet: {
             Flowlet& f = flowlets_[h & (flowlets_.size() - 1)];
@@ -202,7 +203,13 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     if (*group == RouteTable::kUnresolved) return drop(d.in_port, d.handle, DropReason::NeighborMiss, fx);
     const auto& members = routes_.group(*group);
     if (members.empty()) return drop(d.in_port, d.handle, DropReason::NoRoute, fx);
-    const uint32_t nb = members[select_member(members, *group, tc, d, now)];
+    uint32_t pick = 0;
+    if (const std::size_t n = members.size(); n > 1) {
+        const uint64_t h = flow_hash(d, cfg_.routing.hash_fields, cfg_.routing.hash_seed);
+        pick = cfg_.routing.adaptive[tc] == ArMode::Off ? hashed_member(h, n)
+                                                         : adaptive_member(members, *group, tc, h, now);
+    }
+    const uint32_t nb = members[pick];
     const PortId out = routes_.neighbor(nb).port;
     PortState& op = ports_[out];
     QueueState& qs = op.q[q];
@@ -325,6 +332,35 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
     if (port >= ports_.size()) return std::nullopt;
     PortState& ps = ports_[port];
     ps.tx_armed = false;
+    const std::optional<TxDesc> tx = dequeue_frame(port, now, rng, fx);
+    if (tx && has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
+    return tx;
+}
+
+std::size_t Switch::dequeue_burst(PortId port, Nanos from, Nanos now, TxDesc* out, std::size_t max, Rng& rng,
+                                  Effects& fx) {
+    if (port >= ports_.size()) return 0;
+    PortState& ps = ports_[port];
+    ps.tx_armed = false;
+    std::size_t n = 0;
+    Nanos t = std::max(from, ps.busy_until);
+    // Each frame starts when the previous one ends, as successive dequeue
+    // calls at the TxReady times would have it; only the TxReady between
+    // them is left out.
+    while (n < max && t <= now && room(fx) > kEffectReserve) {
+        const std::optional<TxDesc> tx = dequeue_frame(port, t, rng, fx);
+        // Nothing sent: dequeue_frame armed the port if something waits.
+        if (!tx) return n;
+        out[n++] = *tx;
+        if (ps.tx_armed || !has_eligible(ps, t)) return n;
+        t = ps.busy_until;
+    }
+    if (has_eligible(ps, t)) arm_tx(port, t, fx);
+    return n;
+}
+
+std::optional<TxDesc> Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx) {
+    PortState& ps = ports_[port];
 
     if (ps.storms && cfg_.pfc_wd.action == WdAction::Drop) {
         for (int q = 0; q < kNumTc; ++q) {
@@ -382,17 +418,19 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
     tx.start = now;
     tx.end = now + wire_time(port, len);
     ps.busy_until = tx.end;
-    if (has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
     return tx;
 }
 
-void Switch::end_pause(QueueState& qs, Nanos at) {
+void Switch::end_pause(PortState& ps, int q, Nanos at) {
+    QueueState& qs = ps.q[q];
     qs.c.paused_time += at - qs.pause_start;
     qs.paused = false;
+    ps.paused &= static_cast<uint8_t>(~(1u << q));
 }
 
-void Switch::expire_pause(QueueState& qs, Nanos now) {
-    if (qs.paused && qs.paused_until <= now) end_pause(qs, qs.paused_until);
+void Switch::expire_pause(PortState& ps, int q, Nanos now) {
+    const QueueState& qs = ps.q[q];
+    if (qs.paused && qs.paused_until <= now) end_pause(ps, q, qs.paused_until);
 }
 
 void Switch::on_pfc(PortId port, const PfcFrameDesc& f, Nanos now, Effects& fx) {
@@ -402,16 +440,18 @@ void Switch::on_pfc(PortId port, const PfcFrameDesc& f, Nanos now, Effects& fx) 
     for (int p = 0; p < kNumTc; ++p) {
         if (!((f.class_enable >> p) & 1)) continue;
         ++ps.c.pfc_rx[p];
-        QueueState& qs = ps.q[cfg_.tc_to_queue[p]];
-        expire_pause(qs, now);
+        const int q = cfg_.tc_to_queue[p];
+        QueueState& qs = ps.q[q];
+        expire_pause(ps, q, now);
         if (f.quanta[p] == 0) {
-            if (qs.paused) end_pause(qs, now);
+            if (qs.paused) end_pause(ps, q, now);
             continue;
         }
         qs.last_pfc_rx = now;
         if (qs.storm && cfg_.pfc_wd.action != WdAction::Alert) continue;
         if (!qs.paused) {
             qs.paused = true;
+            ps.paused |= static_cast<uint8_t>(1u << q);
             qs.pause_start = now;
         }
         // A new frame replaces whatever pause time was left (802.1Qbb).
@@ -428,7 +468,7 @@ void Switch::watchdog_detect(PortId port, int q, Nanos now, Effects& fx) {
     ++qs.c.wd_storms;
     emit(fx, EffectKind::WatchdogStorm, port).queue = static_cast<uint8_t>(q);
     if (cfg_.pfc_wd.action == WdAction::Alert) return;
-    if (qs.paused) end_pause(qs, now);
+    if (qs.paused) end_pause(ports_[port], q, now);
     // Forward makes the queue sendable again; drop needs a dequeue to drain it.
     arm_tx(port, now, fx);
 }
@@ -457,7 +497,7 @@ void Switch::on_timer(Nanos now, Effects& fx) {
         if (refresh) send_pfc(port, refresh, cfg_.pause_quanta, fx);
         for (int q = 0; q < kNumTc; ++q) {
             QueueState& qs = ps.q[q];
-            expire_pause(qs, now);
+            expire_pause(ps, q, now);
             if (!wd.enabled || !queue_lossless_[q]) continue;
             if (!qs.storm && paused_at(qs, now) && !qs.empty() && now - qs.pause_start >= wd.detection_time)
                 watchdog_detect(port, q, now, fx);

@@ -72,6 +72,13 @@ public:
     // DWRR. May append Drop (watchdog drain, WRED at dequeue), MarkCe,
     // SendPfc (XON out of the frame's ingress port) and TxReady.
     std::optional<TxDesc> dequeue(PortId port, Nanos now, Rng& rng, Effects& fx);
+    // Burst form for a runtime that sends as soon as the wire model allows:
+    // what dequeue called at `from` (the TxReady time) and then at each
+    // frame's end would return, for the frames starting at or before `now`,
+    // at most `max` of them into `out`. Same effects, except that the port
+    // is re-armed once, at the end (TxReady for the next frame's start).
+    std::size_t dequeue_burst(PortId port, Nanos from, Nanos now, TxDesc* out, std::size_t max, Rng& rng,
+                              Effects& fx);
 
     // A PFC frame received on `port`: priority i pauses queue tc_to_queue[i]
     // for quanta[i] x 512 bit times at the port's speed (0 resumes).
@@ -141,6 +148,7 @@ private:
         std::array<Nanos, kNumTc> refresh_at{};
         Nanos busy_until{};
         uint8_t nonempty = 0;  // bit q: queue q holds packets
+        uint8_t paused = 0;    // bit q: q[q].paused
         uint8_t storms = 0;    // queues in a watchdog storm
         bool tx_armed = false;
         uint8_t dwrr_cur = 0;
@@ -152,12 +160,16 @@ private:
     uint8_t eligible_mask(const PortState& ps, Nanos now) const;
     bool has_eligible(const PortState& ps, Nanos now) const { return eligible_mask(ps, now) != 0; }
     int pick_queue(PortState& ps, Nanos now);
+    // dequeue without the final re-arming.
+    std::optional<TxDesc> dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx);
     Slot pop(PortState& ps, int q);
-    uint32_t select_member(const std::vector<uint32_t>& members, uint32_t group, int tc, const PacketDesc& d,
-                           Nanos now);
+    // ECMP: the member a flow hash `h` picks out of n.
+    static uint32_t hashed_member(uint64_t h, std::size_t n) { return static_cast<uint32_t>(((h >> 32) * n) >> 32); }
+    // Per-TC adaptive routing (PerPacket, Flowlet), for groups of two or more.
+    uint32_t adaptive_member(const std::vector<uint32_t>& members, uint32_t group, int tc, uint64_t h, Nanos now);
     uint32_t least_loaded(const std::vector<uint32_t>& members, uint64_t hash) const;
-    void end_pause(QueueState& qs, Nanos at);
-    void expire_pause(QueueState& qs, Nanos now);
+    void end_pause(PortState& ps, int q, Nanos at);
+    void expire_pause(PortState& ps, int q, Nanos now);
     void send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx);
     void xoff(PortId in, int pg, Nanos now, Effects& fx);
     void release(PortId out, int q, const Slot& s, Effects& fx);

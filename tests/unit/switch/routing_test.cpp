@@ -65,6 +65,24 @@ TEST(SwitchRouting, ForwardsToLearnedHostAndDropsMissesWithReasons) {
     EXPECT_EQ(r.sw->bad_port_drops(), 1u);
 }
 
+TEST(SwitchRouting, RouteChangesReachDestinationsAlreadySeen) {
+    // IPv4 lookups are cached per destination: each change below must still
+    // decide the next packet to that same destination.
+    Rig r(sonic_default_config(4, BitsPerSec::gbps(100)));
+    const uint32_t dst = 0x0A000507;
+    EXPECT_EQ(r.send(r.pkt(0, dst, kDscpTc1), 0_ns)[0].reason, DropReason::NoRoute);
+    r.sw->routes().add_connected_v4(0x0A000500, 24);
+    EXPECT_EQ(r.send(r.pkt(0, dst, kDscpTc1), 0_ns)[0].reason, DropReason::NeighborMiss);
+    r.sw->routes().add_route_v4(0x0A000000, 16, r.sw->routes().add_group({r.host_nb[1]}));
+    EXPECT_EQ(r.send(r.pkt(0, dst, kDscpTc1), 0_ns)[0].reason, DropReason::NeighborMiss);  // the /24 is longer
+    r.sw->routes().learn_host_v4(dst, 3, {0x02, 0, 0, 0, 5, 7});
+    EXPECT_EQ(enqueued_port(r.send(r.pkt(0, dst, kDscpTc1), 0_ns)), 3);
+    r.sw->routes().add_route_v4(dst, 32, r.sw->routes().add_group({r.host_nb[2]}));
+    EXPECT_EQ(enqueued_port(r.send(r.pkt(0, dst, kDscpTc1), 0_ns)), 2);
+    // A neighbour of the /16, not looked up before, takes the /16.
+    EXPECT_EQ(enqueued_port(r.send(r.pkt(0, 0x0A000607, kDscpTc1), 0_ns)), 1);
+}
+
 TEST(SwitchRouting, Ipv6RouteForwards) {
     Rig r(sonic_default_config(2, BitsPerSec::gbps(100)));
     std::array<uint8_t, 16> host{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include "harness.hpp"
 
 namespace rocemu::sw::test {
@@ -160,6 +163,101 @@ TEST(SwitchBurst, TakesWhatFitsInTheEffectBufferAndNoMore) {
     EXPECT_EQ(r.sw->on_burst(burst.data(), burst.size(), 0_ns, r.rng, fx), 6u);
     EXPECT_EQ(Effects::capacity() - fx.size(), 4u);
     EXPECT_EQ(r.sw->effects_overflow(), 0u);
+}
+
+// What a runtime sees draining `port` turn by turn, at 1 us turns from 0 to
+// `turns` us: the frames sent and every effect other than TxReady.
+struct Drained {
+    std::vector<TxDesc> txs;
+    std::vector<std::tuple<EffectKind, uint32_t, PortId>> effects;
+};
+
+// The runtime's loop either with one dequeue per frame at its TxReady time
+// (burst == 0) or with dequeue_burst of at most `burst` frames. A PFC pause
+// of priority 3 reaches the port at 5 us in both.
+Drained drain_turns(Rig& r, PortId port, Nanos ready, int turns, std::size_t burst) {
+    Drained d;
+    const auto take = [&](Effects& fx, Nanos& next) {
+        for (const Effect& e : fx) {
+            if (e.kind == EffectKind::TxReady && e.port == port) next = e.at;
+            else if (e.kind != EffectKind::TxReady) d.effects.emplace_back(e.kind, e.handle, e.port);
+        }
+        fx.clear();
+    };
+    Effects fx;
+    for (int turn = 0; turn <= turns; ++turn) {
+        const Nanos now = Nanos::from_us(turn);
+        if (turn == 5) {
+            PfcFrameDesc pause;
+            pause.class_enable = 1u << 3;
+            pause.quanta[3] = 20;  // 1024 ns at 10G
+            r.sw->on_pfc(port, pause, now, fx);
+            take(fx, ready);
+        }
+        while (r.sw->next_timer() <= now) {
+            r.sw->on_timer(now, fx);
+            take(fx, ready);
+        }
+        while (ready <= now) {
+            const Nanos t = std::max(ready, r.sw->tx_free_at(port));
+            if (t > now) {
+                ready = t;
+                break;
+            }
+            ready = Nanos::max();
+            if (burst == 0) {
+                const auto tx = r.sw->dequeue(port, t, r.rng, fx);
+                take(fx, ready);
+                if (tx) d.txs.push_back(*tx);
+            } else {
+                std::vector<TxDesc> out(burst);
+                const std::size_t n = r.sw->dequeue_burst(port, t, now, out.data(), burst, r.rng, fx);
+                take(fx, ready);
+                d.txs.insert(d.txs.end(), out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n));
+            }
+        }
+    }
+    return d;
+}
+
+TEST(SwitchBurst, DequeueBurstSendsWhatSuccessiveDequeuesWould) {
+    // Lossless, lossy and DWRR queues, ECN marks drawn at dequeue (so the
+    // random draws must come in the same order) and a pause in the middle.
+    SwitchConfig cfg = sonic_default_config(3, BitsPerSec::gbps(10));
+    cfg.wred_stage = WredStage::Dequeue;
+    cfg.wred[3].ecn = EcnMode::All;
+    cfg.wred[3].green_min_threshold = Bytes{500};
+    cfg.wred[3].green_max_threshold = Bytes{6000};
+    cfg.wred[3].green_drop_probability = 50;
+    const auto run = [&](std::size_t burst) {
+        Rig r(cfg);
+        Effects fx;
+        Nanos ready = Nanos::max();
+        for (int i = 0; i < 60; ++i) {
+            const uint8_t dscp = i % 3 == 0 ? kDscpLossless3 : i % 3 == 1 ? kDscpTc0 : kDscpTc1;
+            r.sw->on_packet(r.pkt(static_cast<PortId>(i % 2), host_ip(2), dscp, 200 + 37 * (i % 11)), 0_ns, r.rng,
+                            fx);
+        }
+        for (const Effect& e : fx)
+            if (e.kind == EffectKind::TxReady && e.port == 2) ready = e.at;
+        return drain_turns(r, 2, ready, 40, burst);
+    };
+    const Drained one = run(0);
+    ASSERT_EQ(one.txs.size(), 60u);
+    int marks = 0;
+    for (const auto& e : one.effects) marks += std::get<0>(e) == EffectKind::MarkCe;
+    ASSERT_GT(marks, 0);
+    for (const std::size_t burst : {1u, 5u, 32u}) {
+        const Drained b = run(burst);
+        ASSERT_EQ(b.txs.size(), one.txs.size()) << "burst " << burst;
+        for (std::size_t i = 0; i < one.txs.size(); ++i) {
+            EXPECT_EQ(b.txs[i].handle, one.txs[i].handle) << "burst " << burst << " frame " << i;
+            EXPECT_EQ(b.txs[i].queue, one.txs[i].queue) << "burst " << burst << " frame " << i;
+            EXPECT_EQ(b.txs[i].start, one.txs[i].start) << "burst " << burst << " frame " << i;
+            EXPECT_EQ(b.txs[i].end, one.txs[i].end) << "burst " << burst << " frame " << i;
+        }
+        EXPECT_EQ(b.effects, one.effects) << "burst " << burst;
+    }
 }
 
 }  // namespace
