@@ -186,14 +186,18 @@ void SwitchRuntime::send_pfc(PortId p, const PfcFrameDesc& pfc) {
 // trail `now` when the loop was busy), so the rate over time is the port's.
 void SwitchRuntime::transmit(PortId p, Nanos now) {
     PortRt& r = ports_[p];
-    while (r.ready_at <= now && r.tx_n < kBurst && r.delay.size() < kDelayCap) {
-        const Nanos t = std::max(r.ready_at, sw_.tx_free_at(p));
-        if (t > now) {
-            r.ready_at = t;
-            break;
+    for (;;) {
+        // Each frame leaves through the TX buffer or the delay line.
+        const std::size_t max =
+            r.tx_n < kBurst ? std::min<std::size_t>(kBurst - r.tx_n, kDelayCap - r.delay.size()) : 0;
+        if (r.ready_at > now || max == 0) return;
+        const Nanos from = std::max(r.ready_at, sw_.tx_free_at(p));
+        if (from > now) {
+            r.ready_at = from;
+            return;
         }
         r.ready_at = Nanos::max();
-        const std::optional<TxDesc> tx = sw_.dequeue(p, t, rng_, fx_);
+        const std::size_t n = sw_.dequeue_burst(p, from, now, txs_.data(), max, rng_, fx_);
         // Usually the only effect is this port's re-arming: no need to walk the list.
         if (fx_.size() == 1 && fx_[0].kind == EffectKind::TxReady && fx_[0].port == p) {
             r.ready_at = fx_[0].at;
@@ -201,7 +205,7 @@ void SwitchRuntime::transmit(PortId p, Nanos now) {
         } else {
             apply();
         }
-        if (tx) deliver(p, *tx, now);
+        for (std::size_t i = 0; i < n; ++i) deliver(p, txs_[i], now);
     }
 }
 

@@ -106,6 +106,7 @@ private:
     Nanos last_publish_{};
     std::vector<uint64_t> scratch_;
     std::array<PacketDesc, kBurst> descs_{};
+    std::array<TxDesc, kBurst> txs_{};
     std::vector<L2Header> l2_;  // per neighbor id: its MAC, then its port's
 };
 

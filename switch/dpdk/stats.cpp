@@ -99,9 +99,9 @@ void collect_port_counters(const Switch& sw, PortId p, Nanos now, const RtPortSt
 }
 
 std::string BusyCycles::line(uint64_t tsc_hz) const {
-    return fmt::format("CPU cycles/packet={:.2f} (busy cycles={} / received packets={}, {} turns left out as preempted) "
-                       "at {} MHz",
-                       per_frame(), cycles, frames, preempted_turns, tsc_hz / 1000000);
+    return fmt::format("CPU cycles/packet={:.2f} (busy cycles={} / received packets={} in {} turns, {} turns left out as "
+                       "preempted) at {} MHz",
+                       per_frame(), cycles, frames, turns, preempted_turns, tsc_hz / 1000000);
 }
 
 }  // namespace rocemu::sw::live

@@ -56,6 +56,7 @@ struct BusyCycles {
     uint64_t limit = UINT64_MAX;
     uint64_t cycles = 0;
     uint64_t frames = 0;
+    uint64_t turns = 0;  // counted ones: frames / turns is the burst the loop really got
     uint64_t preempted_turns = 0;
 
     void turn(uint64_t tsc_cycles, uint64_t frames_received) {
@@ -65,9 +66,10 @@ struct BusyCycles {
         }
         cycles += tsc_cycles;
         frames += frames_received;
+        ++turns;
     }
     double per_frame() const { return frames ? static_cast<double>(cycles) / static_cast<double>(frames) : 0; }
-    // "CPU cycles/packet=N (busy cycles=C / received packets=F, T turns left out as preempted) at M MHz"
+    // "CPU cycles/packet=N (busy cycles=C / received packets=F in B turns, T turns left out as preempted) at M MHz"
     std::string line(uint64_t tsc_hz) const;
 };
 

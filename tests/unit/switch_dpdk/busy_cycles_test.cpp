@@ -14,10 +14,11 @@ TEST(BusyCycles, LeavesOutPreemptedTurnsWithTheirFrames) {
     EXPECT_EQ(b.cycles, 1000u);
     EXPECT_EQ(b.frames, 40u);
     EXPECT_EQ(b.preempted_turns, 1u);
+    EXPECT_EQ(b.turns, 2u);
     EXPECT_DOUBLE_EQ(b.per_frame(), 25.0);
     EXPECT_EQ(b.line(2600000000),
-              "CPU cycles/packet=25.00 (busy cycles=1000 / received packets=40, 1 turns left out as preempted) at "
-              "2600 MHz");
+              "CPU cycles/packet=25.00 (busy cycles=1000 / received packets=40 in 2 turns, 1 turns left out as "
+              "preempted) at 2600 MHz");
 }
 
 TEST(BusyCycles, NoFramesIsZeroNotNan) {
