@@ -23,6 +23,7 @@
 #include "dataplane/transport/objects.hpp"
 #include "dataplane/transport/qp.hpp"
 #include "dataplane/transport/types.hpp"
+#include "dataplane/wire/icrc.hpp"
 
 namespace rocemu::transport {
 
@@ -216,6 +217,7 @@ private:
     uint32_t tx_rr_ = 0;
     uint8_t key_gen_ = 0;
     wire::RocePacket rx_pkt_, tx_pkt_;  // scratch: the frame being parsed, the frame being built
+    wire::AckIcrc rx_ack_icrc_, tx_ack_icrc_;
 };
 
 }  // namespace rocemu::transport

@@ -38,6 +38,8 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
         const size_t hdr = static_cast<size_t>(p.payload - l3);
         uint32_t st = wire::crc32_place(wire::icrc_begin(l3, hdr, p.l3.v6), dst, p.payload, p.payload_len);
         icrc = ~wire::crc32_update(st, p.payload + p.payload_len, icrc_len - hdr - p.payload_len);
+    } else if (p.bth.opcode == wire::op::ACKNOWLEDGE && !p.l3.v6) {
+        icrc = rx_ack_icrc_(l3);
     } else {
         icrc = wire::compute_icrc(l3, icrc_len, p.l3.v6);
     }

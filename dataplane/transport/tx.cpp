@@ -102,10 +102,15 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
         }
     }
     if (!encode_roce_headers(p, f.buf, lay)) return false;
-    FrameWriter fw(f.buf, lay);
-    if (p.payload_len)
-        fw.put(reinterpret_cast<const uint8_t*>(src), p.payload_len, reinterpret_cast<const uint8_t*>(it.va + it.length));
-    fw.finish();
+    if (p.bth.opcode == op::ACKNOWLEDGE && !lay.v6) {
+        store_le32(f.buf.data() + lay.frame_len - kIcrcLen, tx_ack_icrc_(f.buf.data() + lay.l3_off));
+    } else {
+        FrameWriter fw(f.buf, lay);
+        if (p.payload_len)
+            fw.put(reinterpret_cast<const uint8_t*>(src), p.payload_len,
+                   reinterpret_cast<const uint8_t*>(it.va + it.length));
+        fw.finish();
+    }
     f.len = static_cast<uint32_t>(lay.frame_len);
     f.qpn = qp.qpn;
     f.data = it.kind == RespItem::Kind::ReadResp;

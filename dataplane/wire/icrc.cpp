@@ -2,6 +2,7 @@
 
 #include <isa-l/crc.h>
 
+#include <array>
 #include <cstring>
 
 #include "dataplane/wire/crc32.hpp"
@@ -46,6 +47,66 @@ uint32_t icrc_begin(const uint8_t* l3, size_t len, bool v6) {
     std::memcpy(buf, l3, len);
     mask_variant(buf, v6);
     return crc32_update(kIcrcSeed, buf, len);
+}
+
+namespace {
+
+// Offsets from the IPv4 header of the ACK bytes that may change from one
+// ACK to the next: IP ID, UDP source port, BTH destination QP and PSN, AETH.
+constexpr uint8_t kAckVarying[] = {4, 5, 20, 21, 33, 34, 35, 37, 38, 39, 40, 41, 42, 43};
+constexpr size_t kAckVaryingN = std::size(kAckVarying);
+
+// For each varying offset, the CRC state (from zero) of a 44-byte message
+// that is zero but for that byte: what changing the byte does to the state.
+using AckTables = std::array<std::array<uint32_t, 256>, kAckVaryingN>;
+const AckTables& ack_tables() {
+    static const AckTables t = [] {
+        AckTables r{};
+        uint8_t buf[AckIcrc::kLen] = {};
+        for (size_t k = 0; k < kAckVaryingN; ++k) {
+            for (uint32_t b = 0; b < 256; ++b) {
+                buf[kAckVarying[k]] = static_cast<uint8_t>(b);
+                r[k][b] = crc32_update(0, buf, sizeof buf);
+            }
+            buf[kAckVarying[k]] = 0;
+        }
+        return r;
+    }();
+    return t;
+}
+
+// 0xFF where two ACKs must agree for the tables to apply.
+constexpr std::array<uint8_t, 48> ack_fixed_mask() {
+    std::array<uint8_t, 48> m{};
+    for (size_t i = 0; i < AckIcrc::kLen; ++i) m[i] = 0xFF;
+    for (uint8_t off : kAckVarying) m[off] = 0;
+    return m;
+}
+constexpr std::array<uint8_t, 48> kAckFixed = ack_fixed_mask();
+
+}  // namespace
+
+uint32_t AckIcrc::operator()(const uint8_t* l3) {
+    alignas(16) uint8_t cur[48] = {};
+    std::memcpy(cur, l3, kLen);
+    mask_variant(cur, false);
+    uint64_t other = 0;
+    for (size_t i = 0; i < sizeof cur; i += 8) {
+        uint64_t a, b, m;
+        std::memcpy(&a, cur + i, 8);
+        std::memcpy(&b, last_ + i, 8);
+        std::memcpy(&m, kAckFixed.data() + i, 8);
+        other |= (a ^ b) & m;
+    }
+    if (valid_ && other == 0) {
+        const AckTables& t = ack_tables();
+        for (size_t k = 0; k < kAckVaryingN; ++k) state_ ^= t[k][cur[kAckVarying[k]] ^ last_[kAckVarying[k]]];
+    } else {
+        state_ = crc32_update(kIcrcSeed, cur, kLen);
+        valid_ = true;
+    }
+    std::memcpy(last_, cur, sizeof cur);
+    return ~state_;
 }
 
 uint32_t compute_icrc(const uint8_t* l3, size_t len, bool v6) {
