@@ -38,6 +38,12 @@ constexpr uint64_t kIndexMask = (1ull << 48) - 1;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 // The bytes of slot `slot` of QP `q` on side `side` (0 requester, 1
 // responder): a word sequence both processes of a two-process run can
 // regenerate, so each checks what arrived without the other's memory.
@@ -301,6 +307,7 @@ int drive(Side& s, const std::vector<RemoteMr>& remote, PerfResult& out, std::ve
     std::vector<Clock::time_point> posted_at(o.latency ? o.qps : 0);
     if (o.latency) lat.reserve(timed ? 1 << 20 : o.iters * o.qps);
 
+    const double cpu_start = thread_cpu_seconds();
     const Clock::time_point start = Clock::now();
     const Clock::time_point end = timed ? start + std::chrono::duration_cast<Clock::duration>(
                                                       std::chrono::duration<double>(o.duration_s))
@@ -366,6 +373,7 @@ int drive(Side& s, const std::vector<RemoteMr>& remote, PerfResult& out, std::ve
         }
     }
     const double secs = seconds(Clock::now() - start);
+    out.cpu_s = thread_cpu_seconds() - cpu_start;
     out.bytes = s.size;
     out.iterations = total;
     out.bw_avg_gbps = static_cast<double>(total) * s.size * 8 / secs / 1e9;

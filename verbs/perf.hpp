@@ -38,6 +38,9 @@ struct PerfResult {
     // Latency runs: post to completion of one WR, in microseconds.
     double t_min = 0, t_typical = 0, t_avg = 0, t_99 = 0, t_999 = 0;
     uint64_t verify_errors = 0;  // messages whose bytes differed (with verify)
+    // CPU time the driving thread used during the run (loopback: both NICs
+    // and the application), so a loaded machine's figures can be compared.
+    double cpu_s = 0;
 };
 
 // Opens the two devices once; runs as many PerfOptions as asked on them.

@@ -29,8 +29,15 @@
 
 namespace rocemu::dpdk {
 
+// A frame buffer the loop lends the upper: an mbuf's data area, and the
+// length of the frame the upper wrote into it.
+struct TxSlot {
+    std::span<uint8_t> buf;
+    uint32_t len = 0;
+};
+
 template <typename U>
-concept NicUpper = requires(U u, const U cu, std::span<const uint8_t> in, std::span<uint8_t> out, Nanos now,
+concept NicUpper = requires(U u, const U cu, std::span<const uint8_t> in, std::span<TxSlot> out, Nanos now,
                             const host::HostEffect& e) {
     { U::kHandlesRoce } -> std::convertible_to<bool>;
     u.on_roce(in, now);        // a RoCEv2 frame for one of our GIDs; copy what is needed
@@ -38,7 +45,8 @@ concept NicUpper = requires(U u, const U cu, std::span<const uint8_t> in, std::s
     u.on_host_effect(e, now);  // Resolved, ResolveFailed or EchoReply
     { cu.next_timer() } -> std::same_as<Nanos>;
     u.on_timer(now);
-    { u.pull_tx(out, now) } -> std::same_as<size_t>;  // writes one frame into `out`; 0 when idle
+    // Fills out[0..n) with frames (buf, len) and returns n; 0 when idle.
+    { u.pull_tx(out, now) } -> std::same_as<size_t>;
 };
 
 // An upper that completes work with the host stack (ARP results); the loop hands it over.
@@ -57,7 +65,7 @@ struct NoTransport {
     void on_host_effect(const host::HostEffect&, Nanos) {}
     Nanos next_timer() const { return Nanos::max(); }
     void on_timer(Nanos) {}
-    size_t pull_tx(std::span<uint8_t>, Nanos) { return 0; }
+    size_t pull_tx(std::span<TxSlot>, Nanos) { return 0; }
 };
 
 struct NicConfig {
@@ -86,11 +94,13 @@ public:
         : port_(port), host_(host), upper_(upper), clock_(clock), capture_(capture), cfg_(cfg),
           board_(port.id(), port.name()), rx_pfc_(cfg.pfc_rx) {
         board_.answers_queries = AnswersQueries<Upper>;
+        host_due_ = host_.next_timer();
         if constexpr (BindsHost<Upper>) upper_.bind_host(host_);
         telemetry_add(&board_);
     }
     ~Nic() {
         while (backlog_n_) rte_pktmbuf_free(backlog_pop());
+        rte_pktmbuf_free_bulk(stash_, stash_n_);
         flush();
         board_.publish(stats_, host_.counters());
         telemetry_remove(&board_);
@@ -115,14 +125,19 @@ public:
             for (uint16_t i = 0; i < n; ++i) backlog_push(rx[i]);
             handled = handle_backlog();
         }
+        release_all();
         if (rx_pfc_.enabled()) check_rx_backlog();
-        if (host_.next_timer() <= now_) host_.on_timer(now_, fx_);
+        if (host_due_ <= now_) {
+            host_.on_timer(now_, fx_);
+            host_due_ = host_.next_timer();
+        }
         drain_effects();
         if (upper_.next_timer() <= now_) upper_.on_timer(now_);
         pull_from_upper();
         if (tx_n_ && (tx_n_ == kBurst || now_ - last_flush_ >= cfg_.tx_drain)) flush();
         if (now_ - last_publish_ >= cfg_.publish_every) {
             board_.publish(stats_, host_.counters());
+            host_due_ = host_.next_timer();  // bounds the delay of a timer set behind the loop's back
             if constexpr (AnswersQueries<Upper>) board_.mailbox().serve([this](CounterQuery& q) { upper_.answer(q); });
             last_publish_ = now_;
         }
@@ -145,11 +160,13 @@ public:
 
     host::PingStatus ping(uint32_t dst, uint16_t id, uint16_t seq, size_t payload_len, uint64_t cookie) {
         const host::PingStatus s = host_.ping(dst, id, seq, payload_len, now_, cookie, fx_);
+        host_due_ = host_.next_timer();
         drain_effects();
         return s;
     }
     host::PathResult resolve_path(const host::AddressVector& av, uint64_t cookie) {
         host::PathResult r = host_.resolve_path(av, now_, cookie, fx_);
+        host_due_ = host_.next_timer();
         drain_effects();
         return r;
     }
@@ -180,11 +197,14 @@ private:
         stats_.add(PortStat::RxBytes, rte_pktmbuf_pkt_len(m));
         if (m->nb_segs != 1) {
             stats_.add(PortStat::DropMultiSegment);
-            rte_pktmbuf_free(m);
+            release(m);
             return;
         }
         const std::span<uint8_t> frame(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m));
         const host::RxResult r = host_.on_frame(frame, now_, fx_);
+        // Only ARP and echo traffic reaches the ARP cache, not RoCE.
+        if (r.verdict == host::RxVerdict::Reply || r.verdict == host::RxVerdict::Consumed)
+            host_due_ = host_.next_timer();
         switch (r.verdict) {
             case host::RxVerdict::Reply:
                 m->data_len = r.reply_len;
@@ -203,7 +223,17 @@ private:
             case host::RxVerdict::Drop:
                 break;
         }
-        rte_pktmbuf_free(m);
+        release(m);
+    }
+
+    // Handled mbufs go back to their pool in bulk.
+    void release(rte_mbuf* m) {
+        rx_done_[rx_done_n_++] = m;
+        if (rx_done_n_ == kBurst) release_all();
+    }
+    void release_all() {
+        rte_pktmbuf_free_bulk(rx_done_, rx_done_n_);
+        rx_done_n_ = 0;
     }
 
     // Every mark_ce_every-th frame that carries ECT(0) or ECT(1) leaves as CE.
@@ -271,6 +301,7 @@ private:
     }
 
     void drain_effects() {
+        if (fx_.empty()) return;
         for (const host::HostEffect& e : fx_) {
             if (e.kind != host::HostEffect::Kind::SendFrame) {
                 upper_.on_host_effect(e, now_);
@@ -287,22 +318,32 @@ private:
             enqueue(m);
         }
         fx_.clear();
+        host_due_ = host_.next_timer();  // an upper may have resolved a path in on_host_effect
     }
 
+    // One burst per turn at most, so the frames of a turn are still in cache
+    // when the peer (or the PMD) reads them: pulling the engine's whole
+    // window at once walks megabytes of mbufs through the cache. Mbufs come
+    // from a stash refilled in bulk, so an idle turn allocates nothing.
     void pull_from_upper() {
-        while (tx_n_ < kBurst) {
-            rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
-            if (!m) {
+        const uint16_t room = kBurst - tx_n_;
+        if (room == 0) return;
+        if (stash_n_ < room) {
+            if (rte_pktmbuf_alloc_bulk(port_.pool(), stash_ + stash_n_, kBurst - stash_n_) != 0) {
                 stats_.add(PortStat::DropNoMbuf);
                 return;
             }
-            const size_t len = upper_.pull_tx(std::span(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m)), now_);
-            if (!len) {
-                rte_pktmbuf_free(m);
-                return;
-            }
-            m->data_len = static_cast<uint16_t>(len);
-            m->pkt_len = static_cast<uint32_t>(len);
+            stash_n_ = kBurst;
+        }
+        for (uint16_t i = 0; i < room; ++i) {
+            rte_mbuf* m = stash_[stash_n_ - 1 - i];
+            tx_slot_[i] = {std::span(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m)), 0};
+        }
+        const size_t n = upper_.pull_tx(std::span(tx_slot_, room), now_);
+        for (size_t i = 0; i < n; ++i) {
+            rte_mbuf* m = stash_[--stash_n_];
+            m->data_len = static_cast<uint16_t>(tx_slot_[i].len);
+            m->pkt_len = tx_slot_[i].len;
             enqueue(m);
         }
     }
@@ -325,10 +366,18 @@ private:
     host::HostEffects fx_;
     rte_mbuf* tx_[kBurst];
     uint32_t tx_len_[kBurst];
+    rte_mbuf* rx_done_[kBurst];  // handled, not yet freed
+    uint16_t rx_done_n_ = 0;
+    rte_mbuf* stash_[kBurst];  // allocated, not yet lent to the upper
+    uint16_t stash_n_ = 0;
+    TxSlot tx_slot_[kBurst];
     uint16_t tx_n_ = 0;
     Nanos now_;
     Nanos last_flush_;
     Nanos last_publish_;
+    // The host stack's next timer, kept here because finding it walks the
+    // ARP cache: recomputed whenever ARP state may have changed.
+    Nanos host_due_;
     RxPfc rx_pfc_;
     std::array<rte_mbuf*, kRxBacklog> backlog_{};
     uint32_t backlog_head_ = 0;

@@ -19,6 +19,7 @@
 // (PortConfig::min_frame_room), which tx_burst requires of every buffer.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <span>
 #include <string>
@@ -179,17 +180,28 @@ public:
         if (cc_ && cc_->next_timer() <= now) cc_->on_timer(now);
         if (engine_.next_timer() <= now) engine_.on_timer(now, fx_);
     }
-    size_t pull_tx(std::span<uint8_t> out, Nanos now) {
+    // Fills the loop's slots from the engine. Without congestion control in
+    // one tx_burst; with it one frame per call, so that each data frame moves
+    // its QP's pacing gate before the engine picks the next.
+    size_t pull_tx(std::span<TxSlot> out, Nanos now) {
         if (tx_paused(now)) return 0;
-        transport::TxFrame f;
-        f.buf = out;
-        if (!engine_.tx_burst(std::span(&f, 1), now, fx_)) return 0;
-        if (cc_ && f.data) {
-            // First data of a QP: its reaction point starts released, at line rate.
-            if (!cc_->qp_cc(f.qpn)) cc_->attach(f.qpn);
-            cc_->after_tx(std::span(&f, 1), now);
+        const size_t step = cc_ ? 1 : frames_.size();
+        size_t n = 0;
+        while (n < out.size()) {
+            const size_t want = std::min(step, out.size() - n);
+            for (size_t i = 0; i < want; ++i) frames_[i] = transport::TxFrame{out[n + i].buf};
+            const uint32_t got = engine_.tx_burst(std::span(frames_.data(), want), now, fx_);
+            if (cc_) {
+                // First data of a QP: its reaction point starts released, at line rate.
+                for (uint32_t i = 0; i < got; ++i)
+                    if (frames_[i].data && !cc_->qp_cc(frames_[i].qpn)) cc_->attach(frames_[i].qpn);
+                cc_->after_tx(std::span(frames_.data(), got), now);
+            }
+            for (uint32_t i = 0; i < got; ++i) out[n + i].len = frames_[i].len;
+            n += got;
+            if (got < want) break;
         }
-        return f.len;
+        return n;
     }
 
     // A destroyed QP's number may come back: its successor starts afresh.
@@ -281,6 +293,7 @@ private:
 
     transport::Engine& engine_;
     transport::Effects fx_;
+    std::array<transport::TxFrame, 32> frames_;  // pull_tx's, one Nic burst
     int pfc_priority_;
     BitsPerSec port_speed_;
     wire::PfcPauseState pauses_;

@@ -36,12 +36,15 @@ struct Recorder {
     void on_host_effect(const host::HostEffect& e, Nanos) { effects.push_back(e); }
     Nanos next_timer() const { return Nanos::max(); }
     void on_timer(Nanos) {}
-    size_t pull_tx(std::span<uint8_t> out, Nanos) {
-        if (to_send.empty() || out.size() < to_send.front().size()) return 0;
-        const std::vector<uint8_t> f = std::move(to_send.front());
-        to_send.erase(to_send.begin());
-        std::copy(f.begin(), f.end(), out.begin());
-        return f.size();
+    size_t pull_tx(std::span<TxSlot> out, Nanos) {
+        size_t n = 0;
+        while (n < out.size() && !to_send.empty() && out[n].buf.size() >= to_send.front().size()) {
+            const std::vector<uint8_t> f = std::move(to_send.front());
+            to_send.erase(to_send.begin());
+            std::copy(f.begin(), f.end(), out[n].buf.begin());
+            out[n++].len = static_cast<uint32_t>(f.size());
+        }
+        return n;
     }
     size_t count(host::HostEffect::Kind k) const {
         size_t n = 0;
