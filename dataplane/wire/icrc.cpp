@@ -75,37 +75,39 @@ const AckTables& ack_tables() {
     return t;
 }
 
-// 0xFF where two ACKs must agree for the tables to apply.
-constexpr std::array<uint8_t, 48> ack_fixed_mask() {
-    std::array<uint8_t, 48> m{};
-    for (size_t i = 0; i < AckIcrc::kLen; ++i) m[i] = 0xFF;
+// 0xFF where two ACKs must agree for the tables to apply: neither a varying
+// byte nor one the ICRC masks.
+constexpr std::array<uint8_t, AckIcrc::kLen> ack_fixed_mask() {
+    std::array<uint8_t, AckIcrc::kLen> m{};
+    for (auto& b : m) b = 0xFF;
     for (uint8_t off : kAckVarying) m[off] = 0;
+    for (uint8_t i = 0; i < kV4.n; ++i) m[kV4.off[i]] = 0;
     return m;
 }
-constexpr std::array<uint8_t, 48> kAckFixed = ack_fixed_mask();
+constexpr std::array<uint8_t, AckIcrc::kLen> kAckFixed = ack_fixed_mask();
 
 }  // namespace
 
 uint32_t AckIcrc::operator()(const uint8_t* l3) {
-    alignas(16) uint8_t cur[48] = {};
-    std::memcpy(cur, l3, kLen);
-    mask_variant(cur, false);
+    // Compared as they are, in 8-byte words (the last one overlaps): masking
+    // a copy first would stall each wide load on the byte stores before it.
+    static_assert(kLen == 44);
     uint64_t other = 0;
-    for (size_t i = 0; i < sizeof cur; i += 8) {
+    for (size_t i : {0, 8, 16, 24, 32, 36}) {
         uint64_t a, b, m;
-        std::memcpy(&a, cur + i, 8);
+        std::memcpy(&a, l3 + i, 8);
         std::memcpy(&b, last_ + i, 8);
         std::memcpy(&m, kAckFixed.data() + i, 8);
         other |= (a ^ b) & m;
     }
     if (valid_ && other == 0) {
         const AckTables& t = ack_tables();
-        for (size_t k = 0; k < kAckVaryingN; ++k) state_ ^= t[k][cur[kAckVarying[k]] ^ last_[kAckVarying[k]]];
+        for (size_t k = 0; k < kAckVaryingN; ++k) state_ ^= t[k][l3[kAckVarying[k]] ^ last_[kAckVarying[k]]];
     } else {
-        state_ = crc32_update(kIcrcSeed, cur, kLen);
+        state_ = icrc_begin(l3, kLen, false);
         valid_ = true;
     }
-    std::memcpy(last_, cur, sizeof cur);
+    std::memcpy(last_, l3, kLen);
     return ~state_;
 }
 

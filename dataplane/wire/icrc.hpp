@@ -43,7 +43,7 @@ public:
     uint32_t operator()(const uint8_t* l3);
 
 private:
-    alignas(16) uint8_t last_[48] = {};  // masked bytes of the last ACK
+    uint8_t last_[kLen] = {};  // the last ACK's bytes
     uint32_t state_ = 0;                 // raw CRC state after them
     bool valid_ = false;
 };
