@@ -77,15 +77,16 @@ ROCEMU_CLMUL512 inline __m512i take(uint8_t* d, const uint8_t* s) {
 template <bool Stream>
 ROCEMU_CLMUL512 uint32_t copy_lines(uint32_t state, uint8_t* d, const uint8_t* s, size_t n, const uint8_t* src_end) {
     constexpr uintptr_t kPrefetch = 4096;
-    const uintptr_t pf_end = reinterpret_cast<uintptr_t>(src_end) - kPrefetch;
+    const uintptr_t end = reinterpret_cast<uintptr_t>(src_end);
     // The state enters as an XOR into the first four bytes.
     __m512i a0 = _mm512_xor_si512(take<Stream>(d, s), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(state))));
     __m512i a1 = take<Stream>(d + 64, s + 64), a2 = take<Stream>(d + 128, s + 128), a3 = take<Stream>(d + 192, s + 192);
     size_t i = 256;
     for (; i + 256 <= n; i += 256) {
-        if (reinterpret_cast<uintptr_t>(s + i) < pf_end) {
-            for (int k = 0; k < 4; ++k)
-                _mm_prefetch(reinterpret_cast<const char*>(s + i) + kPrefetch + 64 * k, _MM_HINT_T0);
+        // The four lines kPrefetch ahead, if the source reaches that far.
+        const uintptr_t ahead = reinterpret_cast<uintptr_t>(s + i) + kPrefetch;
+        if (ahead + 256 <= end) {
+            for (uintptr_t k = 0; k < 4; ++k) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * k), _MM_HINT_T0);
         }
         a0 = _mm512_xor_si512(fold512(a0, kBy256B), take<Stream>(d + i, s + i));
         a1 = _mm512_xor_si512(fold512(a1, kBy256B), take<Stream>(d + i + 64, s + i + 64));
