@@ -37,14 +37,35 @@ inline constexpr uint32_t kLiveHeadroomFrames = 64;
 
 // The same fabric `s` times slower: port and link speeds / s; propagation
 // delays, the PFC watchdog's detection and restoration times and the flowlet
-// gap x s. The lossless PG headroom (xoff) is raised to kLiveHeadroomFrames
+// gap x s. The lossless PG headroom (xoff) is raised to `headroom_frames`
 // frames of the NIC MTU where the profile's is smaller. Throws
 // std::invalid_argument if s < 1 or a scaled speed would drop below 1 Mbit/s.
-Topology scale_topology(const Topology& t, double s);
+Topology scale_topology(const Topology& t, double s, uint32_t headroom_frames = kLiveHeadroomFrames);
+
+// The priority group (and PFC priority) of the NICs' RoCE traffic: their
+// DSCP through the switch profile's DSCP-to-TC and TC-to-PG maps.
+int pfc_priority(const Topology& t);
 
 // The RC retransmission timeout exponent (4.096 us x 2^timeout) for a fabric
 // slowed down by `s`: the virtual-time fabric's 14, plus log2(s), at most 31.
 uint8_t scaled_rc_timeout(double s);
+
+// The NICs' side of a fabric split into processes.
+struct SplitHosts {
+    std::vector<std::string> nic_devspecs;  // per NIC; empty: not split
+    // Per NIC: the peer's servers mark to wait for before opening it (a memif
+    // client end, split.hpp), or empty. `servers_mark` is written once the
+    // other NICs are open.
+    std::vector<std::string> nic_peer_marks;
+    std::string servers_mark;
+    // The switch nodes' ready marks: no QP is set up before they all exist.
+    std::vector<std::string> ready_files;
+    Nanos link_wait = Nanos::from_s(30);    // for the NICs' links and the ready marks
+    // Every switch's counter rows ("switch,port,counter,value", split.hpp);
+    // `fresh`: only from snapshots taken after the call. Throws
+    // std::runtime_error when a switch's counters cannot be had.
+    std::function<std::vector<std::string>(bool fresh)> switch_rows;
+};
 
 struct LiveOptions {
     double scale = 0;            // 0: default_scale()
@@ -55,6 +76,12 @@ struct LiveOptions {
     std::vector<std::string> eal_args;
     // Receives a progress line now and then (overwrite-style, no newline).
     std::function<void(const std::string&)> progress;
+    // Sleep this long after 64 loop turns without work (0: spin). Separate
+    // processes sharing few cores need it; one process does not.
+    Nanos idle_sleep{};
+    // The hosts node of a split fabric (split.hpp): set, the fabric holds
+    // only the NICs, each on its cable end's device.
+    SplitHosts split;
 };
 
 struct LiveRow {

@@ -1,6 +1,8 @@
 #include "fabric/live/live_fabric.hpp"
 
 #include "fabric/live/nic_wire.hpp"
+#include "fabric/live/fabric_clock.hpp"
+#include "fabric/live/split.hpp"
 
 #include <fmt/format.h>
 #include <rte_eth_ring.h>
@@ -11,6 +13,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <tuple>
@@ -118,28 +123,8 @@ struct LiveFabric::Impl {
     LiveOptions opts;
     double scale = 1;
     uint8_t rc_timeout = 14;
-    dpdk::TscClock clock = dpdk::TscClock::starting_now();
-    // Fabric time: real time, but at most max_step per turn, so a gap in
-    // the loop's scheduling slows the fabric down instead of releasing a
-    // gap's worth of frames at once (which no headroom is sized for).
-    Nanos fab_now{};
-    Nanos real_last = clock.now();
-    Nanos last_dt{};
-    Nanos max_step{};
-    uint64_t held_back_turns = 0;
-    Nanos held_back{};
-
-    Nanos advance() {
-        const Nanos real = clock.now();
-        last_dt = real - real_last;
-        real_last = real;
-        if (last_dt > max_step) {
-            ++held_back_turns;
-            held_back += last_dt - max_step;
-        }
-        fab_now += std::min(last_dt, max_step);
-        return fab_now;
-    }
+    std::optional<FabricClock> clock;
+    uint32_t idle_turns = 0;
     std::vector<rte_ring*> rings;
     std::vector<LiveSwitch> switches;
     std::vector<Host> hosts;
@@ -164,7 +149,20 @@ struct LiveFabric::Impl {
         }
     }
 
+    bool split() const { return !opts.split.nic_devspecs.empty(); }
+    // After 64 turns without work, sleeps opts.idle_sleep (if any).
+    void idle(bool worked) {
+        if (worked || opts.idle_sleep <= Nanos{}) {
+            idle_turns = 0;
+            return;
+        }
+        if (++idle_turns < 64) return;
+        const timespec ts{0, static_cast<long>(opts.idle_sleep.v)};
+        nanosleep(&ts, nullptr);
+    }
     bool build(std::string& error);
+    bool build_split(std::string& error);
+    bool open_nic(uint32_t n, int attach_port, const std::string& devspec, std::string& error);
     bool prime_arp(uint32_t nic, uint32_t ip, std::string& error);
     bool connect_qp(Host& h, Qpn qp, Qpn remote, const NicSpec& peer, uint16_t sport, std::string& error);
     int turn(std::vector<FlowRun>& runs, Nanos now);
@@ -245,8 +243,6 @@ bool LiveFabric::Impl::build(std::string& error) {
         switch_end(s, is);
     }
 
-    const sw::SwitchConfig& base = topo.cfg.sw.base;
-    const int prio = base.tc_to_pg[base.dscp_to_tc[topo.cfg.nic.dscp & 63]];
     switches.resize(topo.switches.size());
     for (uint32_t s = 0; s < topo.switches.size(); ++s) {
         const SwitchSpec& spec = topo.switches[s];
@@ -285,41 +281,106 @@ bool LiveFabric::Impl::build(std::string& error) {
 
     hosts.resize(topo.nics.size());
     for (uint32_t n = 0; n < topo.nics.size(); ++n) {
-        const NicSpec& nic = topo.nics[n];
+        if (!open_nic(n, nic_port[n], "", error)) return false;
         Host& h = hosts[n];
-        verbs::DeviceOptions o;
-        o.attach_port = nic_port[n];
-        o.host.ip = fmt::format("{}/24", dotted(nic.ip));
-        o.host.mac = mac_text(nic.mac);
-        o.host.gateway = dotted(gateway_of(nic.ip));
-        o.host.port_mtu = static_cast<int>(topo.cfg.nic.mtu);
-        o.mtu_set = topo.cfg.nic.mtu != 1500;
-        o.mbufs = 4095;
-        o.progress = verbs::Progress::App;
-        o.tx_drain = Nanos{0};
-        o.link_speed = topo.switches[nic.sw].cfg.ports[nic.sw_port].speed;
-        o.pfc_priority = prio;
-        o.nic.cc = topo.cfg.nic.cc;  // the fabric's NIC profile, already slowed down with the links
-        // net_ring cannot set an MTU and carries any frame: the port's
-        // warning that it assumes the MTU is expected here.
-        const spdlog::level::level_enum level = spdlog::get_level();
-        spdlog::set_level(spdlog::level::err);
-        h.ctx = verbs::Context::open(o, opts.eal_args, error);
-        spdlog::set_level(level);
-        if (!h.ctx) {
-            error = fmt::format("NIC {}: {}", nic.name, error);
-            return false;
-        }
+        const NicSpec& nic = topo.nics[n];
         h.gw_mac = topo.switches[nic.sw].port_mac[nic.sw_port];
         h.to_nic = nic_cable[n].to_nic;
         h.from_nic = nic_cable[n].from_nic;
         h.wire = std::make_unique<NicWire>(nic_cable[n].from_nic, nic_cable[n].to_switch, nic_cable[n].from_switch,
-                                           nic_cable[n].to_nic, o.link_speed, nic_cable[n].delay, prio);
-        if (h.ctx->alloc_pd(h.pd) || h.ctx->create_comp_channel(h.ch) || h.ctx->create_cq(kCqDepth, h.ch.get(), h.cq) ||
-            h.ctx->req_notify_cq(h.cq)) {
-            error = fmt::format("NIC {}: {}", nic.name, h.ctx->last_error());
+                                           nic_cable[n].to_nic, topo.switches[nic.sw].cfg.ports[nic.sw_port].speed,
+                                           nic_cable[n].delay, pfc_priority(topo));
+    }
+    return true;
+}
+
+// The hosts node of a split fabric: every NIC on its cable end's device,
+// no switch and no MAC here (the switch nodes run them, and answer ARP).
+// Returns once every NIC's link is up and every switch node is ready, so
+// that no frame of the first QP meets a cable that is not there yet.
+bool LiveFabric::Impl::build_split(std::string& error) {
+    const SplitHosts& sp = opts.split;
+    if (sp.nic_devspecs.size() != topo.nics.size() || sp.nic_peer_marks.size() != topo.nics.size()) {
+        error = fmt::format("{} NIC device strings for {} NICs", sp.nic_devspecs.size(), topo.nics.size());
+        return false;
+    }
+    if (topo.nics.size() > RTE_MAX_ETHPORTS) {
+        error = fmt::format("fabric '{}' has {} NICs: its hosts process needs one DPDK port each and this DPDK build "
+                            "has RTE_MAX_ETHPORTS = {}",
+                            topo.cfg.name, topo.nics.size(), RTE_MAX_ETHPORTS);
+        return false;
+    }
+    hosts.resize(topo.nics.size());
+    for (uint32_t n = 0; n < topo.nics.size(); ++n)
+        if (sp.nic_peer_marks[n].empty() && !open_nic(n, -1, sp.nic_devspecs[n], error)) return false;
+    if (!std::ofstream(sp.servers_mark)) {
+        error = fmt::format("cannot write {}", sp.servers_mark);
+        return false;
+    }
+    for (uint32_t n = 0; n < topo.nics.size(); ++n) {
+        if (sp.nic_peer_marks[n].empty()) continue;
+        if (!wait_for_file(sp.nic_peer_marks[n], sp.link_wait)) {
+            error = fmt::format("NIC {}: no {} within {:.0f} s: is its switch node running?", topo.nics[n].name,
+                                sp.nic_peer_marks[n], sp.link_wait.seconds());
             return false;
         }
+        if (!open_nic(n, -1, sp.nic_devspecs[n], error)) return false;
+    }
+    const Nanos deadline = clock->advance() + sp.link_wait;
+    for (;;) {
+        std::vector<std::string> missing;
+        for (uint32_t n = 0; n < hosts.size(); ++n) {
+            verbs::PortAttr a;
+            if (hosts[n].ctx->query_port(1, a) != 0 || a.state != verbs::PortState::Active)
+                missing.push_back(fmt::format("the link of NIC {}", topo.nics[n].name));
+        }
+        for (const std::string& f : sp.ready_files)
+            if (!std::filesystem::exists(f)) missing.push_back(f);
+        if (missing.empty()) return true;
+        if (clock->advance() > deadline) {
+            error = fmt::format("after {:.0f} s still waiting for {}{}", sp.link_wait.seconds(), missing.front(),
+                                missing.size() > 1 ? fmt::format(" and {} more", missing.size() - 1) : "");
+            return false;
+        }
+        hosts.front().ctx->progress();
+        idle(false);
+    }
+}
+
+// NIC n as a verbs device on the ethdev `attach_port`, or (-1) on the
+// device `devspec` names.
+bool LiveFabric::Impl::open_nic(uint32_t n, int attach_port, const std::string& devspec, std::string& error) {
+    const NicSpec& nic = topo.nics[n];
+    Host& h = hosts[n];
+    verbs::DeviceOptions o;
+    o.attach_port = attach_port;
+    o.devspec = devspec;
+    o.link_wait = Nanos{0};
+    o.host.ip = fmt::format("{}/24", dotted(nic.ip));
+    o.host.mac = mac_text(nic.mac);
+    o.host.gateway = dotted(gateway_of(nic.ip));
+    o.host.port_mtu = static_cast<int>(topo.cfg.nic.mtu);
+    o.mtu_set = topo.cfg.nic.mtu != 1500;
+    o.mbufs = 4095;
+    o.progress = verbs::Progress::App;
+    o.tx_drain = Nanos{0};
+    o.link_speed = topo.switches[nic.sw].cfg.ports[nic.sw_port].speed;
+    o.pfc_priority = pfc_priority(topo);
+    o.nic.cc = topo.cfg.nic.cc;  // the fabric's NIC profile, already slowed down with the links
+    // net_ring cannot set an MTU and carries any frame: the port's
+    // warning that it assumes the MTU is expected here.
+    const spdlog::level::level_enum level = spdlog::get_level();
+    spdlog::set_level(spdlog::level::err);
+    h.ctx = verbs::Context::open(o, opts.eal_args, error);
+    spdlog::set_level(level);
+    if (!h.ctx) {
+        error = fmt::format("NIC {}: {}", nic.name, error);
+        return false;
+    }
+    if (h.ctx->alloc_pd(h.pd) || h.ctx->create_comp_channel(h.ch) || h.ctx->create_cq(kCqDepth, h.ch.get(), h.cq) ||
+        h.ctx->req_notify_cq(h.cq)) {
+        error = fmt::format("NIC {}: {}", nic.name, h.ctx->last_error());
+        return false;
     }
     return true;
 }
@@ -414,12 +475,8 @@ std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOp
     m->opts.eal_args = eal;
     m->scale = scale;
     m->rc_timeout = scaled_rc_timeout(scale);
-    // Eight NIC-MTU frames on the fastest link: well inside the headroom
-    // (kLiveHeadroomFrames) that absorbs what follows an XOFF.
-    BitsPerSec fastest{1};
-    for (const LinkSpec& l : topo.links) fastest = std::max(fastest, l.cls.speed);
-    m->max_step = fastest.serialise(Bytes{8u * (topo.cfg.nic.mtu + 38u)});
-    if (!m->build(error)) return nullptr;
+    m->clock.emplace(FabricClock::max_step_for(topo));
+    if (!(m->split() ? m->build_split(error) : m->build(error))) return nullptr;
     m->scratch.resize(sw::live::port_counter_names().size());
     return std::unique_ptr<LiveFabric>(new LiveFabric(std::move(m)));
 }
@@ -436,8 +493,10 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
         fresh.push_back(key);
     }
     // Every NIC reaches everything through its gateway; peers in its own /24
-    // are answered with the gateway MAC too.
+    // are answered with the gateway MAC too. Split, the leaf's node answers
+    // the NICs' ARP requests that way instead.
     for (const auto& [src, dst, sport] : fresh) {
+        if (m.split()) break;
         for (const auto& [a, b] : {std::pair{src, dst}, std::pair{dst, src}}) {
             const uint32_t peer = t.nics[b].ip;
             const uint32_t via = (peer & 0xFFFFFF00u) == (t.nics[a].ip & 0xFFFFFF00u) ? peer : gateway_of(t.nics[a].ip);
@@ -496,7 +555,7 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
     // The NICs' ARP replies and announcements wait on their cables; the
     // switches route IP only, so they are taken out here rather than counted
     // as drops in the first run.
-    if (!fresh.empty()) {
+    if (!fresh.empty() && !m.split()) {
         if (!m.hosts.empty()) m.hosts.front().ctx->progress();
         for (Host& h : m.hosts) {
             void* f = nullptr;
@@ -573,10 +632,11 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         return true;
     };
 
-    const Nanos start = m.advance();
-    const Nanos real_start = m.real_last;
-    const uint64_t held_turns0 = m.held_back_turns;
-    const Nanos held0 = m.held_back;
+    FabricClock& clk = *m.clock;
+    const Nanos start = clk.advance();
+    const Nanos real_start = clk.real();
+    const uint64_t held_turns0 = clk.held_back_turns();
+    const Nanos held0 = clk.held_back();
     for (uint32_t f = 0; f < runs.size(); ++f) {
         runs[f].begun = 1;
         m.post(runs, f, start);
@@ -591,9 +651,9 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     std::vector<transport::Wc> wc(kPollBatch);
     std::vector<uint32_t> touched;
     for (;;) {
-        const Nanos now = m.advance();
-        const Nanos real = m.real_last;
-        const Nanos dt = m.last_dt;
+        const Nanos now = clk.advance();
+        const Nanos real = clk.real();
+        const Nanos dt = clk.last_dt();
         ++turns_;
         turn_sum_ += dt;
         max_turn_ = std::max(max_turn_, dt);
@@ -611,9 +671,10 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
             if (tick) tick(real - real_start, done_bytes, total);
             next_tick = real + every;
         }
-        for (Host& h : m.hosts) h.wire->poll(now);
+        for (Host& h : m.hosts)
+            if (h.wire) h.wire->poll(now);
         for (LiveSwitch& s : m.switches) s.rt->poll(now);
-        if (!m.hosts.empty()) m.hosts.front().ctx->progress();
+        const uint32_t work = m.hosts.empty() ? 0 : m.hosts.front().ctx->progress();
         touched.clear();
         for (Host& h : m.hosts) {
             if (!h.outstanding) continue;
@@ -652,6 +713,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
             h.ctx->req_notify_cq(h.cq);
         }
         for (const uint32_t f : touched) m.post(runs, f, now);
+        m.idle(work > 0 || !touched.empty());
     }
     Nanos first = Nanos::max(), last{};
     for (uint32_t f = 0; f < runs.size(); ++f) {
@@ -672,17 +734,24 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         res.flows.push_back(fr);
     }
     res.complete = done_flows == runs.size() && res.bad_completions == 0;
-    res.held_back_turns = m.held_back_turns - held_turns0;
-    res.held_back = m.held_back - held0;
+    res.held_back_turns = clk.held_back_turns() - held_turns0;
+    res.held_back = clk.held_back() - held0;
     res.time = first == Nanos::max() ? Nanos{} : last - first;
     return res;
 }
 
-LiveTotals LiveFabric::totals() {
+LiveTotals LiveFabric::totals(bool fresh) {
     Impl& m = *impl_;
     LiveTotals t;
+    if (m.opts.split.switch_rows) {
+        const SwitchRowTotals r = sum_rows(m.opts.split.switch_rows(fresh));
+        t.pfc_frames = r.pfc_frames;
+        t.ecn_marks = r.ecn_marks;
+        t.switch_drops = r.drops;
+        t.lossless_drops = r.lossless_drops;
+    }
     const auto& names = sw::live::port_counter_names();
-    const Nanos now = m.fab_now;
+    const Nanos now = m.clock->now();
     for (LiveSwitch& s : m.switches) {
         for (sw::PortId p = 0; p < s.rt->num_ports(); ++p) {
             sw::live::collect_port_counters(*s.core, p, now, s.rt->stats(p), s.rt->link(p).counters(), m.scratch);
@@ -714,9 +783,10 @@ LiveTotals LiveFabric::totals() {
 
 std::vector<std::string> LiveFabric::switch_port_rows() {
     Impl& m = *impl_;
+    if (m.opts.split.switch_rows) return m.opts.split.switch_rows(false);
     std::vector<std::string> rows;
     const auto& names = sw::live::port_counter_names();
-    const Nanos now = m.fab_now;
+    const Nanos now = m.clock->now();
     for (uint32_t s = 0; s < m.switches.size(); ++s) {
         LiveSwitch& ls = m.switches[s];
         for (sw::PortId p = 0; p < ls.rt->num_ports(); ++p) {
@@ -743,6 +813,7 @@ std::vector<std::string> LiveFabric::nic_rows() {
         h.ctx->query_counters(c);
         transport::for_each_counter(c, put);
         for (const auto& [counter, v] : h.ctx->port_counters()) put(counter, v);
+        if (!h.wire) continue;  // split: the MAC runs in the switch node
         const NicWireCounters& w = h.wire->counters();
         put("mac_to_switch_frames", w.to_switch_frames);
         put("mac_to_nic_frames", w.to_nic_frames);

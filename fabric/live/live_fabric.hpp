@@ -74,7 +74,9 @@ public:
     WorkloadResult run(const std::vector<FlowSpec>& flows, Nanos timeout, Nanos every,
                        const std::function<void(Nanos, uint64_t, uint64_t)>& tick, Nanos sample_every,
                        std::vector<Sample>& samples);
-    LiveTotals totals();
+    // `fresh`: a split fabric's switch counters from snapshots taken after
+    // the call (slower; for the counters of a size, not for progress).
+    LiveTotals totals(bool fresh = false);
     // Per switch port: "switch,port,counter,value" rows of every non-zero counter.
     std::vector<std::string> switch_port_rows();
     // Per NIC: "nic,counter,value" rows of every non-zero engine, port and

@@ -47,6 +47,8 @@ public:
     void poll(Nanos now);
     const NicWireCounters& counters() const { return c_; }
     bool paused(Nanos now) const { return pause_.paused(prio_, now); }
+    // Holds no frame of the NIC (none waiting for the wire, none on it).
+    bool idle() const { return !head_ && flight_head_ == flight_.size(); }
 
 private:
     struct InFlight {

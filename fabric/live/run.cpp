@@ -9,6 +9,7 @@
 #include "common/rng.hpp"
 #include "fabric/live/live.hpp"
 #include "fabric/live/live_fabric.hpp"
+#include "fabric/live/split.hpp"
 #include "fabric/report.hpp"
 
 namespace rocemu::fabric::live {
@@ -48,7 +49,8 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
     res.scale = o.scale > 0 ? o.scale : default_scale(topo);
     Topology live;
     try {
-        live = scale_topology(topo, res.scale);
+        live = scale_topology(topo, res.scale,
+                              o.split.nic_devspecs.empty() ? kLiveHeadroomFrames : split_headroom_frames());
     } catch (const std::invalid_argument& e) {
         res.error = e.what();
         return res;
@@ -88,7 +90,7 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
             res.error = error;
             return res;
         }
-        const LiveTotals before = fab->totals();
+        const LiveTotals before = fab->totals(true);
         std::vector<Sample> samples;
         const auto tick = [&](Nanos t, uint64_t done, uint64_t total) {
             if (!o.progress) return;
@@ -101,7 +103,7 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         };
         const WorkloadResult w = fab->run(flows, Nanos::from_s(o.timeout_s), Nanos::from_ms(250), tick,
                                           Nanos::from_ms(10), samples);
-        const LiveTotals d = fab->totals() - before;
+        const LiveTotals d = fab->totals(true) - before;
         LiveRow row;
         row.live_time = w.time;
         row.complete = w.complete;

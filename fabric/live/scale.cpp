@@ -51,7 +51,7 @@ double default_scale(const Topology& t) {
     return std::max(1.0, std::ceil(gbps / kCoreBudgetGbps));
 }
 
-Topology scale_topology(const Topology& in, double s) {
+Topology scale_topology(const Topology& in, double s, uint32_t headroom_frames) {
     if (!(s >= 1)) throw std::invalid_argument(fmt::format("--scale {}: must be at least 1", s));
     Topology t = in;
     t.cfg.host_link.speed = slower(t.cfg.host_link.speed, s, "the host links");
@@ -74,9 +74,14 @@ Topology scale_topology(const Topology& in, double s) {
         c.pfc_wd.detection_time = longer(c.pfc_wd.detection_time, s);
         c.pfc_wd.restoration_time = longer(c.pfc_wd.restoration_time, s);
         c.routing.flowlet_gap = longer(c.routing.flowlet_gap, s);
-        c.pg_lossless.xoff = Bytes{std::max(c.pg_lossless.xoff.v, frame.v * kLiveHeadroomFrames)};
+        c.pg_lossless.xoff = Bytes{std::max(c.pg_lossless.xoff.v, frame.v * headroom_frames)};
     }
     return t;
+}
+
+int pfc_priority(const Topology& t) {
+    const sw::SwitchConfig& base = t.cfg.sw.base;
+    return base.tc_to_pg[base.dscp_to_tc[t.cfg.nic.dscp & 63]];
 }
 
 uint8_t scaled_rc_timeout(double s) {

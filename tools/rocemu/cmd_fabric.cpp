@@ -4,7 +4,11 @@
 // on its own fabric and prints its expectation and verdict.
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -16,6 +20,8 @@
 #include "tools/rocemu/commands.hpp"
 #ifdef ROCEMU_WITH_DPDK
 #include "fabric/live/live.hpp"
+#include "fabric/live/node.hpp"
+#include "fabric/live/split.hpp"
 #endif
 
 namespace rocemu::cli {
@@ -72,6 +78,28 @@ std::optional<Bytes> parse_size(const std::string& s) {
     return Bytes{std::stoull(digits) * mult};
 }
 
+std::optional<Pattern> workload_of(const FabricArgs& a) {
+    const auto p = parse_pattern(a.workload);
+    if (!p)
+        fmt::print(stderr,
+                   "rocemu fabric run: --workload '{}' is not one of incast, permutation, all_to_all, ring_allreduce\n",
+                   a.workload);
+    return p;
+}
+
+std::optional<std::vector<Bytes>> sizes_of(const FabricArgs& a) {
+    std::vector<Bytes> sizes;
+    for (const std::string& s : a.sizes) {
+        const auto b = parse_size(s);
+        if (!b || b->v == 0) {
+            fmt::print(stderr, "rocemu fabric run: --sizes '{}' is not a size like 4096, 64K, 16M or 1G\n", s);
+            return std::nullopt;
+        }
+        sizes.push_back(*b);
+    }
+    return sizes;
+}
+
 void progress_line(const std::string& line) {
     fmt::print(stderr, "\r{:<110}", line);
     std::fflush(stderr);
@@ -92,6 +120,9 @@ struct LiveCliArgs {
     uint32_t qps = 1;
     double timeout_s = 120;
     std::vector<std::string> eal_args;
+    bool processes = false;
+    std::string link_dir;
+    bool busy_poll = false;
 };
 
 void add_live_options(CLI::App* run, LiveCliArgs& l) {
@@ -104,33 +135,40 @@ void add_live_options(CLI::App* run, LiveCliArgs& l) {
     run->add_option("--qps", l.qps, "--live: RC QPs per flow, 1-64")->capture_default_str();
     run->add_option("--timeout", l.timeout_s, "--live: live seconds per size before giving up")->capture_default_str();
     run->add_option("eal", l.eal_args, "--live: EAL arguments, after --");
+    run->add_flag("--processes", l.processes,
+                  "--live: one process per switch and one for the NICs, cabled by memif (rocemu fabric node)");
+    run->add_option("--link-dir", l.link_dir,
+                    "--processes: folder for memif sockets, node logs and counters (default: a fresh one in /tmp, "
+                    "removed after a successful run)");
+    run->add_flag("--busy-poll", l.busy_poll, "--processes: nodes never sleep (default: 20 us after 64 idle turns)");
 }
 
 #ifdef ROCEMU_WITH_DPDK
 
-int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& sizes, const FabricArgs& a,
-                 const LiveCliArgs& l) {
+// The checks and the topology every live mode shares; nullopt after printing why.
+std::optional<Topology> live_topology(const FabricConfig& cfg, const FabricArgs& a, const LiveCliArgs& l) {
     if (!a.scenario.empty() || !a.pcap.empty() || cfg.nic.model != NicModel::Rc) {
         fmt::print(stderr, "rocemu fabric run --live: runs a workload sweep on RC NICs; --scenario, --pcap and "
                            "--nic-model generator are virtual-time only\n");
-        return 2;
+        return std::nullopt;
     }
     if (l.scale != 0 && l.scale < 1) {
         fmt::print(stderr, "rocemu fabric run --live: --scale {} must be at least 1\n", l.scale);
-        return 2;
+        return std::nullopt;
     }
     if (l.timeout_s <= 0) {
         fmt::print(stderr, "rocemu fabric run --live: --timeout {} must be positive\n", l.timeout_s);
-        return 2;
+        return std::nullopt;
     }
-    Topology t;
     try {
-        t = generate(cfg);
+        return generate(cfg);
     } catch (const std::exception& e) {
         fmt::print(stderr, "rocemu fabric run --live: {}\n", e.what());
-        return 2;
+        return std::nullopt;
     }
-    fmt::print("{}\n", t.summary());
+}
+
+live::LiveOptions live_options(const FabricArgs& a, const LiveCliArgs& l) {
     live::LiveOptions o;
     o.scale = l.scale;
     o.qps_per_flow = l.qps;
@@ -139,12 +177,11 @@ int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& s
     o.timeout_s = l.timeout_s;
     o.eal_args = l.eal_args;
     o.progress = progress_line;
-    live::LiveResult r;
-    try {
-        r = live::run_live_sweep(t, p, sizes, o);
-    } catch (const std::exception& e) {
-        r.error = e.what();
-    }
+    return o;
+}
+
+// Prints the table, the notes and the report folder; the exit status.
+int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a) {
     fmt::print(stderr, "\r{:<110}\r", "");
     if (!r.rows.empty()) fmt::print("{}", live::format_live_sweep(p, r));
     for (const std::string& n : r.notes) fmt::print("  {}\n", n);
@@ -157,6 +194,125 @@ int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& s
     for (const live::LiveRow& row : r.rows)
         if (!row.complete || row.mismatched || row.lossless_drops) return 1;
     return 0;
+}
+
+std::string join_sizes(const std::vector<std::string>& sizes) {
+    std::string s;
+    for (const std::string& v : sizes) s += (s.empty() ? "" : ",") + v;
+    return s;
+}
+
+// `--processes`: one `rocemu fabric node` per switch and one for the NICs.
+int launch_split(const Topology& t, const FabricArgs& a, const LiveCliArgs& l) {
+    const char* me = "rocemu fabric run --live --processes";
+    std::vector<std::string> nodes;
+    try {
+        nodes = live::node_names(t);
+    } catch (const std::invalid_argument& e) {
+        fmt::print(stderr, "{}: {}\n", me, e.what());
+        return 2;
+    }
+    for (const std::string& n : nodes)
+        if (live::ethdevs_needed(t, n) > live::max_ethdevs_per_process()) {
+            fmt::print(stderr, "{}: node {} of fabric '{}' needs {} DPDK ports and a process has at most {} "
+                               "(RTE_MAX_ETHPORTS)\n", me, n, t.cfg.name, live::ethdevs_needed(t, n),
+                       live::max_ethdevs_per_process());
+            return 2;
+        }
+    const double scale = l.scale > 0 ? l.scale : live::default_scale(t);
+    std::string dir = l.link_dir;
+    const bool own_dir = dir.empty();
+    if (own_dir) {
+        char tmpl[] = "/tmp/rocemu-fabric-XXXXXX";
+        if (!mkdtemp(tmpl)) {
+            fmt::print(stderr, "{}: cannot make a folder in /tmp: {}\n", me, std::strerror(errno));
+            return 2;
+        }
+        dir = tmpl;
+    } else {
+        std::error_code ec;
+        std::filesystem::create_directories(dir, ec);
+        if (ec) {
+            fmt::print(stderr, "{}: --link-dir {}: {}\n", me, dir, ec.message());
+            return 2;
+        }
+    }
+    std::error_code ec;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec) {
+        fmt::print(stderr, "{}: cannot find its own binary: {}\n", me, ec.message());
+        return 2;
+    }
+    std::vector<std::string> common{self, "fabric", "node"};
+    if (a.use_default || a.config.empty()) common.push_back("--default");
+    else common.insert(common.end(), {"-c", std::filesystem::absolute(a.config).string()});
+    common.insert(common.end(), {"--link-dir", dir, "--scale", fmt::format("{}", scale), "--seed",
+                                 std::to_string(a.seed)});
+    if (l.busy_poll) common.push_back("--busy-poll");
+    std::vector<live::NodeCommand> cmds;
+    for (const std::string& n : nodes) {
+        live::NodeCommand c{n, common, ""};
+        if (n == live::kHostsNode) {
+            c.argv.insert(c.argv.end(), {"--hosts", "-w", a.workload, "--sizes", join_sizes(a.sizes), "--qps",
+                                         std::to_string(l.qps), "--timeout", fmt::format("{}", l.timeout_s), "-o",
+                                         a.out});
+        } else {
+            c.argv.insert(c.argv.end(), {"--switch", n});
+            c.log = (std::filesystem::path(dir) / (n + ".log")).string();
+        }
+        if (!l.eal_args.empty()) {
+            c.argv.push_back("--");
+            c.argv.insert(c.argv.end(), l.eal_args.begin(), l.eal_args.end());
+        }
+        cmds.push_back(std::move(c));
+    }
+    fmt::print("{}\nsplit: {} processes (hosts + {} switches) over memif, scale 1:{:g}, folder {}\n", t.summary(),
+               cmds.size(), cmds.size() - 1, scale, dir);
+    std::fflush(stdout);
+    // Startup and every size's timeout, with a minute for the nodes to meet.
+    const live::LaunchResult r =
+        live::launch_nodes(cmds, 60 + l.timeout_s * static_cast<double>(std::max<size_t>(1, a.sizes.size())));
+    for (const live::NodeCommand& c : cmds) {
+        if (c.log.empty()) continue;
+        std::ifstream f(c.log);
+        for (std::string line; std::getline(f, line);)
+            if (line.rfind("switch ", 0) == 0) fmt::print("  {}\n", line);
+    }
+    if (!r.error.empty()) {
+        fmt::print(stderr, "{}: {}\n  logs and counters kept in {}\n", me, r.error, dir);
+        return r.status;
+    }
+    if (own_dir && r.status == 0) std::filesystem::remove_all(dir, ec);
+    return r.status;
+}
+
+int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& sizes, const FabricArgs& a,
+                 const LiveCliArgs& l) {
+    const std::optional<Topology> t = live_topology(cfg, a, l);
+    if (!t) return 2;
+    if (l.processes) return launch_split(*t, a, l);
+    fmt::print("{}\n", t->summary());
+    live::LiveResult r;
+    try {
+        r = live::run_live_sweep(*t, p, sizes, live_options(a, l));
+    } catch (const std::exception& e) {
+        r.error = e.what();
+    }
+    return report_live(p, r, a);
+}
+
+// `fabric node --hosts`: the NICs, the workload and the report.
+int run_hosts_node_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& sizes, const FabricArgs& a,
+                       const LiveCliArgs& l, const live::NodeOptions& n) {
+    const std::optional<Topology> t = live_topology(cfg, a, l);
+    if (!t) return 2;
+    live::LiveResult r;
+    try {
+        r = live::run_hosts_node(*t, p, sizes, live_options(a, l), n);
+    } catch (const std::exception& e) {
+        r.error = e.what();
+    }
+    return report_live(p, r, a);
 }
 #endif
 
@@ -193,6 +349,64 @@ int run_scenario_cli(const std::string& name, const ScenarioOptions& o) {
 }
 
 void add_scenario_subcommand(CLI::App& app, int& status);
+
+#ifdef ROCEMU_WITH_DPDK
+// `fabric node`: one process of a split live fabric, as `run --live
+// --processes` starts it, or by hand on each machine of a fabric spread over
+// real NICs (--port CABLE=DEVSPEC).
+void add_node_subcommand(CLI::App& fab, int& status) {
+    auto a = std::make_shared<FabricArgs>();
+    auto l = std::make_shared<LiveCliArgs>();
+    auto n = std::make_shared<live::NodeOptions>();
+    auto sw = std::make_shared<std::string>();
+    auto hosts = std::make_shared<bool>(false);
+    CLI::App* node = fab.add_subcommand("node", "One process of a live fabric split over processes (see run --processes)");
+    node->add_option("--switch", *sw, "run this switch of the fabric");
+    node->add_flag("--hosts", *hosts, "run every NIC, the workload and the report");
+    node->add_option("-c,--config", a->config, "fabric YAML (configs/fabrics/)");
+    node->add_flag("--default", a->use_default, "the embedded default fabric (also when no --config)");
+    node->add_option("--link-dir", n->link_dir, "folder of the memif sockets, ready marks and counter snapshots")
+        ->required();
+    node->add_option("--scale", l->scale, "the same in every node; default: the host links' sum over 4 Gbit/s");
+    node->add_option("--seed", a->seed, "run seed")->capture_default_str();
+    node->add_option("--port", n->ports,
+                     "CABLE=DEVSPEC: this node's end of CABLE on that DPDK device instead of memif (repeatable)");
+    node->add_flag("--busy-poll", n->busy_poll, "never sleep (default: 20 us after 64 idle turns)");
+    node->add_option("-w,--workload", a->workload, "--hosts: incast, permutation, all_to_all or ring_allreduce")
+        ->capture_default_str();
+    node->add_option("--sizes", a->sizes, "--hosts: message sizes (suffix K, M, G)")
+        ->delimiter(',')
+        ->allow_extra_args(false)
+        ->capture_default_str();
+    node->add_option("--qps", l->qps, "--hosts: RC QPs per flow, 1-64")->capture_default_str();
+    node->add_option("--timeout", l->timeout_s, "--hosts: live seconds per size before giving up")->capture_default_str();
+    node->add_option("-o,--out", a->out, "--hosts: report folder")->capture_default_str();
+    node->add_option("eal", l->eal_args, "EAL arguments, after --");
+    node->callback([a, l, n, sw, hosts, &status] {
+        if (sw->empty() == !*hosts) {
+            fmt::print(stderr, "rocemu fabric node: give exactly one of --switch NAME and --hosts\n");
+            status = 2;
+            return;
+        }
+        const auto cfg = load(*a);
+        if (!cfg) {
+            status = 2;
+            return;
+        }
+        n->scale = l->scale;
+        n->seed = a->seed;
+        n->eal_args = l->eal_args;
+        if (!sw->empty()) {
+            const std::optional<Topology> t = live_topology(*cfg, *a, *l);
+            status = t ? live::run_switch_node(*t, *sw, *n) : 2;
+            return;
+        }
+        const auto p = workload_of(*a);
+        const auto sizes = sizes_of(*a);
+        status = p && sizes ? run_hosts_node_cli(*cfg, *p, *sizes, *a, *l, *n) : 2;
+    });
+}
+#endif
 
 // Registers both `fabric` and `scenario`.
 void add_fabric_command(CLI::App& app, int& status) {
@@ -254,28 +468,15 @@ void add_fabric_command(CLI::App& app, int& status) {
             status = run_scenario_cli(a->scenario, o);
             return;
         }
-        const auto p = parse_pattern(a->workload);
-        if (!p) {
-            fmt::print(stderr,
-                       "rocemu fabric run: --workload '{}' is not one of incast, permutation, all_to_all, "
-                       "ring_allreduce\n",
-                       a->workload);
+        const auto p = workload_of(*a);
+        const auto sizes = sizes_of(*a);
+        if (!p || !sizes) {
             status = 2;
             return;
         }
-        std::vector<Bytes> sizes;
-        for (const std::string& s : a->sizes) {
-            const auto b = parse_size(s);
-            if (!b || b->v == 0) {
-                fmt::print(stderr, "rocemu fabric run: --sizes '{}' is not a size like 4096, 64K, 16M or 1G\n", s);
-                status = 2;
-                return;
-            }
-            sizes.push_back(*b);
-        }
         if (live->enabled) {
 #ifdef ROCEMU_WITH_DPDK
-            status = run_live_cli(*cfg, *p, sizes, *a, *live);
+            status = run_live_cli(*cfg, *p, *sizes, *a, *live);
 #else
             fmt::print(stderr, "rocemu fabric run --live: this rocemu was built without DPDK (-DROCEMU_DPDK=OFF)\n");
             status = 2;
@@ -287,7 +488,7 @@ void add_fabric_command(CLI::App& app, int& status) {
         fmt::print("{}\n", t.summary());
         std::vector<SweepRow> rows;
         try {
-            rows = run_sweep(t, *p, sizes, o);
+            rows = run_sweep(t, *p, *sizes, o);
         } catch (const std::exception& e) {
             fmt::print(stderr, "\nrocemu fabric run: {}\n", e.what());
             status = 2;
@@ -299,6 +500,9 @@ void add_fabric_command(CLI::App& app, int& status) {
         for (const auto& e : std::filesystem::directory_iterator(a->out)) files.push_back(e.path().string());
         status = finish_report(o, files);
     });
+#ifdef ROCEMU_WITH_DPDK
+    add_node_subcommand(*fab, status);
+#endif
 }
 
 void add_scenario_subcommand(CLI::App& app, int& status) {

@@ -1,0 +1,64 @@
+// The processes of a split live fabric (split.hpp): a switch node, the hosts
+// node and the launcher that starts one per node and waits for them. Free
+// of DPDK so the CLI can include it.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fabric/live/live.hpp"
+
+namespace rocemu::fabric::live {
+
+struct NodeOptions {
+    std::string link_dir;            // memif sockets, ready marks and counter snapshots
+    double scale = 0;                // must be the same in every node; 0: default_scale()
+    uint64_t seed = 1;
+    std::vector<std::string> ports;  // CABLE=DEVSPEC: this node's end of CABLE on another device
+    bool busy_poll = false;          // never sleep; else 20 us after 64 turns without work
+    std::vector<std::string> eal_args;
+};
+
+// Ethdevs one process can have (RTE_MAX_ETHPORTS): split.hpp's
+// ethdevs_needed() of every node must fit.
+uint32_t max_ethdevs_per_process();
+
+// How long an idle node sleeps (NodeOptions::busy_poll off).
+inline constexpr Nanos kNodeIdleSleep = Nanos::from_us(20);
+
+// Runs switch `name` of `t` (not yet scaled) until SIGINT or SIGTERM: its
+// ports on its cable ends, the MAC of each NIC cabled to it (NicWire, and
+// proxy ARP: it answers every ARP request of its NIC with the switch port's
+// MAC, as one-process live primes the NICs' caches), a counter snapshot
+// every 20 ms and at exit, a ready mark once every port is up. 0 on a clean
+// stop; 2 with a message on stderr if it cannot be built.
+int run_switch_node(const Topology& t, const std::string& name, const NodeOptions& o);
+
+// The hosts node: run_live_sweep() with every NIC on its cable end, waiting
+// for the switch nodes' ready marks, and the switch counters of each size
+// taken from their snapshots.
+LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> sizes, LiveOptions lo,
+                          const NodeOptions& o);
+
+// One process to start: its name, its argv (argv[0] is the binary) and where
+// its stdout and stderr go (empty: the launcher's own).
+struct NodeCommand {
+    std::string name;
+    std::vector<std::string> argv;
+    std::string log;
+};
+
+struct LaunchResult {
+    int status = 0;      // the first node's exit status when every node ran to the end; else 2
+    std::string error;   // which node failed and why
+};
+
+// Starts every node (fork + exec), waits for the first one (the hosts node)
+// to exit, then stops the others with SIGTERM (SIGKILL after 5 s). A node
+// that exits before the first one, a timeout (`timeout_s` for the whole
+// run) or SIGINT/SIGTERM to the launcher stops them all, and the error names
+// the node and why. Children get SIGKILL if the launcher dies.
+LaunchResult launch_nodes(const std::vector<NodeCommand>& nodes, double timeout_s);
+
+}  // namespace rocemu::fabric::live

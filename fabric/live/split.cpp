@@ -1,0 +1,177 @@
+#include "fabric/live/split.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <ctime>
+#include <filesystem>
+#include <stdexcept>
+
+#include "fabric/live/live.hpp"
+
+namespace rocemu::fabric::live {
+
+namespace {
+
+constexpr uint32_t kRuntimeTxFrames = 64;  // sw::live::SwitchRuntime's TX buffer (2 bursts)
+
+std::string path_in(const std::string& dir, std::string_view node, std::string_view ext) {
+    return (std::filesystem::path(dir) / fmt::format("{}.{}", node, ext)).string();
+}
+
+bool known_node(const Topology& t, std::string_view node) {
+    if (node == kHostsNode) return true;
+    for (const SwitchSpec& s : t.switches)
+        if (s.name == node) return true;
+    return false;
+}
+
+}  // namespace
+
+uint32_t split_headroom_frames() { return kLiveHeadroomFrames + (1u << kMemifLog2Ring) + kRuntimeTxFrames; }
+
+std::vector<std::string> node_names(const Topology& t) {
+    std::vector<std::string> names{std::string(kHostsNode)};
+    for (const SwitchSpec& s : t.switches) {
+        if (s.name == kHostsNode)
+            throw std::invalid_argument(
+                fmt::format("a switch is named '{}', the name of the NICs' process: rename it", kHostsNode));
+        names.push_back(s.name);
+    }
+    return names;
+}
+
+std::string node_of(const Topology& t, const Endpoint& e) {
+    return e.is_switch ? t.switches[e.index].name : std::string(kHostsNode);
+}
+
+std::vector<CableEnd> cable_ends(const Topology& t, std::string_view node, const std::string& link_dir,
+                                 const std::map<std::string, std::string>& overrides) {
+    if (!known_node(t, node))
+        throw std::invalid_argument(fmt::format("no node '{}' in fabric '{}'", node, t.cfg.name));
+    for (const auto& [cable, dev] : overrides) {
+        const auto l = t.find_link(cable);
+        if (!l || (node_of(t, t.links[*l].a) != node && node_of(t, t.links[*l].b) != node))
+            throw std::invalid_argument(fmt::format("--port {}={}: node '{}' has no end of a cable '{}'", cable, dev,
+                                                    node, cable));
+    }
+    std::vector<CableEnd> ends;
+    for (uint32_t l = 0; l < t.links.size(); ++l) {
+        const LinkSpec& link = t.links[l];
+        const std::string na = node_of(t, link.a), nb = node_of(t, link.b);
+        if (na == nb) throw std::invalid_argument(fmt::format("cable {} joins node {} to itself", link.name, na));
+        if (na != node && nb != node) continue;
+        CableEnd e;
+        e.link = l;
+        const bool at_a = na == node;
+        e.end = at_a ? link.a : link.b;
+        e.peer = at_a ? link.b : link.a;
+        e.peer_node = at_a ? nb : na;
+        e.server = node < e.peer_node;
+        if (const auto o = overrides.find(link.name); o != overrides.end()) {
+            e.devspec = o->second;
+        } else {
+            const std::array<uint8_t, 6>& m =
+                e.end.is_switch ? t.switches[e.end.index].port_mac[e.end.port] : t.nics[e.end.index].mac;
+            e.devspec = fmt::format(
+                "net_memif{},role={},socket={},socket-abstract=no,id=0,rsize={},bsize={},mac={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                ends.size(), e.server ? "server" : "client",
+                (std::filesystem::path(link_dir) / (link.name + ".sock")).string(),
+                link.fabric ? kMemifLog2Ring : kMemifLog2NicRing,
+                kMemifBufferBytes, m[0], m[1], m[2], m[3], m[4], m[5]);
+        }
+        ends.push_back(std::move(e));
+    }
+    return ends;
+}
+
+bool is_memif_client(const CableEnd& e) {
+    return e.devspec.starts_with("net_memif") && e.devspec.find(",role=client") != std::string::npos;
+}
+
+std::string servers_path(const std::string& link_dir, std::string_view node) {
+    return path_in(link_dir, node, "servers");
+}
+
+bool wait_for_file(const std::string& path, Nanos timeout) {
+    constexpr timespec kStep{0, 10000000};
+    for (Nanos waited{}; waited <= timeout; waited += Nanos::from_ms(10)) {
+        if (std::filesystem::exists(path)) return true;
+        nanosleep(&kStep, nullptr);
+    }
+    return false;
+}
+
+std::map<std::string, std::string> parse_port_overrides(const Topology& t, const std::vector<std::string>& values) {
+    std::map<std::string, std::string> m;
+    for (const std::string& v : values) {
+        const size_t eq = v.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+            throw std::invalid_argument(fmt::format("--port '{}': expected CABLE=DEVSPEC, e.g. h0-leaf0=net_af_packet0,iface=veth0", v));
+        const std::string cable = v.substr(0, eq);
+        if (!t.find_link(cable))
+            throw std::invalid_argument(fmt::format("--port '{}': fabric '{}' has no cable '{}'", v, t.cfg.name, cable));
+        m[cable] = v.substr(eq + 1);
+    }
+    return m;
+}
+
+uint32_t ethdevs_needed(const Topology& t, std::string_view node) {
+    if (node == kHostsNode) return static_cast<uint32_t>(t.nics.size());
+    uint32_t n = 0;
+    for (const LinkSpec& l : t.links)
+        for (const Endpoint* e : {&l.a, &l.b})
+            if (e->is_switch && t.switches[e->index].name == node) n += l.fabric ? 1 : 2;
+    return n;
+}
+
+std::string ready_path(const std::string& link_dir, std::string_view node) { return path_in(link_dir, node, "ready"); }
+
+std::string counters_path(const std::string& link_dir, std::string_view node) {
+    return path_in(link_dir, node, "counters");
+}
+
+std::string format_snapshot(const SwitchSnapshot& s) {
+    std::string out = fmt::format("# at_ns {}\n", s.at_ns);
+    for (const std::string& r : s.rows) out += r + '\n';
+    return out;
+}
+
+std::optional<SwitchSnapshot> parse_snapshot(std::string_view text) {
+    constexpr std::string_view kHead = "# at_ns ";
+    if (!text.starts_with(kHead)) return std::nullopt;
+    SwitchSnapshot s;
+    const size_t eol = text.find('\n');
+    if (eol == std::string_view::npos) return std::nullopt;
+    const std::string_view num = text.substr(kHead.size(), eol - kHead.size());
+    if (std::from_chars(num.data(), num.data() + num.size(), s.at_ns).ec != std::errc{}) return std::nullopt;
+    // A file cut short (its writer killed) ends without a newline: no row is taken from it.
+    size_t pos = eol + 1;
+    while (pos < text.size()) {
+        const size_t e = text.find('\n', pos);
+        if (e == std::string_view::npos) return std::nullopt;
+        if (e > pos) s.rows.emplace_back(text.substr(pos, e - pos));
+        pos = e + 1;
+    }
+    return s;
+}
+
+SwitchRowTotals sum_rows(const std::vector<std::string>& rows) {
+    SwitchRowTotals t;
+    for (const std::string& r : rows) {
+        // switch,port,counter,value
+        const size_t c2 = r.find(',', r.find(',') + 1);
+        const size_t c3 = r.rfind(',');
+        if (c2 == std::string::npos || c3 <= c2) continue;
+        const std::string_view counter = std::string_view(r).substr(c2 + 1, c3 - c2 - 1);
+        uint64_t v = 0;
+        if (std::from_chars(r.data() + c3 + 1, r.data() + r.size(), v).ec != std::errc{}) continue;
+        if (counter == "tx_pfc_frames") t.pfc_frames += v;
+        else if (counter == "ecn_marks") t.ecn_marks += v;
+        else if (counter == "lossless_drops") t.lossless_drops += v;
+        else if (counter.starts_with("drop_")) t.drops += v;
+    }
+    return t;
+}
+
+}  // namespace rocemu::fabric::live

@@ -1,0 +1,113 @@
+// The live fabric split into processes (`rocemu fabric run --live
+// --processes`): one process per switch and one for all the NICs, each cable
+// a memif pair. This header is the part every process must agree on without
+// talking to the others, so it is derived from the Topology alone: node
+// names, which end of a cable is the memif server, socket and vdev names, how
+// many ethdevs a node needs, where a node leaves its ready mark and counters,
+// and the counter snapshot format. Free of DPDK.
+//
+// The NIC's MAC (NicWire) runs in the switch process, at the leaf end of the
+// cable: so the switch and the MAC that obeys its pauses share one fabric
+// clock, and the hosts process needs one ethdev per NIC (not two), which is
+// what lets 32 NICs fit RTE_MAX_ETHPORTS.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fabric/topology.hpp"
+
+namespace rocemu::fabric::live {
+
+// The node holding every NIC, the workload and the report.
+inline constexpr std::string_view kHostsNode = "hosts";
+
+// A switch-to-switch memif ring has 2^kMemifLog2Ring slots, each buffer
+// holding a whole jumbo frame: a small ring bounds what a cable holds when
+// the far end is not scheduled, which the lossless headroom must absorb
+// (split_headroom_frames). A NIC cable's ring is larger: the NIC's MAC sits
+// after it, at the switch, so nothing in it has passed a pause; but a NIC
+// drops what its port does not take (drop_tx_full), and its RC window (16
+// chunks of 64 KiB per QP) can be thousands of frames.
+inline constexpr uint32_t kMemifLog2Ring = 7;
+inline constexpr uint32_t kMemifLog2NicRing = 12;
+inline constexpr uint32_t kMemifBufferBytes = 8192;
+
+// Lossless headroom of a split fabric in NIC-MTU frames: one-process live's
+// kLiveHeadroomFrames plus a full memif ring and a switch runtime's TX buffer
+// (64 frames), all of which may still arrive after an XOFF leaves.
+uint32_t split_headroom_frames();
+
+// "hosts", then every switch name in topology order. Throws
+// std::invalid_argument if a switch is named "hosts".
+std::vector<std::string> node_names(const Topology& t);
+
+// The node that owns a cable end.
+std::string node_of(const Topology& t, const Endpoint& e);
+
+// One cable end as the node that owns it sees it.
+struct CableEnd {
+    uint32_t link = 0;      // index in Topology::links
+    Endpoint end;           // this node's end
+    Endpoint peer;          // the other end
+    std::string peer_node;
+    bool server = false;    // memif server: this node's name sorts below the peer's
+    std::string devspec;    // the DPDK device string to open
+};
+
+// The cable ends `node` owns, in link order, with memif device strings:
+//   net_memif<i>,role=server|client,socket=DIR/<link>.sock,socket-abstract=no,id=0,rsize=R,bsize=B,mac=M
+// (i counts the node's ends from 0; M is the end's MAC in the topology).
+// `overrides` (link name -> device string) replace an end's memif, e.g. by an
+// af_packet port or a real NIC when the peer runs on another machine.
+// std::invalid_argument if `node` is unknown or an override names no cable of it.
+std::vector<CableEnd> cable_ends(const Topology& t, std::string_view node, const std::string& link_dir,
+                                 const std::map<std::string, std::string>& overrides = {});
+
+// A memif client end fails to start, or never comes up, when it connects
+// before its server's port is started, and the nodes start in any order. So
+// a node opens its server ends (and non-memif ends) first, then writes
+// DIR/<node>.servers, and opens each client end once its peer's mark exists.
+bool is_memif_client(const CableEnd& e);
+std::string servers_path(const std::string& link_dir, std::string_view node);
+// Waits (polling every 10 ms) until `path` exists, at most `timeout`.
+bool wait_for_file(const std::string& path, Nanos timeout);
+
+// "CABLE=DEVSPEC" values into a map; std::invalid_argument naming the value
+// if one has no '=' or names no cable of the topology.
+std::map<std::string, std::string> parse_port_overrides(const Topology& t, const std::vector<std::string>& values);
+
+// Ethdevs `node` opens: the hosts node one per NIC; a switch one per switch
+// port plus one more per NIC cable (its MAC sits between the memif and a
+// net_ring port of the switch).
+uint32_t ethdevs_needed(const Topology& t, std::string_view node);
+
+// DIR/<node>.ready (the node's pid, written once every port of it is up) and
+// DIR/<node>.counters (the counter snapshot, rewritten every 20 ms and at exit).
+std::string ready_path(const std::string& link_dir, std::string_view node);
+std::string counters_path(const std::string& link_dir, std::string_view node);
+
+// A switch's counter snapshot: the CLOCK_MONOTONIC time it was taken and
+// "switch,port,counter,value" rows of every non-zero port counter, plus a
+// "lossless_drops" row per port that had any.
+struct SwitchSnapshot {
+    int64_t at_ns = 0;
+    std::vector<std::string> rows;
+};
+std::string format_snapshot(const SwitchSnapshot& s);
+std::optional<SwitchSnapshot> parse_snapshot(std::string_view text);
+
+// Totals of snapshot rows, named as LiveTotals names them.
+struct SwitchRowTotals {
+    uint64_t pfc_frames = 0;      // tx_pfc_frames
+    uint64_t ecn_marks = 0;       // ecn_marks
+    uint64_t drops = 0;           // every drop_* counter
+    uint64_t lossless_drops = 0;  // lossless_drops
+};
+SwitchRowTotals sum_rows(const std::vector<std::string>& rows);
+
+}  // namespace rocemu::fabric::live

@@ -1,0 +1,390 @@
+// A switch of a split live fabric in its own process (node.hpp).
+#include <fmt/format.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+
+#include "dataplane/dpdk/eal.hpp"
+#include "dataplane/dpdk/port.hpp"
+#include "dataplane/wire/l2.hpp"
+#include "fabric/live/fabric_clock.hpp"
+#include "fabric/live/nic_wire.hpp"
+#include "fabric/live/node.hpp"
+#include "fabric/live/split.hpp"
+#include "switch/dpdk/runtime.hpp"
+#include "switch/dpdk/stats.hpp"
+
+namespace rocemu::fabric::live {
+
+namespace {
+
+constexpr uint32_t kRingSize = 8192;
+constexpr uint16_t kBurst = 32;
+// A cable port's pool holds what the switch buffers of its frames: the
+// whole shared buffer at worst (16 MB of 4 KiB frames), plus a memif ring.
+constexpr uint32_t kCableMbufs = 4095;
+constexpr uint32_t kSwitchPortMbufs = 511;  // a net_ring switch port allocates PFC frames only
+constexpr uint32_t kMbMemPerCablePort = 48;  // MB: kCableMbufs of 10 KiB jumbo mbufs, and slack
+constexpr Nanos kSnapshotEvery = Nanos::from_ms(20);
+constexpr Nanos kPeerWait = Nanos::from_s(30);  // for the memif server of each client end
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_stop_signal(int) { g_stop = 1; }
+
+int64_t monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// Writes `text` to `path` through a temporary file, so that a reader sees
+// the old snapshot or the new one, never half of one.
+bool write_atomically(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::trunc);
+        f << text;
+        if (!f) return false;
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    return !ec;
+}
+
+struct CableCounters {
+    uint64_t arp_replied = 0;   // the NIC's ARP requests answered (proxy ARP)
+    uint64_t arp_taken = 0;     // the NIC's other ARP frames (announcements, replies): not for the switch
+    uint64_t tx_full_turns = 0; // turns the cable took fewer frames than offered (kept, never dropped)
+};
+
+// A NIC's cable at its leaf: the memif to the hosts node, the NIC's MAC
+// (NicWire) and a net_ring port of the switch.
+//
+//   cable --rx--> from_nic [NicWire] to_switch --rx--> switch port
+//   cable <--tx-- to_nic   [NicWire] from_switch <--tx-- switch port
+struct NicCable {
+    std::unique_ptr<dpdk::Port> cable;
+    rte_ring *from_nic = nullptr, *to_switch = nullptr, *from_switch = nullptr, *to_nic = nullptr;
+    std::unique_ptr<NicWire> wire;
+    wire::MacAddr port_mac;   // the switch port's: the NIC's gateway
+    std::array<rte_mbuf*, kBurst> tx{};
+    uint16_t tx_n = 0, tx_off = 0;
+    CableCounters c;
+};
+
+// An ARP request of the NIC becomes, in place, the reply from the switch
+// port: the leaf is every NIC's next hop. True if the frame was ARP (and so
+// is consumed here).
+bool answer_arp(NicCable& nc, rte_mbuf* m) {
+    auto* p = rte_pktmbuf_mtod(m, uint8_t*);
+    wire::L2 l2;
+    wire::Arp arp;
+    if (!wire::parse_arp({p, rte_pktmbuf_data_len(m)}, l2, arp)) return false;
+    if (arp.oper != wire::kArpRequest || arp.spa == arp.tpa || rte_ring_full(nc.to_nic)) {
+        ++nc.c.arp_taken;
+        rte_pktmbuf_free(m);
+        return true;
+    }
+    wire::L2 out;
+    out.dst = arp.sha;
+    out.src = nc.port_mac;
+    wire::Arp reply;
+    reply.oper = wire::kArpReply;
+    reply.sha = nc.port_mac;
+    reply.spa = arp.tpa;
+    reply.tha = arp.sha;
+    reply.tpa = arp.spa;
+    const uint16_t len = std::max<uint16_t>(60, rte_pktmbuf_data_len(m));
+    if (rte_pktmbuf_data_len(m) < len) rte_pktmbuf_append(m, len - rte_pktmbuf_data_len(m));
+    std::memset(p, 0, rte_pktmbuf_data_len(m));
+    wire::encode_arp(out, reply, {p, rte_pktmbuf_data_len(m)});
+    rte_ring_enqueue(nc.to_nic, m);
+    ++nc.c.arp_replied;
+    return true;
+}
+
+// One turn of a NIC cable: the NIC's frames in, the MAC, frames out to the
+// NIC. Returns the frames moved.
+uint32_t pump(NicCable& nc, Nanos now) {
+    uint32_t moved = 0;
+    rte_mbuf* in[kBurst];
+    const auto room = static_cast<uint16_t>(std::min<unsigned>(kBurst, rte_ring_free_count(nc.from_nic)));
+    const uint16_t n = room ? rte_eth_rx_burst(nc.cable->id(), 0, in, room) : 0;
+    for (uint16_t i = 0; i < n; ++i)
+        if (!answer_arp(nc, in[i])) rte_ring_enqueue(nc.from_nic, in[i]);
+    moved += n;
+    nc.wire->poll(now);
+    if (nc.tx_off == nc.tx_n) {
+        nc.tx_off = 0;
+        nc.tx_n = static_cast<uint16_t>(
+            rte_ring_dequeue_burst(nc.to_nic, reinterpret_cast<void**>(nc.tx.data()), kBurst, nullptr));
+    }
+    if (nc.tx_off < nc.tx_n) {
+        const uint16_t want = nc.tx_n - nc.tx_off;
+        const uint16_t sent = rte_eth_tx_burst(nc.cable->id(), 0, nc.tx.data() + nc.tx_off, want);
+        nc.tx_off += sent;
+        moved += sent;
+        if (sent < want) ++nc.c.tx_full_turns;
+    }
+    return moved + (nc.wire->idle() ? 0 : 1);
+}
+
+struct SwitchNode {
+    Topology topo;
+    uint32_t index = 0;
+    std::string name;
+    std::vector<rte_ring*> rings;
+    std::vector<NicCable> nic_cables;
+    std::vector<std::unique_ptr<dpdk::Port>> ports;  // switch port i
+    std::unique_ptr<sw::Switch> core;
+    std::unique_ptr<sw::live::SwitchRuntime> rt;
+    std::vector<uint64_t> scratch;
+
+    ~SwitchNode() {
+        // The runtime and the MACs hold mbufs of every pool: free them while the pools exist.
+        rt.reset();
+        for (NicCable& nc : nic_cables) {
+            nc.wire.reset();
+            for (uint16_t i = nc.tx_off; i < nc.tx_n; ++i) rte_pktmbuf_free(nc.tx[i]);
+        }
+        for (rte_ring* r : rings) {
+            void* m = nullptr;
+            while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+        }
+        nic_cables.clear();
+        ports.clear();
+        for (rte_ring* r : rings) rte_ring_free(r);
+    }
+
+    bool build(const std::vector<CableEnd>& ends, const std::string& link_dir, uint64_t seed, std::string& error);
+    SwitchSnapshot snapshot(Nanos now);
+};
+
+bool SwitchNode::build(const std::vector<CableEnd>& ends, const std::string& link_dir, uint64_t seed,
+                       std::string& error) {
+    const SwitchSpec& spec = topo.switches[index];
+    ports.resize(spec.cfg.ports.size());
+    nic_cables.reserve(ends.size());
+    const auto ring = [&](const std::string& n) {
+        rte_ring* r = rte_ring_create(n.c_str(), kRingSize, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        if (r) rings.push_back(r);
+        return r;
+    };
+    dpdk::PortConfig cable_cfg;
+    cable_cfg.mtu = static_cast<uint16_t>(topo.cfg.nic.mtu);
+    cable_cfg.mbufs = kCableMbufs;
+    cable_cfg.link_wait = Nanos{0};
+    // Server ends first, then the mark, then client ends (split.hpp).
+    std::vector<const CableEnd*> order;
+    for (const bool clients : {false, true})
+        for (const CableEnd& e : ends)
+            if (is_memif_client(e) == clients) order.push_back(&e);
+    bool marked = false;
+    for (const CableEnd* ep : order) {
+        const CableEnd& e = *ep;
+        const LinkSpec& link = topo.links[e.link];
+        const std::string& pname = spec.cfg.ports[e.end.port].name;
+        cable_cfg.devspec = e.devspec;
+        if (is_memif_client(e) && !marked) {
+            marked = write_atomically(servers_path(link_dir, name), "");
+            if (!marked) {
+                error = fmt::format("cannot write {}", servers_path(link_dir, name));
+                return false;
+            }
+        }
+        if (is_memif_client(e) && !wait_for_file(servers_path(link_dir, e.peer_node), kPeerWait)) {
+            error = fmt::format("{}:{} (cable {}): node {} did not open its memif servers within {:.0f} s", name,
+                                pname, link.name, e.peer_node, kPeerWait.seconds());
+            return false;
+        }
+        // The port's warning that memif cannot set the MTU is expected: its
+        // buffers (kMemifBufferBytes) carry the frame anyway.
+        const spdlog::level::level_enum level = spdlog::get_level();
+        spdlog::set_level(spdlog::level::err);
+        auto cable = dpdk::Port::open(cable_cfg, error);
+        spdlog::set_level(level);
+        if (!cable) {
+            error = fmt::format("{}:{} (cable {}): {}", name, pname, link.name, error);
+            return false;
+        }
+        cable->set_promiscuous(true);
+        if (link.fabric) {
+            ports[e.end.port] = std::move(cable);
+            continue;
+        }
+        NicCable& nc = nic_cables.emplace_back();
+        nc.cable = std::move(cable);
+        nc.port_mac = wire::MacAddr{spec.port_mac[e.end.port]};
+        nc.from_nic = ring(fmt::format("sn{}fn", e.link));
+        nc.to_switch = ring(fmt::format("sn{}ts", e.link));
+        nc.from_switch = ring(fmt::format("sn{}fs", e.link));
+        nc.to_nic = ring(fmt::format("sn{}tn", e.link));
+        rte_ring* rx = nc.to_switch;
+        rte_ring* tx = nc.from_switch;
+        const int id = nc.from_nic && nc.to_switch && nc.from_switch && nc.to_nic
+                           ? rte_eth_from_rings(fmt::format("sn{}s", e.link).c_str(), &rx, 1, &tx, 1, SOCKET_ID_ANY)
+                           : -1;
+        if (id < 0) {
+            error = fmt::format("{}:{} (cable {}): cannot make its rings and port", name, pname, link.name);
+            return false;
+        }
+        rte_ether_addr mac;
+        std::memcpy(mac.addr_bytes, spec.port_mac[e.end.port].data(), 6);
+        rte_eth_dev_default_mac_addr_set(static_cast<uint16_t>(id), &mac);
+        dpdk::PortConfig pc;
+        pc.mbufs = kSwitchPortMbufs;
+        pc.link_wait = Nanos{0};
+        ports[e.end.port] = dpdk::Port::attach(static_cast<uint16_t>(id), pc, error);
+        if (!ports[e.end.port]) {
+            error = fmt::format("{}:{}: {}", name, pname, error);
+            return false;
+        }
+        nc.wire = std::make_unique<NicWire>(nc.from_nic, nc.to_switch, nc.from_switch, nc.to_nic,
+                                            spec.cfg.ports[e.end.port].speed, link.cls.delay, pfc_priority(topo));
+    }
+    if (!marked && !write_atomically(servers_path(link_dir, name), "")) {
+        error = fmt::format("cannot write {}", servers_path(link_dir, name));
+        return false;
+    }
+    for (uint16_t p = 0; p < ports.size(); ++p)
+        if (!ports[p]) {
+            error = fmt::format("{}:{} has no cable", name, spec.cfg.ports[p].name);
+            return false;
+        }
+    core = std::make_unique<sw::Switch>(spec.cfg);
+    topo.install_routes(index, core->routes());
+    std::vector<dpdk::Port*> raw;
+    std::vector<sw::LinkConfig> links;
+    for (uint16_t p = 0; p < ports.size(); ++p) {
+        raw.push_back(ports[p].get());
+        sw::LinkConfig lc;
+        lc.speed = spec.cfg.ports[p].speed;
+        lc.propagation_delay = spec.cfg.ports[p].propagation_delay;
+        links.push_back(lc);
+    }
+    sw::live::RuntimeOptions ro;
+    ro.ttl_decrement = true;  // as the virtual-time switch does
+    ro.seed = seed * 1000003u + index;  // as one-process live seeds switch `index`
+    rt = std::make_unique<sw::live::SwitchRuntime>(*core, raw, links, nullptr, ro);
+    scratch.resize(sw::live::port_counter_names().size());
+    return true;
+}
+
+SwitchSnapshot SwitchNode::snapshot(Nanos now) {
+    SwitchSnapshot s;
+    s.at_ns = monotonic_ns();
+    const auto& names = sw::live::port_counter_names();
+    const SwitchSpec& spec = topo.switches[index];
+    for (sw::PortId p = 0; p < rt->num_ports(); ++p) {
+        sw::live::collect_port_counters(*core, p, now, rt->stats(p), rt->link(p).counters(), scratch);
+        for (size_t i = 0; i < names.size(); ++i)
+            if (scratch[i]) s.rows.push_back(fmt::format("{},{},{},{}", name, spec.cfg.ports[p].name, names[i], scratch[i]));
+        if (const uint64_t l = sw::live::lossless_drops(*core, p))
+            s.rows.push_back(fmt::format("{},{},lossless_drops,{}", name, spec.cfg.ports[p].name, l));
+    }
+    return s;
+}
+
+}  // namespace
+
+uint32_t max_ethdevs_per_process() { return RTE_MAX_ETHPORTS; }
+
+int run_switch_node(const Topology& t, const std::string& name, const NodeOptions& o) {
+    const auto fail = [&](const std::string& why) {
+        fmt::print(stderr, "rocemu fabric node --switch {}: {}\n", name, why);
+        return 2;
+    };
+    SwitchNode node;
+    node.name = name;
+    std::vector<CableEnd> ends;
+    try {
+        const double scale = o.scale > 0 ? o.scale : default_scale(t);
+        node.topo = scale_topology(t, scale, split_headroom_frames());
+        node_names(t);
+        ends = cable_ends(node.topo, name, o.link_dir, parse_port_overrides(t, o.ports));
+    } catch (const std::invalid_argument& e) {
+        return fail(e.what());
+    }
+    for (uint32_t s = 0; s < t.switches.size(); ++s)
+        if (t.switches[s].name == name) node.index = s;
+    if (node.topo.switches[node.index].name != name || name == kHostsNode)
+        return fail(fmt::format("fabric '{}' has no switch '{}'", t.cfg.name, name));
+    const uint32_t ethdevs = ethdevs_needed(t, name);
+    if (ethdevs > max_ethdevs_per_process())
+        return fail(fmt::format("it needs {} DPDK ports (one per port, one more per NIC cable) and this DPDK build has "
+                                "RTE_MAX_ETHPORTS = {}",
+                                ethdevs, RTE_MAX_ETHPORTS));
+    std::vector<std::string> eal = o.eal_args;
+    const bool has_mem = std::any_of(eal.begin(), eal.end(), [](const std::string& a) {
+        return a == "-m" || a == "--socket-mem" || a.rfind("--socket-mem=", 0) == 0;
+    });
+    if (!has_mem) {
+        eal.push_back("-m");
+        eal.push_back(std::to_string(256 + kMbMemPerCablePort * ends.size()));
+    }
+    std::string error;
+    if (!dpdk::Eal::init(eal, error)) return fail(error);
+    if (!node.build(ends, o.link_dir, o.seed, error)) return fail(error);
+
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+    FabricClock clock(FabricClock::max_step_for(node.topo));
+    const std::string counters = counters_path(o.link_dir, name);
+    bool ready = false;
+    Nanos next_snapshot{};
+    uint64_t turns = 0, sleeps = 0;
+    uint32_t idle = 0;
+    while (!g_stop) {
+        const Nanos now = clock.advance();
+        ++turns;
+        uint32_t work = 0;
+        for (NicCable& nc : node.nic_cables) work += pump(nc, now);
+        work += node.rt->poll(now);
+        if (node.rt->held()) ++work;
+        if (clock.real() >= next_snapshot) {
+            next_snapshot = clock.real() + kSnapshotEvery;
+            write_atomically(counters, format_snapshot(node.snapshot(now)));
+            if (!ready) {
+                bool up = true;
+                for (const auto& p : node.ports) up = up && p->link_up();
+                for (const NicCable& nc : node.nic_cables) up = up && nc.cable->link_up();
+                if (up) ready = write_atomically(ready_path(o.link_dir, name), fmt::format("{}\n", getpid()));
+            }
+        }
+        if (work) {
+            idle = 0;
+        } else if (!o.busy_poll && ++idle >= 64) {
+            const timespec ts{0, static_cast<long>(kNodeIdleSleep.v)};
+            nanosleep(&ts, nullptr);
+            ++sleeps;
+        }
+    }
+    const Nanos now = clock.advance();
+    if (!write_atomically(counters, format_snapshot(node.snapshot(now))))
+        return fail(fmt::format("cannot write {}", counters));
+    CableCounters c;
+    for (const NicCable& nc : node.nic_cables) {
+        c.arp_replied += nc.c.arp_replied;
+        c.arp_taken += nc.c.arp_taken;
+        c.tx_full_turns += nc.c.tx_full_turns;
+    }
+    fmt::print("switch {}: {} turns, {} idle sleeps of {:.0f} us ({:.1f} s), fabric clock held back {:.1f} ms over {} "
+               "gaps; ARP requests answered {}, other ARP taken {}, turns a cable was full {}\n",
+               name, turns, sleeps, kNodeIdleSleep.us(), static_cast<double>(sleeps) * kNodeIdleSleep.seconds(),
+               clock.held_back().seconds() * 1e3, clock.held_back_turns(), c.arp_replied, c.arp_taken,
+               c.tx_full_turns);
+    std::fflush(stdout);
+    return 0;
+}
+
+}  // namespace rocemu::fabric::live

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# rocemu fabric run --live --processes: the 8:1 incast dumbbell
+# (configs/fabrics/incast.yaml) as three processes (the NICs, switch left,
+# switch right) cabled by memif. Every flow completes with its bytes
+# verified, the left switch sends PFC, nothing is dropped, each switch
+# node's summary and counters reach the launcher's output and the report;
+# then a switch node killed mid-run makes the launcher fail, naming it, and
+# leaves no node behind.
+# Usage: fabric_split.sh ROCEMU REPO_ROOT
+set -uo pipefail
+ROCEMU=$1
+ROOT=$2
+OUT=$(mktemp -d /tmp/fab_split_e2e.XXXXXX)
+bg=
+cleanup() {
+  [ -n "$bg" ] && kill "$bg" 2>/dev/null
+  rm -rf "$OUT"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+EAL=(-- --log-level lib.eal:error)
+
+"$ROCEMU" fabric run --live --processes -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 4M --qps 8 \
+  -o "$OUT/rep" --link-dir "$OUT/links" "${EAL[@]}" >"$OUT/out.txt" 2>"$OUT/err.txt"
+rc=$?
+cat "$OUT/out.txt"
+[ $rc -eq 0 ] || { cat "$OUT/err.txt" "$OUT"/links/*.log; fail "exit status $rc"; }
+grep -q "split: 3 processes (hosts + 2 switches) over memif, scale 1:225" "$OUT/out.txt" || fail "no split line"
+grep -q "live, scale 1:225" "$OUT/out.txt" || fail "no table title"
+row=$(grep -E "^ +4194304 " "$OUT/out.txt") || fail "no 4194304 row"
+echo "$row" | grep -q " 8/8$" || fail "not every flow verified: $row"
+for s in left right; do
+  grep -qE "^  switch $s: [0-9]+ turns" "$OUT/out.txt" || fail "no summary of switch node $s"
+  [ -f "$OUT/links/$s.ready" ] && [ -f "$OUT/links/$s.counters" ] || fail "no ready mark or counters of $s"
+done
+grep -qE "^  switch left: .*ARP requests answered [1-9]" "$OUT/out.txt" || fail "the left switch answered no ARP"
+sweep="$OUT/rep/live_incast_sweep.csv"
+IFS=, read -r size _ _ _ _ pfc _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$sweep")
+[ "$size" = 4194304 ] && [ "$complete" = 1 ] && [ "$flows" = 8 ] && [ "$verified" = 8 ] ||
+  fail "sweep row: $(sed -n 2p "$sweep")"
+[ "$pfc" -gt 0 ] || fail "no PFC frame at an 8:1 incast with 64 QPs"
+[ "$lossless" = 0 ] && [ "$drops" = 0 ] || fail "drops $drops, lossless drops $lossless"
+# The table's PFC column is the switch nodes' counters.
+echo "$row" | awk -v p="$pfc" '{ exit !($6 == p) }' || fail "table PFC is not the CSV's $pfc: $row"
+ports="$OUT/rep/live_incast_4194304B_switch_ports.csv"
+grep -q "^left,Ethernet0,pfc_tx_xoff_p3," "$ports" || fail "no XOFF from left:Ethernet0 in $ports"
+grep -q "^right," "$ports" || fail "no counters of switch right in $ports"
+
+# A node killed mid-run: the launcher stops the others and names it.
+"$ROCEMU" fabric run --live --processes -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 256M \
+  --timeout 100 --link-dir "$OUT/kill" -o "$OUT/rep2" "${EAL[@]}" >"$OUT/kill.txt" 2>&1 &
+bg=$!
+for _ in $(seq 300); do
+  [ -s "$OUT/kill/right.ready" ] && break
+  kill -0 "$bg" 2>/dev/null || { cat "$OUT/kill.txt"; fail "the launcher exited before switch right was ready"; }
+  sleep 0.1
+done
+victim=$(cat "$OUT/kill/right.ready" 2>/dev/null) || fail "switch right never became ready"
+kill -9 "$victim"
+for _ in $(seq 300); do kill -0 "$bg" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$bg" 2>/dev/null && fail "the launcher still runs 30 s after node right was killed"
+wait "$bg"
+rc=$?
+bg=
+cat "$OUT/kill.txt"
+[ $rc -eq 2 ] || fail "exit status $rc after a node was killed"
+grep -q "node right (pid $victim) was killed by signal 9" "$OUT/kill.txt" || fail "the message does not name node right"
+pgrep -f -- "--link-dir $OUT/kill" >/dev/null && fail "a node of the killed run is still running"
+
+"$ROCEMU" fabric node --default --link-dir "$OUT/x" >"$OUT/bad.txt" 2>&1
+[ $? -eq 2 ] && grep -q "exactly one of --switch NAME and --hosts" "$OUT/bad.txt" || fail "node without a role accepted"
+"$ROCEMU" fabric node --switch nosuch --default --link-dir "$OUT/x" >"$OUT/bad.txt" 2>&1
+[ $? -eq 2 ] && grep -q "no node 'nosuch'" "$OUT/bad.txt" || fail "unknown switch: $(cat "$OUT/bad.txt")"
+echo "PASS"

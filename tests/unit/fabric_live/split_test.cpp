@@ -1,0 +1,172 @@
+// What the processes of a split live fabric agree on from the topology
+// alone: node names, memif roles and sockets, device overrides, ethdev
+// budgets, and the counter snapshots they exchange. No DPDK ports needed.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <stdexcept>
+
+#include "fabric/embedded.hpp"
+#include "fabric/live/live.hpp"
+#include "fabric/live/split.hpp"
+
+namespace rocemu::fabric::live {
+namespace {
+
+Topology embedded(std::string_view name) {
+    for (std::size_t i = 0; i < detail::kEmbeddedFabricCount; ++i)
+        if (detail::kEmbeddedFabrics[i].name == name) {
+            const ConfigResult r = parse_fabric_config(detail::kEmbeddedFabrics[i].yaml, std::string(name));
+            EXPECT_TRUE(r.config) << r.error;
+            return generate(*r.config);
+        }
+    ADD_FAILURE() << "no embedded fabric " << name;
+    return {};
+}
+
+TEST(FabricLiveSplit, NodesAreTheHostsThenEverySwitch) {
+    const Topology t = embedded("default");
+    const std::vector<std::string> n = node_names(t);
+    ASSERT_EQ(n.size(), 1 + t.switches.size());
+    EXPECT_EQ(n[0], "hosts");
+    for (size_t i = 0; i < t.switches.size(); ++i) EXPECT_EQ(n[i + 1], t.switches[i].name);
+}
+
+TEST(FabricLiveSplit, ASwitchNamedHostsIsRefused) {
+    Topology t = embedded("incast");
+    t.switches[0].name = "hosts";
+    EXPECT_THROW(node_names(t), std::invalid_argument);
+}
+
+TEST(FabricLiveSplit, EveryCableHasOneServerEndAndOneClientEndOnOneSocket) {
+    const Topology t = embedded("default");
+    std::map<uint32_t, std::vector<CableEnd>> by_link;
+    for (const std::string& n : node_names(t))
+        for (CableEnd& e : cable_ends(t, n, "/tmp/fab"))
+            by_link[e.link].push_back(std::move(e));
+    ASSERT_EQ(by_link.size(), t.links.size());
+    for (const auto& [l, ends] : by_link) {
+        ASSERT_EQ(ends.size(), 2u) << t.links[l].name;
+        EXPECT_NE(ends[0].server, ends[1].server) << t.links[l].name;
+        const std::string sock = "socket=/tmp/fab/" + t.links[l].name + ".sock,";
+        const std::string rsize =
+            ",rsize=" + std::to_string(t.links[l].fabric ? kMemifLog2Ring : kMemifLog2NicRing) + ",";
+        for (const CableEnd& e : ends) {
+            EXPECT_NE(e.devspec.find(sock), std::string::npos) << e.devspec;
+            EXPECT_NE(e.devspec.find(rsize), std::string::npos) << e.devspec;
+            EXPECT_EQ(is_memif_client(e), !e.server) << e.devspec;
+            EXPECT_NE(e.devspec.find(e.server ? "role=server" : "role=client"), std::string::npos) << e.devspec;
+        }
+    }
+}
+
+TEST(FabricLiveSplit, TheLowerNodeNameIsTheServer) {
+    const Topology t = embedded("default");
+    for (const CableEnd& e : cable_ends(t, "leaf0", "/d")) {
+        // "hosts" < "leaf0" < "spine*"
+        EXPECT_EQ(e.server, e.peer_node != "hosts") << t.links[e.link].name;
+        EXPECT_EQ(e.server, std::string("leaf0") < e.peer_node);
+    }
+}
+
+TEST(FabricLiveSplit, VdevNamesAreUniqueWithinANodeAndCarryTheEndsMac) {
+    const Topology t = embedded("default");
+    const std::vector<CableEnd> ends = cable_ends(t, "hosts", "/d");
+    ASSERT_EQ(ends.size(), t.nics.size());
+    std::set<std::string> names;
+    for (size_t i = 0; i < ends.size(); ++i) {
+        const std::string& d = ends[i].devspec;
+        names.insert(d.substr(0, d.find(',')));
+        EXPECT_EQ(d.rfind("net_memif" + std::to_string(i) + ",", 0), 0u) << d;
+        const auto& m = t.nics[ends[i].end.index].mac;
+        char mac[18];
+        std::snprintf(mac, sizeof mac, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+        EXPECT_NE(d.find(std::string("mac=") + mac), std::string::npos) << d;
+        EXPECT_FALSE(ends[i].end.is_switch);
+    }
+    EXPECT_EQ(names.size(), ends.size());
+}
+
+TEST(FabricLiveSplit, NodeViewsAreDeterministic) {
+    const Topology t = embedded("default");
+    const std::vector<CableEnd> a = cable_ends(t, "spine2", "/d"), b = cable_ends(t, "spine2", "/d");
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].devspec, b[i].devspec);
+}
+
+TEST(FabricLiveSplit, AnOverrideReplacesOneEndOnly) {
+    const Topology t = embedded("default");
+    const std::string cable = t.links[0].name;
+    const auto o = parse_port_overrides(t, {cable + "=net_af_packet0,iface=veth0"});
+    ASSERT_EQ(o.size(), 1u);
+    const std::string a = node_of(t, t.links[0].a), b = node_of(t, t.links[0].b);
+    const std::vector<CableEnd> mine = cable_ends(t, a, "/d", o);
+    EXPECT_EQ(mine.front().devspec, "net_af_packet0,iface=veth0");
+    EXPECT_NE(cable_ends(t, b, "/d").front().devspec.find("net_memif"), std::string::npos);
+}
+
+TEST(FabricLiveSplit, BadOverridesAreRefusedWithTheValue) {
+    const Topology t = embedded("default");
+    try {
+        parse_port_overrides(t, {"nocable=net_memif0"});
+        FAIL();
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("no cable 'nocable'"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(parse_port_overrides(t, {"leaf0-spine0"}), std::invalid_argument);
+    // A cable of another node.
+    std::string foreign;
+    for (const LinkSpec& l : t.links)
+        if (l.fabric && node_of(t, l.a) != "leaf0" && node_of(t, l.b) != "leaf0") foreign = l.name;
+    ASSERT_FALSE(foreign.empty());
+    EXPECT_THROW(cable_ends(t, "leaf0", "/d", parse_port_overrides(t, {foreign + "=x"})), std::invalid_argument);
+    EXPECT_THROW(cable_ends(t, "nosuchnode", "/d"), std::invalid_argument);
+}
+
+TEST(FabricLiveSplit, EthdevBudgets) {
+    const Topology d = embedded("default");
+    EXPECT_EQ(ethdevs_needed(d, "hosts"), 8u);
+    EXPECT_EQ(ethdevs_needed(d, "leaf0"), 4u * 2 + 4);  // 4 NIC cables (memif + net_ring), 4 uplinks
+    EXPECT_EQ(ethdevs_needed(d, "spine0"), 2u);
+    // rail-optimised: 40 links, too many for one process (2 ports a link), but
+    // every node of the split fits 32 ethdevs.
+    const Topology r = embedded("rail-optimised");
+    ASSERT_EQ(r.links.size(), 40u);
+    EXPECT_EQ(ethdevs_needed(r, "hosts"), 32u);
+    for (const std::string& n : node_names(r)) EXPECT_LE(ethdevs_needed(r, n), 32u) << n;
+}
+
+TEST(FabricLiveSplit, SnapshotsRoundTripAndTruncatedOnesAreRejected) {
+    SwitchSnapshot s;
+    s.at_ns = 123456789012;
+    s.rows = {"leaf0,Ethernet0,tx_pfc_frames,7", "leaf0,Ethernet4,drop_ttl_expired,2"};
+    const std::string text = format_snapshot(s);
+    const auto back = parse_snapshot(text);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->at_ns, s.at_ns);
+    EXPECT_EQ(back->rows, s.rows);
+    EXPECT_FALSE(parse_snapshot(text.substr(0, text.size() - 1)));
+    EXPECT_FALSE(parse_snapshot("leaf0,Ethernet0,ecn_marks,1\n"));
+    EXPECT_FALSE(parse_snapshot("# at_ns x\n"));
+}
+
+TEST(FabricLiveSplit, RowsSumAsTheOneProcessTotals) {
+    const SwitchRowTotals t = sum_rows({"leaf0,Ethernet0,tx_pfc_frames,7", "leaf1,Ethernet0,tx_pfc_frames,3",
+                                        "spine0,Ethernet0,ecn_marks,5", "leaf0,Ethernet4,drop_ttl_expired,2",
+                                        "leaf0,Ethernet4,drop_link_loss,1", "leaf0,Ethernet4,lossless_drops,4",
+                                        "leaf0,Ethernet4,rx_frames,1000"});
+    EXPECT_EQ(t.pfc_frames, 10u);
+    EXPECT_EQ(t.ecn_marks, 5u);
+    EXPECT_EQ(t.drops, 3u);
+    EXPECT_EQ(t.lossless_drops, 4u);
+}
+
+TEST(FabricLiveSplit, HeadroomCoversAMemifRingAndTheRuntimesTxBuffer) {
+    EXPECT_EQ(split_headroom_frames(), kLiveHeadroomFrames + (1u << kMemifLog2Ring) + 64);
+    const Topology t = embedded("default");
+    const Topology s = scale_topology(t, 200, split_headroom_frames());
+    EXPECT_EQ(s.switches[0].cfg.pg_lossless.xoff.v, uint64_t{t.cfg.nic.mtu + 18u} * split_headroom_frames());
+}
+
+}  // namespace
+}  // namespace rocemu::fabric::live
