@@ -102,6 +102,8 @@ public:
         while (backlog_n_) rte_pktmbuf_free(backlog_pop());
         rte_pktmbuf_free_bulk(stash_, stash_n_);
         flush();
+        stats_.add(PortStat::DropTxFull, tx_n_);
+        rte_pktmbuf_free_bulk(tx_, tx_n_);
         board_.publish(stats_, host_.counters());
         telemetry_remove(&board_);
     }
@@ -144,17 +146,19 @@ public:
         return handled;
     }
 
-    // Sends every queued frame now.
+    // Offers every queued frame to the PMD now. What its full queue does not
+    // take stays queued, first in line for the next turn, and the loop pulls
+    // no more from the upper meanwhile: a NIC stops fetching work when its
+    // wire is busy instead of dropping frames its transport would have to
+    // retransmit after a timeout.
     void flush() {
         if (!tx_n_) return;
         const uint16_t sent = rte_eth_tx_burst(port_.id(), 0, tx_, tx_n_);
         for (uint16_t i = 0; i < sent; ++i) stats_.add(PortStat::TxBytes, tx_len_[i]);
         stats_.add(PortStat::TxPackets, sent);
-        if (sent < tx_n_) {
-            stats_.add(PortStat::DropTxFull, tx_n_ - sent);
-            rte_pktmbuf_free_bulk(tx_ + sent, tx_n_ - sent);
-        }
-        tx_n_ = 0;
+        tx_n_ -= sent;
+        std::memmove(tx_, tx_ + sent, tx_n_ * sizeof tx_[0]);
+        std::memmove(tx_len_, tx_len_ + sent, tx_n_ * sizeof tx_len_[0]);
         last_flush_ = now_;
     }
 
@@ -349,6 +353,12 @@ private:
     }
 
     void enqueue(rte_mbuf* m) {
+        if (tx_n_ == kBurst) flush();
+        if (tx_n_ == kBurst) {  // the PMD took nothing: no room even for an ARP reply or a pause
+            stats_.add(PortStat::DropTxFull);
+            rte_pktmbuf_free(m);
+            return;
+        }
         if (capture_) stats_.add(PortStat::CaptureLost, capture_->record(port_.id(), &m, 1, true));
         tx_len_[tx_n_] = rte_pktmbuf_pkt_len(m);
         tx_[tx_n_++] = m;

@@ -22,7 +22,7 @@ enum class PortStat : uint8_t {
     TxPackets,
     TxBytes,
     RxBursts,
-    DropTxFull,        // the TX queue took fewer frames than offered
+    DropTxFull,        // a frame found the TX buffer full of frames the PMD's queue would not take
     DropNoMbuf,        // no mbuf for a frame the NIC originates
     DropMultiSegment,  // received frames spread over several mbufs
     DropNoTransport,   // RoCEv2 frames with no transport engine attached

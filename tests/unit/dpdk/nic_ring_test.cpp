@@ -64,11 +64,11 @@ host::HostConfig host_config(const wire::MacAddr& mac, uint32_t ip) {
 // Two ports whose TX ring is the other's RX ring.
 struct RingPair {
     std::unique_ptr<Port> a, b;
-    RingPair() {
+    explicit RingPair(unsigned ring_size = 1024) {
         static int serial = 0;
         const int s = serial++;
-        rte_ring* ab = rte_ring_create(("ab" + std::to_string(s)).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        rte_ring* ba = rte_ring_create(("ba" + std::to_string(s)).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        rte_ring* ab = rte_ring_create(("ab" + std::to_string(s)).c_str(), ring_size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        rte_ring* ba = rte_ring_create(("ba" + std::to_string(s)).c_str(), ring_size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
         EXPECT_TRUE(ab && ba);
         const int pa = rte_eth_from_rings(("ringa" + std::to_string(s)).c_str(), &ba, 1, &ab, 1, SOCKET_ID_ANY);
         const int pb = rte_eth_from_rings(("ringb" + std::to_string(s)).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY);
@@ -129,6 +129,36 @@ TEST(DpdkNicRing, TwoNicsResolveEachOtherAndPing) {
     EXPECT_EQ(b.stats()[PortStat::RxPackets], 6u);
     EXPECT_EQ(b.board().value("tx_echo_reply"), 5u);
     EXPECT_EQ(a.board().value("rx_packets"), 6u);
+}
+
+// A NIC whose TX queue is full keeps the frames the queue refused, pulls no
+// more, and sends them all once the peer drains the queue; none is dropped.
+TEST(DpdkNicRing, AFullTxQueueHoldsFramesUntilThePeerDrainsIt) {
+    RingPair ports(64);  // 63 frames fit in the ring
+    ASSERT_TRUE(ports.a && ports.b);
+    const TscClock clock = TscClock::starting_now();
+    host::HostStack ha(host_config(kMacA, kIpA)), hb(host_config(kMacB, kIpB));
+    Recorder ua, ub;
+    Nic<Recorder> a(*ports.a, ha, ua, clock), b(*ports.b, hb, ub, clock);
+    constexpr uint16_t kFrames = 200;
+    for (uint16_t i = 0; i < kFrames; ++i) {
+        std::vector<uint8_t> f(60, 0);
+        std::copy(kMacB.b.begin(), kMacB.b.end(), f.begin());
+        std::copy(kMacA.b.begin(), kMacA.b.end(), f.begin() + 6);
+        f[12] = 0x88;  // the IEEE local experimental EtherType 0x88B5: B counts and drops it
+        f[13] = 0xB5;
+        f[14] = static_cast<uint8_t>(i >> 8);
+        f[15] = static_cast<uint8_t>(i);
+        ua.to_send.push_back(std::move(f));
+    }
+    for (int turn = 0; turn < 20; ++turn) a.poll();  // B does not read: the ring fills
+    EXPECT_EQ(a.stats()[PortStat::TxPackets], 63u);
+    EXPECT_EQ(a.stats()[PortStat::DropTxFull], 0u);
+    EXPECT_FALSE(ua.to_send.empty()) << "a NIC with a full queue pulls no more frames";
+    ASSERT_TRUE(run_until(a, b, [&] { return b.stats()[PortStat::RxPackets] == kFrames; }));
+    EXPECT_EQ(a.stats()[PortStat::TxPackets], kFrames);
+    EXPECT_EQ(a.stats()[PortStat::DropTxFull], 0u);
+    EXPECT_EQ(hb.counters().drop(host::HostDrop::UnsupportedEthertype), kFrames);
 }
 
 TEST(DpdkNicRing, RoceFramesBuiltFromAResolvedPathReachThePeersTransport) {
