@@ -8,6 +8,13 @@ Ipv6Key ipv6_key(const std::array<uint8_t, 16>& a) {
     return k;
 }
 
+uint32_t RouteTable::route_uncached(const PacketDesc& d) const {
+    if (d.ipv6) return v6_.lookup(ipv6_key(d.dst_v6)).value_or(kNoRoute);
+    CachedV4& c = cache_v4_[cache_slot(d.dst_v4)];
+    c = CachedV4{d.dst_v4, v4_.lookup(d.dst_v4).value_or(kNoRoute), epoch_};
+    return c.value;
+}
+
 uint32_t RouteTable::add_neighbor(PortId port, const std::array<uint8_t, 6>& mac) {
     neighbors_.push_back(Neighbor{port, mac});
     return static_cast<uint32_t>(neighbors_.size() - 1);

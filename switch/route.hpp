@@ -147,14 +147,23 @@ public:
     uint32_t learn_host_v4(uint32_t ip, PortId port, const std::array<uint8_t, 6>& mac);
     uint32_t learn_host_v6(const std::array<uint8_t, 16>& ip, PortId port, const std::array<uint8_t, 6>& mac);
 
-    // Group id, kUnresolved, or nullopt when no route matches. Not safe to
-    // call from two threads at once (it fills the cache).
+    // Group id, kUnresolved, or kNoRoute when no route matches. Not safe to
+    // call from two threads at once (it fills the cache). A plain integer,
+    // and the cache hit inline: an optional returned through the stack
+    // stalled the load that read it (store forwarding), per packet.
+    static constexpr uint32_t kNoRoute = 0xFFFFFFFE;  // never a group id
+    uint32_t route(const PacketDesc& d) const {
+        if (!d.ipv6) {
+            const CachedV4& c = cache_v4_[cache_slot(d.dst_v4)];
+            if (c.epoch == epoch_ && c.addr == d.dst_v4) return c.value;
+        }
+        return route_uncached(d);
+    }
+    // route() with nullopt for kNoRoute.
     std::optional<uint32_t> lookup(const PacketDesc& d) const {
-        if (d.ipv6) return v6_.lookup(ipv6_key(d.dst_v6));
-        CachedV4& c = cache_v4_[(d.dst_v4 * 0x9E3779B1u) >> (32 - kCacheBits)];
-        if (c.epoch != epoch_ || c.addr != d.dst_v4) c = CachedV4{d.dst_v4, v4_.lookup(d.dst_v4).value_or(kNoRoute), epoch_};
-        if (c.value == kNoRoute) return std::nullopt;
-        return c.value;
+        const uint32_t g = route(d);
+        if (g == kNoRoute) return std::nullopt;
+        return g;
     }
 
     const std::vector<uint32_t>& group(uint32_t id) const { return groups_[id]; }
@@ -165,8 +174,9 @@ private:
     // IPv4 lookups go through a direct-mapped cache of recent destinations:
     // one probe instead of one per prefix length in use. Any route change
     // starts a new epoch, which empties it.
-    static constexpr uint32_t kNoRoute = 0xFFFFFFFE;  // never a group id (kUnresolved is 0xFFFFFFFF)
     static constexpr int kCacheBits = 8;
+    static std::size_t cache_slot(uint32_t addr) { return (addr * 0x9E3779B1u) >> (32 - kCacheBits); }
+    uint32_t route_uncached(const PacketDesc& d) const;
     struct CachedV4 {
         uint32_t addr = 0;
         uint32_t value = kNoRoute;

@@ -198,16 +198,16 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     const int pg = cfg_.tc_to_pg[tc];
     const int q = cfg_.tc_to_queue[tc];
 
-    const auto group = routes_.lookup(d);
-    if (!group) return drop(d.in_port, d.handle, DropReason::NoRoute, fx);
-    if (*group == RouteTable::kUnresolved) return drop(d.in_port, d.handle, DropReason::NeighborMiss, fx);
-    const auto& members = routes_.group(*group);
+    const uint32_t group = routes_.route(d);
+    if (group == RouteTable::kNoRoute) return drop(d.in_port, d.handle, DropReason::NoRoute, fx);
+    if (group == RouteTable::kUnresolved) return drop(d.in_port, d.handle, DropReason::NeighborMiss, fx);
+    const auto& members = routes_.group(group);
     if (members.empty()) return drop(d.in_port, d.handle, DropReason::NoRoute, fx);
     uint32_t pick = 0;
     if (const std::size_t n = members.size(); n > 1) {
         const uint64_t h = flow_hash(d, cfg_.routing.hash_fields, cfg_.routing.hash_seed);
         pick = cfg_.routing.adaptive[tc] == ArMode::Off ? hashed_member(h, n)
-                                                         : adaptive_member(members, *group, tc, h, now);
+                                                         : adaptive_member(members, group, tc, h, now);
     }
     const uint32_t nb = members[pick];
     const PortId out = routes_.neighbor(nb).port;
@@ -332,8 +332,9 @@ std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects&
     if (port >= ports_.size()) return std::nullopt;
     PortState& ps = ports_[port];
     ps.tx_armed = false;
-    const std::optional<TxDesc> tx = dequeue_frame(port, now, rng, fx);
-    if (tx && has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
+    TxDesc tx;
+    if (!dequeue_frame(port, now, rng, fx, tx)) return std::nullopt;
+    if (has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
     return tx;
 }
 
@@ -348,10 +349,9 @@ std::size_t Switch::dequeue_burst(PortId port, Nanos from, Nanos now, TxDesc* ou
     // calls at the TxReady times would have it; only the TxReady between
     // them is left out.
     while (n < max && t <= now && room(fx) > kEffectReserve) {
-        const std::optional<TxDesc> tx = dequeue_frame(port, t, rng, fx);
         // Nothing sent: dequeue_frame armed the port if something waits.
-        if (!tx) return n;
-        out[n++] = *tx;
+        if (!dequeue_frame(port, t, rng, fx, out[n])) return n;
+        ++n;
         if (ps.tx_armed || !has_eligible(ps, t)) return n;
         t = ps.busy_until;
     }
@@ -359,7 +359,7 @@ std::size_t Switch::dequeue_burst(PortId port, Nanos from, Nanos now, TxDesc* ou
     return n;
 }
 
-std::optional<TxDesc> Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx) {
+bool Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc& tx) {
     PortState& ps = ports_[port];
 
     if (ps.storms && cfg_.pfc_wd.action == WdAction::Drop) {
@@ -379,10 +379,10 @@ std::optional<TxDesc> Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Ef
 
     if (now < ps.busy_until) {
         if (has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
-        return std::nullopt;
+        return false;
     }
     const int q = pick_queue(ps, now);
-    if (q < 0) return std::nullopt;
+    if (q < 0) return false;
     QueueState& qs = ps.q[q];
     const Slot s = pop(ps, q);
     if (qs.empty() && !cfg_.scheduler[q].strict) {
@@ -397,7 +397,7 @@ std::optional<TxDesc> Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Ef
             ++qs.c.drops;
             drop(port, s.handle, DropReason::WredDrop, fx);
             if (has_eligible(ps, now)) arm_tx(port, now, fx);
-            return std::nullopt;
+            return false;
         }
         if (rv == RedVerdict::Mark && s.ecn != kEcnCe) {
             ++qs.c.ecn_marks;
@@ -411,14 +411,13 @@ std::optional<TxDesc> Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Ef
     qs.c.tx_bytes += len.v;
     ++ps.c.tx_pkts;
     ps.c.tx_bytes += len.v;
-    TxDesc tx;
     tx.handle = s.handle;
     tx.queue = static_cast<uint8_t>(q);
     tx.frame_len = len;
     tx.start = now;
     tx.end = now + wire_time(port, len);
     ps.busy_until = tx.end;
-    return tx;
+    return true;
 }
 
 void Switch::end_pause(PortState& ps, int q, Nanos at) {

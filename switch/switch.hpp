@@ -160,8 +160,9 @@ private:
     uint8_t eligible_mask(const PortState& ps, Nanos now) const;
     bool has_eligible(const PortState& ps, Nanos now) const { return eligible_mask(ps, now) != 0; }
     int pick_queue(PortState& ps, Nanos now);
-    // dequeue without the final re-arming.
-    std::optional<TxDesc> dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx);
+    // dequeue without the final re-arming, into `tx` (not through an
+    // optional on the stack: reading that back stalled on store forwarding).
+    bool dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc& tx);
     Slot pop(PortState& ps, int q);
     // ECMP: the member a flow hash `h` picks out of n.
     static uint32_t hashed_member(uint64_t h, std::size_t n) { return static_cast<uint32_t>(((h >> 32) * n) >> 32); }
