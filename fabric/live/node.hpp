@@ -31,8 +31,9 @@ inline constexpr Nanos kNodeIdleSleep = Nanos::from_us(20);
 // ports on its cable ends, the MAC of each NIC cabled to it (NicWire, and
 // proxy ARP: it answers every ARP request of its NIC with the switch port's
 // MAC, as one-process live primes the NICs' caches), a counter snapshot
-// every 20 ms and at exit, a ready mark once every port is up. 0 on a clean
-// stop; 2 with a message on stderr if it cannot be built.
+// every 20 ms and at exit, a ready mark once every port is up. On a clean
+// stop the process exits with status 0 from here, without tearing its ports
+// down; returns 2 with a message on stderr if the switch cannot be built.
 int run_switch_node(const Topology& t, const std::string& name, const NodeOptions& o);
 
 // The hosts node: run_live_sweep() with every NIC on its cable end, waiting

@@ -1,5 +1,6 @@
 // A switch of a split live fabric in its own process (node.hpp).
 #include <fmt/format.h>
+#include <rte_eal.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
@@ -7,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -384,7 +386,13 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
                clock.held_back().seconds() * 1e3, clock.held_back_turns(), c.arp_replied, c.arp_taken,
                c.tx_full_turns);
     std::fflush(stdout);
-    return 0;
+    // Closing a memif port whose peer has gone can block for seconds (seen:
+    // more than the launcher's 5 s grace), and nothing is left to hand over:
+    // leave without tearing the ports down, removing only the EAL's per-pid
+    // runtime folder, which would otherwise pile up.
+    std::error_code ec;
+    std::filesystem::remove_all(rte_eal_get_runtime_dir(), ec);
+    std::_Exit(0);
 }
 
 }  // namespace rocemu::fabric::live
