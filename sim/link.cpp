@@ -17,7 +17,7 @@ const char* to_string(LinkDrop d) {
 }
 
 Link::Link(LinkId id, LinkEnd src, LinkEnd dst, const LinkConfig& cfg, uint64_t seed)
-    : id_(id), src_(src), dst_(dst), ring_(16), rng_(seed), model_(cfg) {}
+    : id_(id), src_(src), dst_(dst), multipath_(cfg.paths.size() > 1), ring_(16), rng_(seed), model_(cfg) {}
 
 Link::Send Link::send(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) {
     if (!up_) {
@@ -71,7 +71,7 @@ bool Link::set_up(bool up, FramePool& pool) {
 
 void Link::start(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) {
     const uint32_t len = pool.len(h);
-    const uint32_t key = model_.config().paths.size() > 1 ? path_key(pool.frame(h)) : 0;
+    const uint32_t key = multipath_ ? path_key(pool.frame(h)) : 0;
     const link::Delivery d = model_.transmit(Bytes{len}, now, rng_, key);
     if (tap_tx_ != nullptr) tap_tx_->write(d.tx_start, pool.frame(h));
     transmitting_ = true;

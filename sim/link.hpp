@@ -87,10 +87,12 @@ public:
         tap_rx_ = rx;
     }
 
-    // Starts loading what on_tx_done and on_deliver read into the cache.
+    // Starts loading what send, on_tx_done and on_deliver read into the
+    // cache: the link's first two lines and the model's first.
     void prefetch() const {
         __builtin_prefetch(this);
-        __builtin_prefetch(&counters_);
+        __builtin_prefetch(reinterpret_cast<const char*>(this) + 64);
+        __builtin_prefetch(&model_);
     }
 
     LinkId id() const { return id_; }
@@ -113,11 +115,14 @@ private:
     void ring_push(FrameHandle h);
     FrameHandle ring_pop();
 
-    // Per-frame state first, so a frame touches as few cache lines as it can.
+    // Per-frame state and the counters every frame bumps first (the first
+    // two cache lines), then what only faults use; link::Model keeps its own
+    // per-frame state in its first line.
     LinkId id_;
     LinkEnd src_, dst_;
     bool up_ = true;
     bool transmitting_ = false;
+    bool multipath_;  // the model has several paths: a frame's UDP source port picks one
     uint32_t epoch_ = 0;  // bumped when the link goes down, voiding frames in flight
     uint32_t ring_head_ = 0;
     uint32_t queued_frames_ = 0;
@@ -125,9 +130,9 @@ private:
     std::vector<FrameHandle> ring_;  // power-of-two sized FIFO
     pcap::Writer* tap_tx_ = nullptr;
     pcap::Writer* tap_rx_ = nullptr;
+    LinkCounters counters_;
     Rng rng_;
     link::Model model_;
-    LinkCounters counters_;
 };
 
 }  // namespace rocemu::sim

@@ -25,7 +25,7 @@ Simulator::Simulator(const SimConfig& cfg) : seed_(cfg.seed), pool_(cfg.max_fram
 NodeId Simulator::add_node(Node& node) {
     nodes_.push_back(&node);
     timers_.emplace_back();
-    out_links_.emplace_back();
+    ports_.push_back(NodePorts{static_cast<uint32_t>(out_links_.size()), 0});
     return static_cast<NodeId>(nodes_.size() - 1);
 }
 
@@ -38,9 +38,8 @@ LinkId Simulator::add_link(NodeId src, PortId src_port, NodeId dst, PortId dst_p
         throw std::invalid_argument(fmt::format("link from node {} port {}: port already has a link", src, src_port));
     const auto id = static_cast<LinkId>(links_.size());
     links_.emplace_back(id, LinkEnd{src, src_port}, LinkEnd{dst, dst_port}, cfg, link_seed(seed_, id));
-    auto& ports = out_links_[src];
-    if (ports.size() <= src_port) ports.resize(std::size_t{src_port} + 1, kNoLink);
-    ports[src_port] = id;
+    if (src_port >= ports_[src].count) grow_ports(src, src_port + 1u);
+    out_links_[ports_[src].first + src_port] = id;
     return id;
 }
 
@@ -50,9 +49,21 @@ std::pair<LinkId, LinkId> Simulator::connect(NodeId a, PortId a_port, NodeId b, 
     return {ab, ba};
 }
 
+void Simulator::grow_ports(NodeId node, uint32_t count) {
+    std::vector<LinkId> flat;
+    std::vector<NodePorts> ports(ports_.size());
+    for (NodeId n = 0; n < ports_.size(); ++n) {
+        ports[n] = NodePorts{static_cast<uint32_t>(flat.size()), n == node ? count : ports_[n].count};
+        for (uint32_t p = 0; p < ports[n].count; ++p)
+            flat.push_back(p < ports_[n].count ? out_links_[ports_[n].first + p] : kNoLink);
+    }
+    ports_.swap(ports);
+    out_links_.swap(flat);
+}
+
 LinkId Simulator::out_link(NodeId node, PortId port) const {
-    const auto& ports = out_links_[node];
-    return port < ports.size() ? ports[port] : kNoLink;
+    const NodePorts& p = ports_[node];
+    return port < p.count ? out_links_[p.first + port] : kNoLink;
 }
 
 Link::Send Simulator::transmit(NodeId node, PortId port, FrameHandle h) {
@@ -111,14 +122,28 @@ void Simulator::schedule_link_state(LinkId link, Nanos at, bool up) {
 }
 
 // In a large fabric thousands of frames are in flight and the one the next
-// event delivers was last touched thousands of events ago, so its headers
-// (and its link) are in memory, not in the cache. Loading them while this
-// event runs hides that latency, which otherwise grows with the fabric.
+// event delivers was last touched thousands of events ago, so its headers,
+// its link and the node it reaches are in memory, not in the cache. Loading
+// them while this event runs hides that latency, which otherwise grows with
+// the fabric: two events ahead the frame and the link (whose lines then
+// arrive while this event and the next run), one event ahead the node the
+// link leads to, whose id is only known once the link is loaded.
+void Simulator::prefetch_event(const Event& n) const {
+    if (n.kind == EventKind::Deliver) pool_.prefetch(FrameHandle{static_cast<uint32_t>(n.arg)});
+    if (n.kind == EventKind::Deliver || n.kind == EventKind::TxDone) links_[n.target].prefetch();
+}
+
 void Simulator::prefetch_next() const {
     if (queue_.empty()) return;
     const Event& n = queue_.top();
-    if (n.kind == EventKind::Deliver) pool_.prefetch(FrameHandle{static_cast<uint32_t>(n.arg)});
-    if (n.kind == EventKind::Deliver || n.kind == EventKind::TxDone) links_[n.target].prefetch();
+    prefetch_event(n);
+    if (n.kind == EventKind::Deliver)
+        __builtin_prefetch(nodes_[links_[n.target].dst().node]);
+    else if (n.kind == EventKind::TxDone)
+        __builtin_prefetch(nodes_[links_[n.target].src().node]);
+    else if (n.kind == EventKind::Timer)
+        __builtin_prefetch(nodes_[n.target]);
+    if (const Event* after = queue_.peek_second()) prefetch_event(*after);
 }
 
 bool Simulator::step() {

@@ -131,6 +131,9 @@ private:
     };
 
     void fire_timer(const Event& e);
+    // Gives `node` `count` port slots (setup only).
+    void grow_ports(NodeId node, uint32_t count);
+    void prefetch_event(const Event& n) const;
     void prefetch_next() const;
 
     uint64_t seed_;
@@ -139,7 +142,15 @@ private:
     FramePool pool_;
     std::vector<Node*> nodes_;
     std::vector<TimerState> timers_;
-    std::vector<std::vector<LinkId>> out_links_;  // [node][port]
+    // The link out of (node, port) is out_links_[ports_[node].first + port]:
+    // one flat table, rebuilt when a node gains ports (at setup), so the
+    // lookup on every transmit touches two small hot arrays.
+    struct NodePorts {
+        uint32_t first = 0;
+        uint32_t count = 0;
+    };
+    std::vector<NodePorts> ports_;
+    std::vector<LinkId> out_links_;
     std::vector<Link> links_;
     SimCounters counters_;
 };

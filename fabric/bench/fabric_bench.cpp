@@ -1,15 +1,22 @@
 // Simulation speed of whole fabrics in virtual time, on one core:
 //  1. one simulated second of a 2:1 incast at 40 Gbit/s (DCQCN on), the
 //     figure ns3-rdma quotes minutes for; target <= 10 s of wall time;
-//  2. the cost per simulated packet on a 16-host and a 256-host leaf-spine
+//  2. the cost per simulated packet on 16-, 64- and 256-host leaf-spines
 //     running a permutation, which should stay flat within 30%, on the RC NIC
-//     model and on the generator, each with its 256/16 ratio.
+//     model and on the generator, each with its ratio to 16 hosts.
 // A simulated packet is a frame delivered over one link (one hop).
 //
+// The sizes compare like with like: every size is built from the same
+// leaves (8 hosts and 8 spine uplinks each, 1:1, 100 Gbit/s everywhere), so
+// only the number of leaves (2, 8, 32) and the spines' port count grow; every
+// host starts one flow of the permutation; and every size runs the same
+// warm-up and the same timed span of virtual time, so each host sends the
+// same number of packets at any size.
+//
 // Usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both]
-//            [--hosts 16|256|both] [--repeat N] [--mtu 1500|4200|9000] [--no-incast]
-// --repeat runs the scaling pair N times interleaved (default 3) and keeps
-// the cheapest of each, since other load on the machine only adds time.
+//            [--hosts 16|64|256|all] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]
+// --repeat runs the sizes N times interleaved (default 3) and keeps the
+// cheapest of each, since other load on the machine only adds time.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -78,7 +85,7 @@ Figures timed_run(Fabric& f, Nanos warmup, Nanos span) {
 void usage_error(std::string_view msg) {
     fmt::print(stderr,
                "rocemu_fabric_bench: {}\nusage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both] "
-               "[--hosts 16|256|both] [--repeat N] [--mtu 1500|4200|9000] [--no-incast]\n",
+               "[--hosts 16|64|256|all] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]\n",
                msg);
     std::exit(2);
 }
@@ -103,33 +110,35 @@ void incast(double seconds, NicModel model) {
     std::fflush(stdout);
 }
 
+constexpr int kHostsPerLeaf = 8;
+constexpr int kSpines = 8;
+
 // CPU ns per packet-hop of a permutation on `hosts` hosts.
-double permutation(int hosts, NicModel model, int mtu) {
-    const int leaves = hosts <= 16 ? 2 : 16;
-    const int per = hosts / leaves;
-    const int spines = hosts <= 16 ? 4 : 16;
+double permutation(int hosts, NicModel model, int mtu, Nanos span) {
+    const int leaves = hosts / kHostsPerLeaf;
     const Topology topo =
         make(fmt::format("topology: {{kind: leaf_spine, leaves: {}, hosts_per_leaf: {}, spines: {}}}\n"
                          "links: {{host: {{speed_gbps: 100}}, fabric: {{speed_gbps: 100}}}}\n"
                          "nic: {{model: {}, cc: connectx-default, mtu: {}}}\nswitch: {{profile: lossless-100g}}\n",
-                         leaves, per, spines, nic_model_name(model), mtu));
+                         leaves, kHostsPerLeaf, kSpines, nic_model_name(model), mtu));
     Fabric f(topo, 1);
     Rng rng(1);
     Workload w;
     w.pattern = Pattern::Permutation;
     w.size = Bytes{1ull << 40};
     for (const FlowSpec& fl : make_flows(topo, w, rng)) f.add_flow(fl);
-    // About the same number of packet-hops at either size; the warm-up lets
-    // the queues and the frame pool reach their steady state first.
-    const Nanos warmup = Nanos::from_us(hosts <= 16 ? 2000 : 200);
-    const Nanos span = Nanos::from_us(hosts <= 16 ? 16000 : 1000);
+    // The warm-up lets the queues and the frame pool reach their steady
+    // state before the timed span.
+    const Nanos warmup = Nanos::from_us(500);
     const Figures r = timed_run(f, warmup, span);
     const double cost = r.cpu_s * 1e9 / static_cast<double>(r.packets);
     fmt::print(
         "[{}] {:>3} hosts ({} leaves, {} spines), MTU {}, permutation: {:.1f} simulated ms (after {:.1f} ms warm-up) in "
-        "{:.2f} s wall, {:.2f} s CPU, {} packet-hops, {:.2f} events each, {} page faults, {} frame buffers ({} in use), {:.0f} CPU ns per packet-hop\n",
-        nic_model_name(model), hosts, leaves, spines, mtu, span.ms(), warmup.ms(), r.wall_s, r.cpu_s, r.packets,
-        static_cast<double>(r.events) / r.packets, r.page_faults, r.frames, r.in_use, cost);
+        "{:.2f} s wall, {:.2f} s CPU, {} packet-hops ({:.0f} per host), {:.2f} events each, {} page faults, {} frame "
+        "buffers ({} in use, {:.1f} per host), {:.0f} CPU ns per packet-hop\n",
+        nic_model_name(model), hosts, leaves, kSpines, mtu, span.ms(), warmup.ms(), r.wall_s, r.cpu_s, r.packets,
+        static_cast<double>(r.packets) / hosts, static_cast<double>(r.events) / r.packets, r.page_faults, r.frames,
+        r.in_use, static_cast<double>(r.in_use) / hosts, cost);
     std::fflush(stdout);
     return cost;
 }
@@ -142,7 +151,8 @@ int main(int argc, char** argv) {
     int repeat = 3;
     int mtu = 4200;
     std::vector<NicModel> models{NicModel::Rc, NicModel::Generator};
-    std::vector<int> hosts{16, 256};
+    std::vector<int> hosts{16, 64, 256};
+    Nanos span = Nanos::from_us(2000);
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         const auto value = [&]() -> std::string_view {
@@ -159,16 +169,19 @@ int main(int argc, char** argv) {
                 usage_error(fmt::format("--model: '{}' is not rc, generator or both", v));
         } else if (a == "--hosts") {
             const std::string_view v = value();
-            if (v == "16")
-                hosts = {16};
-            else if (v == "256")
-                hosts = {256};
-            else if (v != "both")
-                usage_error(fmt::format("--hosts: '{}' is not 16, 256 or both", v));
+            if (v == "16" || v == "64" || v == "256")
+                hosts = {std::atoi(std::string(v).c_str())};
+            else if (v != "all")
+                usage_error(fmt::format("--hosts: '{}' is not 16, 64, 256 or all", v));
         } else if (a == "--repeat") {
             const std::string v(value());
             repeat = std::atoi(v.c_str());
             if (repeat < 1 || repeat > 20) usage_error(fmt::format("--repeat: '{}' is not in [1, 20]", v));
+        } else if (a == "--span-us") {
+            const std::string v(value());
+            const int us = std::atoi(v.c_str());
+            if (us < 100 || us > 100000) usage_error(fmt::format("--span-us: '{}' is not in [100, 100000]", v));
+            span = Nanos::from_us(us);
         } else if (a == "--mtu") {
             const std::string v(value());
             mtu = std::atoi(v.c_str());
@@ -192,11 +205,12 @@ int main(int argc, char** argv) {
         // a shared machine only ever adds time.
         std::vector<double> cost(hosts.size(), 1e300);
         for (int round = 0; round < repeat; ++round)
-            for (std::size_t i = 0; i < hosts.size(); ++i) cost[i] = std::min(cost[i], permutation(hosts[i], m, mtu));
-        if (cost.size() == 2)
-            fmt::print("[{}] CPU cost per packet-hop, 256 vs 16 hosts: {:.0f} vs {:.0f} ns, {:.2f}x (target within "
+            for (std::size_t i = 0; i < hosts.size(); ++i)
+                cost[i] = std::min(cost[i], permutation(hosts[i], m, mtu, span));
+        for (std::size_t i = 1; i < hosts.size(); ++i)
+            fmt::print("[{}] CPU cost per packet-hop, {} vs {} hosts: {:.0f} vs {:.0f} ns, {:.2f}x (target within "
                        "1.30x)\n",
-                       nic_model_name(m), cost[1], cost[0], cost[1] / cost[0]);
+                       nic_model_name(m), hosts[i], hosts[0], cost[i], cost[0], cost[i] / cost[0]);
     }
     return 0;
 }

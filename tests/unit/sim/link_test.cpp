@@ -106,6 +106,31 @@ TEST(SimLink, PropagationAndIdleRestart) {
     EXPECT_EQ(p.dst.got()[1].t.v, 10000 + 81 + 2500);
 }
 
+// A link without faults or paths takes link::Model's short path; a single
+// path of the same delay takes the full one. Both must time every frame the
+// same, on a speed with whole picoseconds per byte and on one without.
+TEST(SimLink, PlainLinkTimesFramesLikeTheFullModel) {
+    for (const BitsPerSec speed : {BitsPerSec::gbps(100), BitsPerSec{3000000007ull}}) {
+        LinkConfig plain = test::bare_link();
+        plain.speed = speed;
+        plain.propagation_delay = Nanos{700};
+        LinkConfig full = plain;
+        full.paths.push_back(Nanos{700});
+        const auto make = [](uint64_t i) { return test::tagged_frame(i, 64 + static_cast<uint32_t>(i * 37 % 1400)); };
+        Pair a(plain, 500, make);
+        Pair b(full, 500, make);
+        for (Pair* p : {&a, &b}) {
+            p->src.start();
+            p->sim.run_until_idle();
+        }
+        ASSERT_EQ(a.dst.got().size(), 500u);
+        ASSERT_EQ(b.dst.got().size(), 500u);
+        for (std::size_t k = 0; k < 500; ++k) ASSERT_EQ(a.dst.got()[k].t, b.dst.got()[k].t) << "frame " << k;
+        EXPECT_EQ(a.counters(), b.counters());
+        EXPECT_EQ(a.counters().tx_frames, 500u);
+    }
+}
+
 // Binomial bound: |observed - n p| within 5 standard deviations.
 void expect_binomial(uint64_t observed, uint64_t n, double prob) {
     const double mean = static_cast<double>(n) * prob;
