@@ -5,7 +5,8 @@
 // everything round-robin. Link rates are divided by a scale factor so that
 // one core can carry them; delays and switch timers are multiplied by it, so
 // the live fabric is the configured one slowed down, and the report scales
-// times and bandwidths back.
+// times and bandwidths back. The same sweep runs as the hosts node of a
+// fabric split into processes (LiveOptions::split, node.hpp).
 //
 // This header is free of DPDK so the CLI can include it.
 #pragma once

@@ -2,6 +2,7 @@
 
 #include "fabric/live/nic_wire.hpp"
 #include "fabric/live/fabric_clock.hpp"
+#include "fabric/live/live_switch.hpp"
 #include "fabric/live/split.hpp"
 
 #include <fmt/format.h>
@@ -263,20 +264,9 @@ bool LiveFabric::Impl::build(std::string& error) {
             ls.ports.push_back(std::move(port));
         }
         ls.core = std::make_unique<sw::Switch>(spec.cfg);
-        topo.install_routes(s, ls.core->routes());
         std::vector<dpdk::Port*> raw;
-        std::vector<sw::LinkConfig> links;
-        for (uint16_t p = 0; p < spec.cfg.ports.size(); ++p) {
-            raw.push_back(ls.ports[p].get());
-            sw::LinkConfig lc;
-            lc.speed = spec.cfg.ports[p].speed;
-            lc.propagation_delay = spec.cfg.ports[p].propagation_delay;
-            links.push_back(lc);
-        }
-        sw::live::RuntimeOptions ro;
-        ro.ttl_decrement = true;  // as the virtual-time switch does
-        ro.seed = opts.seed * 1000003u + s;
-        ls.rt = std::make_unique<sw::live::SwitchRuntime>(*ls.core, raw, links, nullptr, ro);
+        for (const auto& p : ls.ports) raw.push_back(p.get());
+        ls.rt = start_switch(topo, s, *ls.core, std::move(raw), opts.seed);
     }
 
     hosts.resize(topo.nics.size());

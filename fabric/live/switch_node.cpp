@@ -20,6 +20,7 @@
 #include "dataplane/dpdk/port.hpp"
 #include "dataplane/wire/l2.hpp"
 #include "fabric/live/fabric_clock.hpp"
+#include "fabric/live/live_switch.hpp"
 #include "fabric/live/nic_wire.hpp"
 #include "fabric/live/node.hpp"
 #include "fabric/live/split.hpp"
@@ -264,20 +265,9 @@ bool SwitchNode::build(const std::vector<CableEnd>& ends, const std::string& lin
             return false;
         }
     core = std::make_unique<sw::Switch>(spec.cfg);
-    topo.install_routes(index, core->routes());
     std::vector<dpdk::Port*> raw;
-    std::vector<sw::LinkConfig> links;
-    for (uint16_t p = 0; p < ports.size(); ++p) {
-        raw.push_back(ports[p].get());
-        sw::LinkConfig lc;
-        lc.speed = spec.cfg.ports[p].speed;
-        lc.propagation_delay = spec.cfg.ports[p].propagation_delay;
-        links.push_back(lc);
-    }
-    sw::live::RuntimeOptions ro;
-    ro.ttl_decrement = true;  // as the virtual-time switch does
-    ro.seed = seed * 1000003u + index;  // as one-process live seeds switch `index`
-    rt = std::make_unique<sw::live::SwitchRuntime>(*core, raw, links, nullptr, ro);
+    for (const auto& p : ports) raw.push_back(p.get());
+    rt = start_switch(topo, index, *core, std::move(raw), seed);
     scratch.resize(sw::live::port_counter_names().size());
     return true;
 }
