@@ -27,6 +27,12 @@ const char* to_string(PerfOp op) {
     return "?";
 }
 
+double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -37,12 +43,6 @@ const auto kStall = std::chrono::seconds(5);
 constexpr uint64_t kIndexMask = (1ull << 48) - 1;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double thread_cpu_seconds() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 // The bytes of slot `slot` of QP `q` on side `side` (0 requester, 1
 // responder): a word sequence both processes of a two-process run can

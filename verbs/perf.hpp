@@ -83,6 +83,9 @@ struct PerfPeer {
 // `error` saying what went wrong and on which side.
 int run_remote(Context& ctx, PerfOptions& o, const PerfPeer& peer, PerfResult& out, std::string& error);
 
+// CPU time the calling thread has used, in seconds (PerfResult::cpu_s).
+double thread_cpu_seconds();
+
 // perftest's column lines.
 std::string perf_bw_header();
 std::string perf_bw_line(const PerfResult& r);

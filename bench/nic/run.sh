@@ -12,7 +12,9 @@
 #      ratio: rocemu's goodput (payload Gbit/s) / testpmd's frame Gbit/s
 #      (target >= 80 % at 4 KiB);
 #   2. rocemu_perf_bench: --loopback 64 KiB WRITE over a net_ring pair vs
-#      single-core cold memcpy (target >= 40 %), and the 64 B SEND rate.
+#      single-core cold memcpy (target >= 40 %), and the 64 B SEND rate; it
+#      also prints each figure per CPU-second of its thread, which a loaded
+#      machine disturbs far less than the wall-clock ratio.
 #
 # Usage: bash bench/nic/run.sh [BUILD_DIR]   (default build-perf; SECONDS_EACH=N, default 3;
 #        NO_LOOPBACK=1 leaves out part 2)

@@ -11,7 +11,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <vector>
 
 #include "verbs/perf.hpp"
@@ -19,12 +18,6 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double thread_cpu_seconds() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 struct Rate {
     double wall_gbps = 0;
@@ -37,11 +30,11 @@ Rate cold_memcpy() {
     std::vector<uint8_t> src(kBuf, 1), dst(kBuf, 2);
     Rate best;
     for (int round = 0; round < 3; ++round) {
-        const double c0 = thread_cpu_seconds();
+        const double c0 = rocemu::verbs::thread_cpu_seconds();
         const auto t0 = Clock::now();
         for (size_t off = 0; off < kBuf; off += kBlock) std::memcpy(dst.data() + off, src.data() + off, kBlock);
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        const double c = thread_cpu_seconds() - c0;
+        const double c = rocemu::verbs::thread_cpu_seconds() - c0;
         best.wall_gbps = std::max(best.wall_gbps, kBuf * 8 / s / 1e9);
         best.cpu_gbps = std::max(best.cpu_gbps, kBuf * 8 / c / 1e9);
     }
