@@ -370,7 +370,8 @@ void add_node_subcommand(CLI::App& fab, int& status) {
     node->add_option("--scale", l->scale, "the same in every node; default: the host links' sum over 4 Gbit/s");
     node->add_option("--seed", a->seed, "run seed")->capture_default_str();
     node->add_option("--port", n->ports,
-                     "CABLE=DEVSPEC: this node's end of CABLE on that DPDK device instead of memif (repeatable)");
+                     "CABLE=DEVSPEC: this node's end of CABLE on that DPDK device instead of memif (repeatable)")
+        ->allow_extra_args(false);
     node->add_flag("--busy-poll", n->busy_poll, "never sleep (default: 20 us after 64 idle turns)");
     node->add_option("-w,--workload", a->workload, "--hosts: incast, permutation, all_to_all or ring_allreduce")
         ->capture_default_str();
