@@ -1,40 +1,48 @@
 #!/usr/bin/env bash
 # The nodes of a split live fabric started by hand, as on several machines,
 # with one cable on another device: incast.yaml's h0-left runs over
-# af_packet on a veth pair (--port h0-left=... on both of its nodes), the
-# other cables over memif. Every flow completes verified with no drop, and
-# h0's megabyte crossed the veth (the kernel's counters say so).
+# af_packet on a veth pair between two network namespaces (the hosts node
+# in one, switch left in the other; --port h0-left=... on both), the other
+# cables over memif (file sockets, which namespaces do not separate). Every
+# flow completes verified with no drop, and h0's megabyte crossed the veth
+# (the kernel's counters say so). Two namespaces also keep the two
+# af_packet sockets' PACKET_FANOUT groups apart: DPDK derives the group id
+# from pid and ifindex, which collide for two processes started together
+# on the two ends of one pair.
 # Usage: fabric_split_afpacket.sh ROCEMU REPO_ROOT
 set -uo pipefail
 ROCEMU=$1
 ROOT=$2
 . "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || skip "needs root"
-command -v ip >/dev/null || skip "needs iproute2"
+need_root_netns
 D=$(mktemp -d /tmp/fab_split_af.XXXXXX)
-VA=rfa$$ VB=rfb$$
+NA=rocemu-fa-$$ NB=rocemu-fb-$$ VA=rfa$$ VB=rfb$$
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  ip link del "$VA" 2>/dev/null
+  ip netns del "$NA" 2>/dev/null
+  ip netns del "$NB" 2>/dev/null
   rm -rf "$D"
 }
 trap cleanup EXIT
-ip link add "$VA" type veth peer name "$VB" || skip "cannot make a veth pair"
-for v in "$VA" "$VB"; do
-  sysctl -qw "net.ipv6.conf.$v.disable_ipv6=1"
-  ip link set "$v" mtu 9000 up
+ip netns add "$NA"
+ip netns add "$NB"
+ip link add "$VA" netns "$NA" type veth peer name "$VB" netns "$NB" || fail "cannot make a veth pair"
+for side in "$NA:$VA" "$NB:$VB"; do
+  ns=${side%%:*} v=${side#*:}
+  ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$v.disable_ipv6=1"
+  ip -n "$ns" link set "$v" mtu 9000 up
 done
 C=$ROOT/configs/fabrics/incast.yaml
 AF=framesz=9216,blocksz=36864
 common=(-c "$C" --link-dir "$D" --scale 225)
 EAL=(-- --log-level lib.eal:error)
-"$ROCEMU" fabric node --switch left "${common[@]}" --port "h0-left=net_af_packet0,iface=$VB,$AF" "${EAL[@]}" \
+ip netns exec "$NB" "$ROCEMU" fabric node --switch left "${common[@]}" --port "h0-left=net_af_packet0,iface=$VB,$AF" "${EAL[@]}" \
   >"$D/left.log" 2>&1 &
 pids+=($!)
 "$ROCEMU" fabric node --switch right "${common[@]}" "${EAL[@]}" >"$D/right.log" 2>&1 &
 pids+=($!)
-timeout 120 "$ROCEMU" fabric node --hosts "${common[@]}" --port "h0-left=net_af_packet0,iface=$VA,$AF" \
+timeout 120 ip netns exec "$NA" "$ROCEMU" fabric node --hosts "${common[@]}" --port "h0-left=net_af_packet0,iface=$VA,$AF" \
   -w incast --sizes 1M --qps 8 -o "$D/rep" "${EAL[@]}" >"$D/hosts.txt" 2>"$D/hosts.err"
 rc=$?
 kill -TERM "${pids[@]}"
@@ -48,6 +56,6 @@ IFS=, read -r _ _ _ _ _ _ _ _ drops lossless flows verified _ complete _ < <(sed
 [ "$complete" = 1 ] && [ "$verified" = 8 ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
   fail "sweep row: $(sed -n 2p "$D/rep/live_incast_sweep.csv")"
 grep -q "^switch left: .*ARP requests answered [1-9]" "$D/left.log" || fail "switch left did not stop cleanly"
-tx=$(cat "/sys/class/net/$VA/statistics/tx_bytes")
+tx=$(ip netns exec "$NA" cat "/sys/class/net/$VA/statistics/tx_bytes")
 [ "$tx" -ge 1048576 ] || fail "only $tx bytes crossed $VA: h0's cable was not the veth"
 echo "PASS ($tx bytes over $VA)"

@@ -100,6 +100,22 @@ std::optional<std::vector<Bytes>> sizes_of(const FabricArgs& a) {
     return sizes;
 }
 
+// The fabric file and the sweep: -c/--default, -w, --sizes, --seed, -o.
+// `note` prefixes the help of the options only some uses of the command read.
+void add_sweep_options(CLI::App* c, FabricArgs& a, const std::string& note) {
+    c->add_option("-c,--config", a.config, "fabric YAML (configs/fabrics/)");
+    c->add_flag("--default", a.use_default, "the embedded default fabric (also when no --config)");
+    c->add_option("-w,--workload", a.workload, note + "incast, permutation, all_to_all or ring_allreduce")
+        ->capture_default_str();
+    // One value (comma-separated), so that `--sizes 1M -- EAL args` ends the sizes.
+    c->add_option("--sizes", a.sizes, note + "message sizes (suffix K, M, G)")
+        ->delimiter(',')
+        ->allow_extra_args(false)
+        ->capture_default_str();
+    c->add_option("--seed", a.seed, "run seed")->capture_default_str();
+    c->add_option("-o,--out", a.out, note + "report folder")->capture_default_str();
+}
+
 void progress_line(const std::string& line) {
     fmt::print(stderr, "\r{:<110}", line);
     std::fflush(stderr);
@@ -363,25 +379,16 @@ void add_node_subcommand(CLI::App& fab, int& status) {
     CLI::App* node = fab.add_subcommand("node", "One process of a live fabric split over processes (see run --processes)");
     node->add_option("--switch", *sw, "run this switch of the fabric");
     node->add_flag("--hosts", *hosts, "run every NIC, the workload and the report");
-    node->add_option("-c,--config", a->config, "fabric YAML (configs/fabrics/)");
-    node->add_flag("--default", a->use_default, "the embedded default fabric (also when no --config)");
     node->add_option("--link-dir", n->link_dir, "folder of the memif sockets, ready marks and counter snapshots")
         ->required();
     node->add_option("--scale", l->scale, "the same in every node; default: the host links' sum over 4 Gbit/s");
-    node->add_option("--seed", a->seed, "run seed")->capture_default_str();
     node->add_option("--port", n->ports,
                      "CABLE=DEVSPEC: this node's end of CABLE on that DPDK device instead of memif (repeatable)")
         ->allow_extra_args(false);
     node->add_flag("--busy-poll", n->busy_poll, "never sleep (default: 20 us after 64 idle turns)");
-    node->add_option("-w,--workload", a->workload, "--hosts: incast, permutation, all_to_all or ring_allreduce")
-        ->capture_default_str();
-    node->add_option("--sizes", a->sizes, "--hosts: message sizes (suffix K, M, G)")
-        ->delimiter(',')
-        ->allow_extra_args(false)
-        ->capture_default_str();
+    add_sweep_options(node, *a, "--hosts: ");
     node->add_option("--qps", l->qps, "--hosts: RC QPs per flow, 1-64")->capture_default_str();
     node->add_option("--timeout", l->timeout_s, "--hosts: live seconds per size before giving up")->capture_default_str();
-    node->add_option("-o,--out", a->out, "--hosts: report folder")->capture_default_str();
     node->add_option("eal", l->eal_args, "EAL arguments, after --");
     node->callback([a, l, n, sw, hosts, &status] {
         if (sw->empty() == !*hosts) {
@@ -436,18 +443,8 @@ void add_fabric_command(CLI::App& app, int& status) {
     });
 
     CLI::App* run = fab->add_subcommand("run", "Run a workload size sweep (nccl-tests columns) or a scenario");
-    run->add_option("-c,--config", a->config, "fabric YAML (configs/fabrics/)");
-    run->add_flag("--default", a->use_default, "the embedded default fabric (also when no --config)");
+    add_sweep_options(run, *a, "");
     run->add_option("--scenario", a->scenario, "run this scenario on the fabric instead of a sweep");
-    run->add_option("-w,--workload", a->workload, "incast, permutation, all_to_all or ring_allreduce")
-        ->capture_default_str();
-    // One value (comma-separated), so that `--sizes 1M -- EAL args` ends the sizes.
-    run->add_option("--sizes", a->sizes, "message sizes (suffix K, M, G)")
-        ->delimiter(',')
-        ->allow_extra_args(false)
-        ->capture_default_str();
-    run->add_option("--seed", a->seed, "run seed")->capture_default_str();
-    run->add_option("-o,--out", a->out, "report folder")->capture_default_str();
     run->add_option("--pcap", a->pcap, "capture this link (e.g. leaf0-spine1) into the report folder");
     run->add_option("--nic-model", a->nic_model, "override the file's nic.model: rc or generator")
         ->check(CLI::IsMember({"rc", "generator"}));
