@@ -59,7 +59,7 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     LiveResult bad;
     std::vector<CableEnd> ends;
     try {
-        node_names(t);
+        node_names(t);  // refuses a switch named like the hosts node
         ends = cable_ends(t, kHostsNode, o.link_dir, parse_port_overrides(t, o.ports));
     } catch (const std::invalid_argument& e) {
         bad.error = e.what();

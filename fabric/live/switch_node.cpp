@@ -302,7 +302,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     try {
         const double scale = o.scale > 0 ? o.scale : default_scale(t);
         node.topo = scale_topology(t, scale, split_headroom_frames());
-        node_names(t);
+        node_names(t);  // refuses a switch named like the hosts node
         ends = cable_ends(node.topo, name, o.link_dir, parse_port_overrides(t, o.ports));
     } catch (const std::invalid_argument& e) {
         return fail(e.what());
