@@ -19,6 +19,7 @@
 #include "fabric/topology.hpp"
 #include "tools/rocemu/commands.hpp"
 #ifdef ROCEMU_WITH_DPDK
+#include "dataplane/dpdk/eal.hpp"
 #include "fabric/live/live.hpp"
 #include "fabric/live/node.hpp"
 #include "fabric/live/split.hpp"
@@ -196,8 +197,11 @@ live::LiveOptions live_options(const FabricArgs& a, const LiveCliArgs& l) {
     return o;
 }
 
-// Prints the table, the notes and the report folder; the exit status.
+// Prints the table, the notes and the report folder; the exit status. The
+// fabric is gone by now: the EAL is closed so that its per-pid runtime
+// folder does not pile up in /var/run/dpdk.
 int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a) {
+    dpdk::Eal::cleanup();
     fmt::print(stderr, "\r{:<110}\r", "");
     if (!r.rows.empty()) fmt::print("{}", live::format_live_sweep(p, r));
     for (const std::string& n : r.notes) fmt::print("  {}\n", n);
