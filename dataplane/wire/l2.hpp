@@ -43,6 +43,16 @@ inline constexpr size_t kArpFrameLen = 42;  // before Ethernet's minimum-size pa
 // `l2` gives addresses and an optional tag; ethertype is set to ARP.
 size_t encode_arp(const L2& l2, const Arp& arp, std::span<uint8_t> out);
 bool parse_arp(std::span<const uint8_t> frame, L2& l2, Arp& out);
+// The reply to `request` from the owner of (`mac`, `ip`), addressed to the requester.
+inline Arp arp_reply(const Arp& request, const MacAddr& mac, uint32_t ip) {
+    Arp r;
+    r.oper = kArpReply;
+    r.sha = mac;
+    r.spa = ip;
+    r.tha = request.sha;
+    r.tpa = request.spa;
+    return r;
+}
 
 // --- PFC (IEEE 802.1Qbb) ------------------------------------------------------
 inline constexpr MacAddr kPfcDstMac{{0x01, 0x80, 0xC2, 0x00, 0x00, 0x01}};

@@ -101,12 +101,7 @@ bool answer_arp(NicCable& nc, rte_mbuf* m) {
     wire::L2 out;
     out.dst = arp.sha;
     out.src = nc.port_mac;
-    wire::Arp reply;
-    reply.oper = wire::kArpReply;
-    reply.sha = nc.port_mac;
-    reply.spa = arp.tpa;
-    reply.tha = arp.sha;
-    reply.tpa = arp.spa;
+    const wire::Arp reply = wire::arp_reply(arp, nc.port_mac, arp.tpa);
     const uint16_t len = std::max<uint16_t>(60, rte_pktmbuf_data_len(m));
     if (rte_pktmbuf_data_len(m) < len) rte_pktmbuf_append(m, len - rte_pktmbuf_data_len(m));
     std::memset(p, 0, rte_pktmbuf_data_len(m));

@@ -171,12 +171,7 @@ RxResult HostStack::handle_arp(std::span<uint8_t> frame, Nanos now, HostEffects&
     reply_l2.dst = arp.sha;
     reply_l2.src = cfg_.mac;
     if (cfg_.vlan) reply_l2.pcp = cfg_.pcp;
-    wire::Arp reply;
-    reply.oper = wire::kArpReply;
-    reply.sha = cfg_.mac;
-    reply.spa = cfg_.ipv4;
-    reply.tha = arp.sha;
-    reply.tpa = arp.spa;
+    const wire::Arp reply = wire::arp_reply(arp, cfg_.mac, cfg_.ipv4);
     const size_t n = wire::encode_arp(reply_l2, reply, frame);
     count(HostEvent::TxArpReply);
     return {RxVerdict::Reply, HostDrop::None, static_cast<uint16_t>(std::max(n, std::min(frame.size(), kEthMinFrame)))};
