@@ -18,14 +18,14 @@
 #
 # Usage: bash bench/nic/run.sh [BUILD_DIR]   (default build-perf; SECONDS_EACH=N, default 3;
 #        NO_LOOPBACK=1 leaves out part 2)
-# Needs root (memif sockets, EAL), dpdk-testpmd (Debian package dpdk) and a
+# Needs root (memif sockets, EAL), dpdk-testpmd (Debian package dpdk-dev; scripts/install-deps.sh installs it) and a
 # release build; it builds rocemu and rocemu_perf_bench with ninja -j2.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build-perf}
 SECS=${SECONDS_EACH:-3}
 TESTPMD=${TESTPMD:-dpdk-testpmd}
-command -v "$TESTPMD" >/dev/null || { echo "needs $TESTPMD (apt-get install dpdk)"; exit 1; }
+command -v "$TESTPMD" >/dev/null || { echo "needs $TESTPMD (Debian package dpdk-dev: bash scripts/install-deps.sh)"; exit 1; }
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C "$BUILD" -j2 rocemu rocemu_perf_bench >/dev/null
 ROCEMU=$BUILD/tools/rocemu/rocemu
