@@ -200,7 +200,9 @@ private:
     void resp_timers(Qp& qp, Nanos now);
 
     // tx.cpp
-    wire::RocePacket& tx_packet(const AddressVector& av, uint16_t sport);
+    wire::RocePacket& tx_packet(const AddressVector& av, uint16_t sport, const wire::HeaderTemplate* tpl = nullptr);
+    static bool encode_headers(wire::HeaderTemplate* tpl, const wire::RocePacket& p, std::span<uint8_t> out,
+                               wire::EncodeLayout& lay);
     bool build_cnp(Qp& qp, TxFrame& f);
 
     EngineConfig cfg_;

@@ -21,7 +21,8 @@ namespace rocemu::transport {
 
 // Writes the payload of a frame whose headers are encoded, then finishes it
 // (pad, ICRC). A small payload is copied and the whole frame then takes one
-// in-place CRC call (a call costs as much as a few hundred bytes of CRC); a
+// CRC call (a call costs as much as a few hundred bytes of CRC), from the
+// header template's state when the headers came from one; a
 // large one is CRCed while it is copied, so each payload byte is read once
 // and the CRC runs in the shadow of the copy from host memory.
 class FrameWriter {
@@ -30,7 +31,10 @@ public:
 
     FrameWriter(std::span<uint8_t> frame, const wire::EncodeLayout& lay)
         : f_(frame.data()), lay_(lay), dst_(f_ + lay.payload_off), fused_(lay.payload_len >= kFusedFrom) {
-        if (fused_) state_ = wire::icrc_begin(f_ + lay.l3_off, lay.payload_off - lay.l3_off, lay.v6);
+        if (!fused_) return;
+        if (lay.crc_off == 0) state_ = wire::icrc_begin(f_ + lay.l3_off, lay.payload_off - lay.l3_off, lay.v6);
+        else if (lay.payload_off == lay.crc_off) state_ = lay.crc_state;
+        else state_ = wire::crc32_update(lay.crc_state, f_ + lay.crc_off, lay.payload_off - lay.crc_off);
     }
 
     // Appends `n` payload bytes from `src`, part of a source that ends at
@@ -45,8 +49,10 @@ public:
         uint8_t* pad = f_ + lay_.payload_off + lay_.payload_len;
         for (uint8_t i = 0; i < lay_.pad; ++i) pad[i] = 0;
         const size_t icrc_off = lay_.frame_len - wire::kIcrcLen;
-        const uint32_t icrc = fused_ ? ~(lay_.pad ? wire::crc32_update(state_, pad, lay_.pad) : state_)
-                                     : wire::compute_icrc_in_place(f_ + lay_.l3_off, icrc_off - lay_.l3_off, lay_.v6);
+        uint32_t icrc;
+        if (fused_) icrc = ~(lay_.pad ? wire::crc32_update(state_, pad, lay_.pad) : state_);
+        else if (lay_.crc_off != 0) icrc = ~wire::crc32_update(lay_.crc_state, f_ + lay_.crc_off, icrc_off - lay_.crc_off);
+        else icrc = wire::compute_icrc_in_place(f_ + lay_.l3_off, icrc_off - lay_.l3_off, lay_.v6);
         wire::store_le32(f_ + icrc_off, icrc);
     }
 

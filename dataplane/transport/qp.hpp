@@ -11,6 +11,7 @@
 #include "dataplane/transport/objects.hpp"
 #include "dataplane/transport/reorder.hpp"
 #include "dataplane/transport/types.hpp"
+#include "dataplane/wire/header_template.hpp"
 
 namespace rocemu::transport {
 
@@ -75,6 +76,10 @@ struct Qp {
     uint32_t mtu = 1024;
     uint16_t sport = 0xC000;
     Counters counters;
+    // Headers towards the peer, built by the first frame after modify_qp:
+    // data (requests, READ responses; the AV's TOS) and control (ACK, NAK,
+    // atomic ACK; Not-ECT). UD and CNPs do not use them.
+    wire::HeaderTemplate data_tpl, ctl_tpl;
 
     // ---- requester (send queue) ----
     std::vector<SendWqe> sq;  // power-of-two ring

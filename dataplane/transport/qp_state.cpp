@@ -177,6 +177,8 @@ void Engine::reset_qp(Qp& q) {
 }
 
 void Engine::apply_modify(Qp& q, const QpAttr& a, uint32_t mask, Effects& fx) {
+    q.data_tpl.reset();
+    q.ctl_tpl.reset();
     if (mask & kAttrAccessFlags) q.attr.qp_access_flags = a.qp_access_flags;
     if (mask & kAttrQkey) q.attr.qkey = a.qkey;
     if (mask & kAttrAv) q.attr.ah_attr = a.ah_attr;

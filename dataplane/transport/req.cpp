@@ -101,7 +101,8 @@ bool Engine::req_build_packet(Qp& qp, SendWqe& w, uint32_t pkt, TxFrame& f, uint
     const bool first = pkt == 0, last = pkt + 1 >= w.npkts;
     const uint64_t off = uint64_t{pkt} * qp.mtu;
     const AddressVector& av = qp.type == QpType::Ud ? ahs_[w.wr.ah.id].av : qp.attr.ah_attr;
-    RocePacket& p = tx_packet(av, sport);
+    HeaderTemplate* tpl = qp.type == QpType::Ud ? nullptr : &qp.data_tpl;
+    RocePacket& p = tx_packet(av, sport, tpl);
     p.bth.dqpn = qp.type == QpType::Ud ? w.wr.remote_qpn : qp.attr.dest_qp_num;
     p.bth.psn = w.first_psn + pkt;
     uint32_t payload = 0;
@@ -159,7 +160,7 @@ bool Engine::req_build_packet(Qp& qp, SendWqe& w, uint32_t pkt, TxFrame& f, uint
     }
     p.payload_len = payload;
     EncodeLayout lay;
-    if (!encode_roce_headers(p, f.buf, lay)) return false;
+    if (!encode_headers(tpl, p, f.buf, lay)) return false;
     FrameWriter fw(f.buf, lay);
     if (payload) sgl_gather(w.wr.sg_list, off, fw, payload);
     fw.finish();

@@ -10,13 +10,17 @@ namespace rocemu::transport {
 
 // The engine's one transmit packet, reused so that building a frame does not
 // start by clearing a 200-byte struct: the BTH and payload are reset, the
-// addresses set from the AV, and the builder sets the extended headers its
-// opcode carries (the encoder writes no others).
-wire::RocePacket& Engine::tx_packet(const AddressVector& av, uint16_t sport) {
+// addresses set from the AV (unless a built template `tpl` holds them), and
+// the builder sets the extended headers its opcode carries (the encoder
+// writes no others).
+wire::RocePacket& Engine::tx_packet(const AddressVector& av, uint16_t sport, const wire::HeaderTemplate* tpl) {
     wire::RocePacket& p = tx_pkt_;
     p.bth = wire::Bth{};
     p.payload = nullptr;
     p.payload_len = 0;
+    p.l3.ip_id = ip_id_++;
+    p.udp_sport = sport;
+    if (tpl != nullptr && tpl->valid()) return p;
     p.l2.dst = av.dmac;
     p.l2.src = cfg_.mac;
     p.l2.vlan = av.vlan;
@@ -28,10 +32,18 @@ wire::RocePacket& Engine::tx_packet(const AddressVector& av, uint16_t sport) {
     p.l3.dscp = av.traffic_class >> 2;
     p.l3.ecn = av.traffic_class & 3;
     p.l3.ttl = av.hop_limit;
-    p.l3.ip_id = ip_id_++;
     p.l3.flow_label = av.flow_label;
-    p.udp_sport = sport;
     return p;
+}
+
+// Headers from the template when it is built; otherwise encoded in full,
+// and the template built from this packet for the frames that follow.
+bool Engine::encode_headers(wire::HeaderTemplate* tpl, const wire::RocePacket& p, std::span<uint8_t> out,
+                            wire::EncodeLayout& lay) {
+    if (tpl != nullptr && tpl->valid()) return tpl->write(p, out, lay);
+    if (!wire::encode_roce_headers(p, out, lay)) return false;
+    if (tpl != nullptr) tpl->build(p);
+    return true;
 }
 
 bool Engine::build_cnp(Qp& qp, TxFrame& f) {
@@ -62,7 +74,8 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
     using namespace wire;
     RespItem& it = qp.out_at(qp.out_head);
     const bool echo = qp.spraying() && it.sport != 0;
-    RocePacket& p = tx_packet(qp.attr.ah_attr, echo ? it.sport : qp.sport);
+    HeaderTemplate* tpl = it.kind == RespItem::Kind::ReadResp ? &qp.data_tpl : &qp.ctl_tpl;
+    RocePacket& p = tx_packet(qp.attr.ah_attr, echo ? it.sport : qp.sport, tpl);
     p.bth.dqpn = qp.attr.dest_qp_num;
     p.aeth = {it.syndrome, it.msn};
     bool done = true;
@@ -101,7 +114,7 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
             break;
         }
     }
-    if (!encode_roce_headers(p, f.buf, lay)) return false;
+    if (!encode_headers(tpl, p, f.buf, lay)) return false;
     if (p.bth.opcode == op::ACKNOWLEDGE && !lay.v6) {
         store_le32(f.buf.data() + lay.frame_len - kIcrcLen, tx_ack_icrc_(f.buf.data() + lay.l3_off));
     } else {

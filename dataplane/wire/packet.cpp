@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "dataplane/wire/bytes.hpp"
+#include "dataplane/wire/crc32.hpp"
 #include "dataplane/wire/headers.hpp"
 #include "dataplane/wire/icrc.hpp"
 #include "dataplane/wire/l2.hpp"
@@ -51,21 +52,6 @@ void read_ext_headers(const uint8_t* bth, const OpcodeInfo& info, RocePacket& ou
     out.atomic_ack = info.has(Hdr::AtomicAckEth) ? AtomicAckEthView<B>{at(Hdr::AtomicAckEth)}.value() : 0;
     out.imm = info.has(Hdr::ImmDt) ? ImmDtView<B>{at(Hdr::ImmDt)}.value() : 0;
     out.ieth_rkey = info.has(Hdr::Ieth) ? IethView<B>{at(Hdr::Ieth)}.value() : 0;
-}
-
-void write_ext_headers(uint8_t* bth, const OpcodeInfo& info, const RocePacket& p) {
-    using B = uint8_t;
-    auto at = [&](Hdr h) { return bth + info.offset[static_cast<int>(h)]; };
-    if (info.has(Hdr::Deth)) DethView<B>{at(Hdr::Deth)}.set(p.deth.qkey, p.deth.src_qp);
-    if (info.has(Hdr::Feth)) FethView<B>{at(Hdr::Feth)}.set(p.feth);
-    if (info.has(Hdr::Reth)) RethView<B>{at(Hdr::Reth)}.set(p.reth.va, p.reth.rkey, p.reth.dma_len);
-    if (info.has(Hdr::AtomicEth))
-        AtomicEthView<B>{at(Hdr::AtomicEth)}.set(p.atomic.va, p.atomic.rkey, p.atomic.swap_add, p.atomic.compare);
-    if (info.has(Hdr::Aeth)) AethView<B>{at(Hdr::Aeth)}.set(p.aeth.syndrome, p.aeth.msn);
-    if (info.has(Hdr::AtomicAckEth)) AtomicAckEthView<B>{at(Hdr::AtomicAckEth)}.set(p.atomic_ack);
-    if (info.has(Hdr::ImmDt)) ImmDtView<B>{at(Hdr::ImmDt)}.set(p.imm);
-    if (info.has(Hdr::Ieth)) IethView<B>{at(Hdr::Ieth)}.set(p.ieth_rkey);
-    if (info.has(Hdr::CnpPad)) std::memset(at(Hdr::CnpPad), 0, kHdrLen[static_cast<int>(Hdr::CnpPad)]);
 }
 
 }  // namespace
@@ -199,6 +185,7 @@ bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayo
     lay.pad = static_cast<uint8_t>((4 - (p.payload_len & 3)) & 3);
     lay.payload_len = p.payload_len;
     lay.frame_len = len;
+    lay.crc_off = 0;
 
     const size_t l3_len = len - off;
     const uint8_t tos = static_cast<uint8_t>(p.l3.dscp << 2 | (p.l3.ecn & 3));
@@ -248,12 +235,28 @@ bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayo
     return true;
 }
 
+void write_ext_headers(uint8_t* bth, const OpcodeInfo& info, const RocePacket& p) {
+    using B = uint8_t;
+    auto at = [&](Hdr h) { return bth + info.offset[static_cast<int>(h)]; };
+    if (info.has(Hdr::Deth)) DethView<B>{at(Hdr::Deth)}.set(p.deth.qkey, p.deth.src_qp);
+    if (info.has(Hdr::Feth)) FethView<B>{at(Hdr::Feth)}.set(p.feth);
+    if (info.has(Hdr::Reth)) RethView<B>{at(Hdr::Reth)}.set(p.reth.va, p.reth.rkey, p.reth.dma_len);
+    if (info.has(Hdr::AtomicEth))
+        AtomicEthView<B>{at(Hdr::AtomicEth)}.set(p.atomic.va, p.atomic.rkey, p.atomic.swap_add, p.atomic.compare);
+    if (info.has(Hdr::Aeth)) AethView<B>{at(Hdr::Aeth)}.set(p.aeth.syndrome, p.aeth.msn);
+    if (info.has(Hdr::AtomicAckEth)) AtomicAckEthView<B>{at(Hdr::AtomicAckEth)}.set(p.atomic_ack);
+    if (info.has(Hdr::ImmDt)) ImmDtView<B>{at(Hdr::ImmDt)}.set(p.imm);
+    if (info.has(Hdr::Ieth)) IethView<B>{at(Hdr::Ieth)}.set(p.ieth_rkey);
+    if (info.has(Hdr::CnpPad)) std::memset(at(Hdr::CnpPad), 0, kHdrLen[static_cast<int>(Hdr::CnpPad)]);
+}
+
 void finish_roce(std::span<uint8_t> frame, const EncodeLayout& lay) {
     uint8_t* f = frame.data();
     uint8_t* pad = f + lay.payload_off + lay.payload_len;
     for (uint8_t i = 0; i < lay.pad; ++i) pad[i] = 0;
     const size_t icrc_off = lay.frame_len - kIcrcLen;
-    store_le32(f + icrc_off, compute_icrc(f + lay.l3_off, icrc_off - lay.l3_off, lay.v6));
+    store_le32(f + icrc_off, lay.crc_off != 0 ? ~crc32_update(lay.crc_state, f + lay.crc_off, icrc_off - lay.crc_off)
+                                              : compute_icrc(f + lay.l3_off, icrc_off - lay.l3_off, lay.v6));
 }
 
 size_t encode_roce(const RocePacket& p, std::span<uint8_t> out) {

@@ -191,6 +191,10 @@ struct EncodeLayout {
     uint8_t pad = 0;
     bool v6 = false;
     size_t frame_len = 0;
+    // When crc_off != 0: the raw ICRC state over [l3_off, crc_off) is
+    // already known (HeaderTemplate), so the ICRC continues from there.
+    uint16_t crc_off = 0;
+    uint32_t crc_state = 0;
 };
 
 // Writes the headers only and returns the layout; the caller then places
@@ -199,6 +203,9 @@ struct EncodeLayout {
 // `out` is too small or the opcode is not valid.
 bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayout& lay);
 void finish_roce(std::span<uint8_t> frame, const EncodeLayout& lay);
+
+// The extended headers `info` lists, from `p`, behind the BTH at `bth`.
+void write_ext_headers(uint8_t* bth, const OpcodeInfo& info, const RocePacket& p);
 
 // Recomputes and stores the ICRC of a frame whose headers parse (whatever its
 // current ICRC). For tools and fuzzers that edit frames. False if it does not

@@ -1,8 +1,9 @@
 // The RoCEv2 wire layer: one include for opcodes, header views, packets,
-// L2 frames (Ethernet, 802.1Q, ARP, PFC) and the ICRC.
+// L2 frames (Ethernet, 802.1Q, ARP, PFC), the ICRC and per-QP header templates.
 #pragma once
 
 #include "dataplane/wire/bytes.hpp"
+#include "dataplane/wire/header_template.hpp"
 #include "dataplane/wire/headers.hpp"
 #include "dataplane/wire/icrc.hpp"
 #include "dataplane/wire/l2.hpp"
