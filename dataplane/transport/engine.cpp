@@ -298,7 +298,7 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
         q.psn_path.assign(in.reorder_window, 0);
         q.ooo.init(in.reorder_window);
         q.held.assign(in.reorder_window, HeldPacket{});
-        q.held_data.assign(size_t{in.reorder_window} * 4096, 0);
+        q.held_data.assign(size_t{in.reorder_window} * kHeldSlot, 0);
     }
     ++pds_[in.pd.id].users;
     ++cqs_[in.send_cq.id].users;

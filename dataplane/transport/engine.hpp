@@ -184,7 +184,7 @@ private:
 
     // resp.cpp
     void resp_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos now, Effects& fx);
-    Qp* resp_place_target(const wire::RocePacket& p, uint8_t*& dst);
+    Qp* resp_place_target(const wire::RocePacket& p, uint8_t*& dst, bool& staged);
     void resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos now, Effects& fx);
     void resp_duplicate(Qp& qp, const wire::RocePacket& p);
     void resp_nak(Qp& qp, uint8_t syndrome, Psn psn, Effects& fx);

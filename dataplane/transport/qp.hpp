@@ -58,6 +58,9 @@ struct RespItem {
     uint16_t sport = 0;    // spraying: echo the path of the acknowledged packet
 };
 
+// Bytes of payload each reorder slot holds: the largest path MTU.
+inline constexpr uint32_t kHeldSlot = 4096;
+
 // A packet held in the spraying responder's reorder buffer. `placed` packets
 // had their payload written directly; the rest carry a copy in `data`.
 struct HeldPacket {

@@ -30,14 +30,20 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
         return;
     }
     uint8_t* dst = nullptr;
-    const bool placed = resp_place_target(p, dst) != nullptr;
+    bool staged = false;
+    bool placed = resp_place_target(p, dst, staged) != nullptr;
     const uint8_t* l3 = frame.data() + p.l3_off;
     const size_t icrc_len = p.frame_len - wire::kIcrcLen - p.l3_off;
     uint32_t icrc;
     if (placed) {
+        // Staged payload stays in cache for the drain that places it; host
+        // memory takes streaming stores.
         const size_t hdr = static_cast<size_t>(p.payload - l3);
-        uint32_t st = wire::crc32_place(wire::icrc_begin(l3, hdr, p.l3.v6), dst, p.payload, p.payload_len);
-        icrc = ~wire::crc32_update(st, p.payload + p.payload_len, icrc_len - hdr - p.payload_len);
+        const uint32_t st0 = wire::icrc_begin(l3, hdr, p.l3.v6);
+        const uint8_t* end = p.payload + p.payload_len;
+        const uint32_t st = staged ? wire::crc32_copy(st0, dst, p.payload, p.payload_len, end)
+                                   : wire::crc32_place(st0, dst, p.payload, p.payload_len);
+        icrc = ~wire::crc32_update(st, end, icrc_len - hdr - p.payload_len);
     } else if (p.bth.opcode == wire::op::ACKNOWLEDGE && !p.l3.v6) {
         icrc = rx_ack_icrc_(l3);
     } else {
@@ -48,6 +54,10 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
         return;
     }
     ++counters_.rcvd_pkts;
+    if (staged) {
+        p.payload = dst;
+        placed = false;
+    }
     if (p.bth.pkey != wire::kDefaultPkey) {
         drop(nullptr, DropReason::BadPkey);
         return;

@@ -395,14 +395,17 @@ void Engine::resp_duplicate(Qp& qp, const wire::RocePacket& p) {
 
 // Where the payload of a received frame, its ICRC not yet checked, may be
 // placed while the ICRC is computed (one pass over the bytes instead of
-// two): only a full-size continuation of the RC WRITE in progress that
-// passes every check the dispatch and the responder make, at the expected
-// PSN or, spraying, at a PSN of the window not yet held. Its destination
-// then follows from the QP's state and its PSN, so a frame that fails its
-// ICRC can only have written bytes of that WRITE that the packet with that
-// PSN, which has not arrived yet, rewrites before the WRITE completes.
+// two): only a full-size continuation of a RC WRITE that passes every check
+// the dispatch and the responder make. The WRITE in progress takes it at
+// the expected PSN or, spraying, at a PSN of the window not yet held. Its
+// destination then follows from the QP's state and its PSN, so a frame that
+// fails its ICRC can only have written bytes of that WRITE that the packet
+// with that PSN, which has not arrived yet, rewrites before the WRITE
+// completes. Spraying, an early packet whose place is not known yet (its
+// WRITE's FIRST has not arrived) is `staged`: copied into its own reorder
+// slot, which counts as held only once the ICRC has passed.
 // Anything else returns nullptr and is checked first, as rxe does.
-Qp* Engine::resp_place_target(const wire::RocePacket& p, uint8_t*& dst) {
+Qp* Engine::resp_place_target(const wire::RocePacket& p, uint8_t*& dst, bool& staged) {
     using namespace wire;
     const uint8_t opc = p.bth.opcode;
     if ((opc != op::WRITE_MIDDLE && opc != op::WRITE_LAST) || p.payload_len < FrameWriter::kFusedFrom ||
@@ -412,18 +415,25 @@ Qp* Engine::resp_place_target(const wire::RocePacket& p, uint8_t*& dst) {
     for (const IpAddr& g : cfg_.gids) ours = ours || g == p.l3.dst;
     Qp* qp = ours ? find_qp(p.bth.dqpn) : nullptr;
     if (qp == nullptr || qp->type != QpType::Rc || (qp->state != QpState::Rtr && qp->state != QpState::Rts) ||
-        !(p.l3.src == qp->attr.ah_attr.dgid) || !qp->in_msg || kind_of(opcode_info(qp->msg_op)) != Kind::Write ||
-        !(qp->attr.qp_access_flags & kRemoteWrite) || (qp->spraying() && qp->ooo.test(p.bth.psn)))
+        !(p.l3.src == qp->attr.ah_attr.dgid) || !(qp->attr.qp_access_flags & kRemoteWrite) ||
+        (qp->spraying() && qp->ooo.test(p.bth.psn)))
         return nullptr;
+    const bool writing = qp->in_msg && kind_of(opcode_info(qp->msg_op)) == Kind::Write;
     const int32_t d = Psn::diff(p.bth.psn, qp->epsn);
     uint64_t off = qp->msg_offset;
+    staged = false;
     if (d == 0) {
         const uint64_t end = off + p.payload_len;
-        if (p.payload_len > qp->mtu ||
+        if (!writing || p.payload_len > qp->mtu ||
             (opc == op::WRITE_LAST ? end != qp->write_len : p.payload_len != qp->mtu || end > qp->write_len))
             return nullptr;
-    } else if (!qp->spraying() || d < 0 || static_cast<uint32_t>(d) >= qp->ooo.size() || !direct_offset(*qp, p, off)) {
+    } else if (!qp->spraying() || d < 0 || static_cast<uint32_t>(d) >= qp->ooo.size()) {
         return nullptr;
+    } else if (!writing || !direct_offset(*qp, p, off)) {
+        if (p.payload_len > kHeldSlot) return nullptr;
+        dst = qp->held_data.data() + size_t{p.bth.psn.value() & (qp->held.size() - 1)} * kHeldSlot;
+        staged = true;
+        return qp;
     }
     dst = reinterpret_cast<uint8_t*>(qp->write_va + off);
     return qp;
@@ -516,12 +526,13 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos
         ++counters_.direct_placed;
     }
     if (!h.placed) {
-        if (p.payload_len > 4096) {
+        if (p.payload_len > kHeldSlot) {
             drop(&qp, DropReason::Oversize);
             return;
         }
-        uint8_t* dst = qp.held_data.data() + size_t{slot} * 4096;
-        if (p.payload_len) std::memcpy(dst, p.payload, p.payload_len);
+        uint8_t* dst = qp.held_data.data() + size_t{slot} * kHeldSlot;
+        // A staged payload (resp_place_target) already lies in its slot.
+        if (p.payload_len && p.payload != dst) std::memcpy(dst, p.payload, p.payload_len);
         h.pkt.payload = dst;
     }
     h.used = true;

@@ -1,6 +1,7 @@
 // Spraying mode, exact sequences: path entropy per packet, reordering inside
 // the window without NAKs, direct placement of WRITE data, and selective
 // retransmission of exactly the missing PSNs.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -90,6 +91,34 @@ TEST_F(TransportSpray, ReorderInsideWindowNeedsNoNakAndPlacesDirectly) {
     EXPECT_EQ(qc(0).rcvd_seq_err, 0u);        // ... and no NAK came back
     EXPECT_EQ(qc(0).sent_pkts, 16u + 5u);     // nothing resent
     EXPECT_EQ(qc(1).drops[static_cast<size_t>(DropReason::OutOfWindow)], 0u);
+}
+
+// Packets that arrive before their WRITE's FIRST cannot be placed yet (the
+// RETH is in the FIRST): they are staged in their reorder slot while their
+// ICRC is computed. A corrupted one is dropped for its ICRC and leaves
+// nothing held; its resend completes the WRITE byte for byte.
+TEST_F(TransportSpray, PacketsBeforeTheirFirstAreStagedAndACorruptOneIsDropped) {
+    setup();
+    std::set<int32_t> seen;
+    L.filter = [&](int from, const wire::RocePacket& p, uint64_t) {
+        Delivery d;
+        if (from != 0) return d;
+        const int32_t i = Psn::diff(p.bth.psn, Psn{100});
+        const bool again = !seen.insert(i).second;
+        if (i == 0) d.extra = Nanos{10000};  // the FIRST comes last, within sack_delay
+        if (i == 2 && !again) d.corrupt = true;
+        return d;
+    };
+    write(1, 8 * 1024, 4096);
+    auto wcs = wait(1);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::Success);
+    EXPECT_EQ(0, std::memcmp(mem[0].data(), mem[1].data() + 4096, 8 * 1024));
+    EXPECT_TRUE(std::all_of(mem[1].begin(), mem[1].begin() + 4096, [](uint8_t b) { return b == 0; }));
+    EXPECT_TRUE(std::all_of(mem[1].begin() + 4096 + 8 * 1024, mem[1].end(), [](uint8_t b) { return b == 0; }));
+    EXPECT_EQ(L[1].counters().drops[static_cast<size_t>(DropReason::BadIcrc)], 1u);
+    EXPECT_GE(qc(1).out_of_seq_request, 6u);  // every packet but the FIRST and the lost one came early
+    EXPECT_EQ(qc(0).selective_retransmits, 1u);
 }
 
 // READ responses are sprayed too: every path carries some, they arrive in
