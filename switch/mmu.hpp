@@ -45,6 +45,12 @@ public:
     Bytes queue_bytes(PortId out, int q) const { return queue_[out * kNumTc + q]; }
     Bytes port_bytes(PortId out) const { return port_[out]; }
     Bytes pool_used() const { return pool_used_; }
+    // Start loading what query_ingress/commit (and query_egress) will touch.
+    void prefetch_pg(PortId in, int pg) const { __builtin_prefetch(&pg_at(in, pg), 1); }
+    void prefetch_queue(PortId out, int q) const {
+        __builtin_prefetch(&queue_[out * kNumTc + q], 1);
+        __builtin_prefetch(&port_[out], 1);
+    }
     // Current shared limit of a threshold, given the pool's free space now.
     Bytes limit(const Threshold& t) const;
 

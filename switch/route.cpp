@@ -21,7 +21,12 @@ uint32_t RouteTable::add_neighbor(PortId port, const std::array<uint8_t, 6>& mac
 }
 
 uint32_t RouteTable::add_group(const std::vector<uint32_t>& neighbors) {
-    groups_.push_back(neighbors);
+    groups_.push_back(Group{static_cast<uint32_t>(members_.size()), static_cast<uint32_t>(neighbors.size())});
+    // A neighbor's port never changes once added, so copying it is safe.
+    for (const uint32_t nb : neighbors) {
+        members_.push_back(Member{nb, neighbors_.at(nb).port});
+        member_nb_.push_back(nb);
+    }
     return static_cast<uint32_t>(groups_.size() - 1);
 }
 

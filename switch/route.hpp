@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "switch/types.hpp"
@@ -166,7 +167,26 @@ public:
         return g;
     }
 
-    const std::vector<uint32_t>& group(uint32_t id) const { return groups_[id]; }
+    // The neighbor ids of a group, in the order add_group was given them.
+    std::span<const uint32_t> group(uint32_t id) const {
+        const Group& g = groups_[id];
+        return {member_nb_.data() + g.first, g.size};
+    }
+    // What forwarding reads of a group: where its members start in
+    // members() and how many there are.
+    struct Group {
+        uint32_t first = 0;
+        uint32_t size = 0;
+    };
+    // A group member with its neighbor's port beside it, so picking one and
+    // finding the egress port are two loads from two flat arrays (groups_,
+    // members_), not a chain through a vector per group and the neighbor.
+    struct Member {
+        uint32_t neighbor = 0;
+        PortId port = 0;
+    };
+    const Group& group_ref(uint32_t id) const { return groups_[id]; }
+    const Member& member(uint32_t i) const { return members_[i]; }
     const Neighbor& neighbor(uint32_t id) const { return neighbors_[id]; }
     std::size_t num_neighbors() const { return neighbors_.size(); }
 
@@ -187,7 +207,9 @@ private:
     Lpm<uint32_t> v4_;
     Lpm<Ipv6Key> v6_;
     std::vector<Neighbor> neighbors_;
-    std::vector<std::vector<uint32_t>> groups_;
+    std::vector<Group> groups_;
+    std::vector<Member> members_;     // every group's members, back to back
+    std::vector<uint32_t> member_nb_;  // the same neighbor ids, for group()
 };
 
 namespace detail {

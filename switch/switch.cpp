@@ -33,7 +33,9 @@ constexpr uint64_t kL2Header = 18;
 Switch::Switch(const SwitchConfig& cfg)
     : cfg_(cfg),
       mmu_(cfg_),
-      ports_(cfg_.ports.size()),
+      hot_(cfg_.ports.size()),
+      queue_hot_(cfg_.ports.size() * kNumTc),
+      cold_(cfg_.ports.size()),
       pfc_refresh_interval_(cfg_.ports.size()),
       flowlets_(cfg_.routing.flowlet_table_size) {
     for (int q = 0; q < kNumTc; ++q) {
@@ -47,17 +49,17 @@ Switch::Switch(const SwitchConfig& cfg)
     uint64_t per_port = 0;
     for (int pg = 0; pg < kNumTc; ++pg)
         per_port += cfg_.pg_lossless_at(pg) ? cfg_.pg_lossless.size.v + cfg_.pg_lossless.xoff.v : cfg_.pg_lossy.size.v;
-    const uint64_t max_bytes = cfg_.pool_size.v + per_port * ports_.size();
+    const uint64_t max_bytes = cfg_.pool_size.v + per_port * hot_.size();
     slots_.resize(max_bytes / kMinFrame + 1);
     for (std::size_t i = 0; i < slots_.size(); ++i)
         slots_[i].next = i + 1 < slots_.size() ? static_cast<uint32_t>(i + 1) : kNil;
     free_head_ = 0;
-    for (std::size_t p = 0; p < ports_.size(); ++p) {
+    for (std::size_t p = 0; p < hot_.size(); ++p) {
         max_frame_.push_back(cfg_.ports[p].mtu + kL2Header);
         speed_div_.push_back(ExactDiv(cfg_.ports[p].speed.v));
         const Nanos pause = cfg_.ports[p].speed.serialise(pause_bytes(cfg_.pause_quanta));
         pfc_refresh_interval_[p] = Nanos{std::max<int64_t>(1, pause.v * cfg_.refresh_percent / 100)};
-        ports_[p].refresh_at.fill(Nanos::max());
+        cold_[p].refresh_at.fill(Nanos::max());
     }
 }
 
@@ -76,7 +78,7 @@ Effect& Switch::emit(Effects& fx, EffectKind kind, PortId port) {
 }
 
 void Switch::drop(PortId counted_at, uint32_t handle, DropReason r, Effects& fx) {
-    ++ports_[counted_at].c.drops[static_cast<std::size_t>(r)];
+    ++cold_[counted_at].drops[static_cast<std::size_t>(r)];
     Effect& e = emit(fx, EffectKind::Drop, counted_at);
     e.reason = r;
     e.handle = handle;
@@ -87,34 +89,37 @@ Nanos Switch::wire_time(PortId port, Bytes frame_len) const {
     return Nanos{static_cast<int64_t>(speed_div_[port].ceil(num))};
 }
 
-bool Switch::eligible(const QueueState& qs, Nanos now) const {
-    if (qs.empty()) return false;
+bool Switch::eligible(PortId p, int q, Nanos now) const {
+    const PortHot& ph = hot_[p];
+    if (!((ph.nonempty >> q) & 1)) return false;
+    const bool storm = (ph.storms >> q) & 1;
     // A storm's drop action drains the queue in dequeue; it never transmits.
-    if (qs.storm && cfg_.pfc_wd.action == WdAction::Drop) return false;
-    if (!paused_at(qs, now)) return true;
-    return qs.storm && cfg_.pfc_wd.action == WdAction::Forward;
+    if (storm && cfg_.pfc_wd.action == WdAction::Drop) return false;
+    if (!paused_at(p, q, now)) return true;
+    return storm && cfg_.pfc_wd.action == WdAction::Forward;
 }
 
-uint8_t Switch::eligible_mask(const PortState& ps, Nanos now) const {
+uint8_t Switch::eligible_mask(PortId p, Nanos now) const {
+    const PortHot& ph = hot_[p];
     // Nothing waiting is paused and no queue is in a storm (the usual case):
     // every non-empty queue may send.
-    if (!((ps.nonempty & ps.paused) | ps.storms)) return ps.nonempty;
+    if (!((ph.nonempty & ph.paused) | ph.storms)) return ph.nonempty;
     uint8_t m = 0;
-    for (unsigned bits = ps.nonempty; bits; bits &= bits - 1) {
+    for (unsigned bits = ph.nonempty; bits; bits &= bits - 1) {
         const int q = std::countr_zero(bits);
-        if (eligible(ps.q[q], now)) m |= static_cast<uint8_t>(1u << q);
+        if (eligible(p, q, now)) m |= static_cast<uint8_t>(1u << q);
     }
     return m;
 }
 
-Switch::Slot Switch::pop(PortState& ps, int q) {
-    QueueState& qs = ps.q[q];
+Switch::Slot Switch::pop(PortId p, int q) {
+    QueueHot& qs = qhot(p, q);
     const uint32_t i = qs.head;
     const Slot s = slots_[i];
     qs.head = s.next;
     if (--qs.count == 0) {
         qs.tail = kNil;
-        ps.nonempty &= static_cast<uint8_t>(~(1u << q));
+        hot_[p].nonempty &= static_cast<uint8_t>(~(1u << q));
     }
     slots_[i].next = free_head_;
     free_head_ = i;
@@ -122,21 +127,21 @@ Switch::Slot Switch::pop(PortState& ps, int q) {
 }
 
 void Switch::arm_tx(PortId port, Nanos at, Effects& fx) {
-    PortState& ps = ports_[port];
+    PortHot& ps = hot_[port];
     if (ps.tx_armed) return;
     ps.tx_armed = true;
     emit(fx, EffectKind::TxReady, port).at = std::max(at, ps.busy_until);
 }
 
-uint32_t Switch::least_loaded(const std::vector<uint32_t>& members, uint64_t hash) const {
+uint32_t Switch::least_loaded(const RouteTable::Group& g, uint64_t hash) const {
     // Start the scan at the hashed member so ties spread like ECMP does.
-    const std::size_t n = members.size();
+    const std::size_t n = g.size;
     const std::size_t start = hashed_member(hash, n);
     std::size_t best = start;
-    Bytes best_load = mmu_.port_bytes(routes_.neighbor(members[start]).port);
+    Bytes best_load = mmu_.port_bytes(routes_.member(g.first + static_cast<uint32_t>(start)).port);
     for (std::size_t i = 1; i < n; ++i) {
         const std::size_t k = (start + i) % n;
-        const Bytes load = mmu_.port_bytes(routes_.neighbor(members[k]).port);
+        const Bytes load = mmu_.port_bytes(routes_.member(g.first + static_cast<uint32_t>(k)).port);
         if (load < best_load) {
             best_load = load;
             best = k;
@@ -145,17 +150,16 @@ uint32_t Switch::least_loaded(const std::vector<uint32_t>& members, uint64_t has
     return static_cast<uint32_t>(best);
 }
 
-uint32_t Switch::adaptive_member(const std::vector<uint32_t>& members, uint32_t group, int tc, uint64_t h,
-                                 Nanos now) {
-    const std::size_t n = members.size();
+uint32_t Switch::adaptive_member(const RouteTable::Group& g, uint32_t group, int tc, uint64_t h, Nanos now) {
+    const std::size_t n = g.size;
     switch (cfg_.routing.adaptive[tc]) {
         case ArMode::Off: return hashed_member(h, n);
-        case ArMode::PerPacket: return least_loaded(members, h);
+        case ArMode::PerPacket: return least_loaded(g, h);
         case ArMode::Flowlet: {
             Flowlet& f = flowlets_[h & (flowlets_.size() - 1)];
             if (f.group != group || now - f.last > cfg_.routing.flowlet_gap || f.member >= n) {
                 f.group = group;
-                f.member = least_loaded(members, h);
+                f.member = least_loaded(g, h);
             }
             f.last = now;
             return f.member;
@@ -167,7 +171,7 @@ uint32_t Switch::adaptive_member(const std::vector<uint32_t>& members, uint32_t 
 void Switch::send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx) {
     Effect& e = emit(fx, EffectKind::SendPfc, port);
     e.pfc.class_enable = bits;
-    PortCounters& c = ports_[port].c;
+    PortCold& c = cold_[port];
     for (int p = 0; p < kNumTc; ++p) {
         if (!((bits >> p) & 1)) continue;
         e.pfc.quanta[p] = quanta;
@@ -178,55 +182,99 @@ void Switch::send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx) {
 void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
     timer_dirty_ = true;
     mmu_.set_xoff(in, pg, true);
-    ports_[in].refresh_at[pg] = now + pfc_refresh_interval_[in];
+    cold_[in].refresh_at[pg] = now + pfc_refresh_interval_[in];
     send_pfc(in, static_cast<uint8_t>(1u << pg), cfg_.pause_quanta, fx);
 }
 
-void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
-    if (d.in_port >= ports_.size()) {
+Switch::Routed Switch::route_packet(const PacketDesc& d) const {
+    Routed r{};
+    r.drop = DropReason::kCount;
+    if (d.in_port >= hot_.size()) {
+        r.drop = DropReason::BadPort;
+        return r;
+    }
+    r.tc = cfg_.dscp_to_tc[d.dscp & 63];
+    r.pg = cfg_.tc_to_pg[r.tc];
+    r.q = cfg_.tc_to_queue[r.tc];
+    const uint32_t group = routes_.route(d);
+    if (group == RouteTable::kNoRoute) {
+        r.drop = DropReason::NoRoute;
+        return r;
+    }
+    if (group == RouteTable::kUnresolved) {
+        r.drop = DropReason::NeighborMiss;
+        return r;
+    }
+    const RouteTable::Group& g = routes_.group_ref(group);
+    if (g.size == 0) {
+        r.drop = DropReason::NoRoute;
+        return r;
+    }
+    r.group = group;
+    uint32_t pick = 0;
+    if (g.size > 1) {
+        r.hash = flow_hash(d, cfg_.routing.hash_fields, cfg_.routing.hash_seed);
+        // Adaptive picks read queue occupancy, which the packets ahead in
+        // the burst change: they wait for admit().
+        if (cfg_.routing.adaptive[r.tc] != ArMode::Off) {
+            r.adaptive = true;
+            return r;
+        }
+        pick = hashed_member(r.hash, g.size);
+    }
+    const RouteTable::Member& m = routes_.member(g.first + pick);
+    r.nb = m.neighbor;
+    r.out = m.port;
+    return r;
+}
+
+void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
+    if (r.drop != DropReason::kCount) return;
+    __builtin_prefetch(&hot_[d.in_port], 1);
+    mmu_.prefetch_pg(d.in_port, r.pg);
+    if (r.adaptive) return;
+    __builtin_prefetch(&hot_[r.out], 1);
+    __builtin_prefetch(&qhot(r.out, r.q), 1);
+    mmu_.prefetch_queue(r.out, r.q);
+}
+
+void Switch::admit(const PacketDesc& d, Routed r, Nanos now, Rng& rng, Effects& fx) {
+    if (r.drop == DropReason::BadPort) {
         ++bad_port_drops_;
         Effect& e = emit(fx, EffectKind::Drop, 0);
         e.reason = DropReason::BadPort;
         e.handle = d.handle;
         return;
     }
-    PortState& in = ports_[d.in_port];
-    ++in.c.rx_pkts;
-    in.c.rx_bytes += d.frame_len.v;
-
-    const int tc = cfg_.dscp_to_tc[d.dscp & 63];
-    const int pg = cfg_.tc_to_pg[tc];
-    const int q = cfg_.tc_to_queue[tc];
-
-    const uint32_t group = routes_.route(d);
-    if (group == RouteTable::kNoRoute) return drop(d.in_port, d.handle, DropReason::NoRoute, fx);
-    if (group == RouteTable::kUnresolved) return drop(d.in_port, d.handle, DropReason::NeighborMiss, fx);
-    const auto& members = routes_.group(group);
-    if (members.empty()) return drop(d.in_port, d.handle, DropReason::NoRoute, fx);
-    uint32_t pick = 0;
-    if (const std::size_t n = members.size(); n > 1) {
-        const uint64_t h = flow_hash(d, cfg_.routing.hash_fields, cfg_.routing.hash_seed);
-        pick = cfg_.routing.adaptive[tc] == ArMode::Off ? hashed_member(h, n)
-                                                         : adaptive_member(members, group, tc, h, now);
+    PortHot& in = hot_[d.in_port];
+    ++in.rx_pkts;
+    in.rx_bytes += d.frame_len.v;
+    if (r.drop != DropReason::kCount) return drop(d.in_port, d.handle, r.drop, fx);
+    const int q = r.q;
+    const int pg = r.pg;
+    if (r.adaptive) {
+        const RouteTable::Group& g = routes_.group_ref(r.group);
+        const RouteTable::Member& m = routes_.member(g.first + adaptive_member(g, r.group, r.tc, r.hash, now));
+        r.nb = m.neighbor;
+        r.out = m.port;
     }
-    const uint32_t nb = members[pick];
-    const PortId out = routes_.neighbor(nb).port;
-    PortState& op = ports_[out];
-    QueueState& qs = op.q[q];
+    const PortId out = r.out;
+    PortHot& op = hot_[out];
+    QueueHot& qs = qhot(out, q);
 
-    auto egress_drop = [&](DropReason r) {
-        ++qs.c.drops;
-        drop(out, d.handle, r, fx);
+    auto egress_drop = [&](DropReason reason) {
+        ++cold_[out].q[q].drops;
+        drop(out, d.handle, reason, fx);
     };
     if (d.frame_len.v > max_frame_[out]) return egress_drop(DropReason::MtuExceeded);
-    if (qs.storm && cfg_.pfc_wd.action == WdAction::Drop) {
-        ++qs.c.wd_drops;
+    if (storm_drops(op, q)) {
+        ++cold_[out].q[q].wd_drops;
         return egress_drop(DropReason::PfcWatchdog);
     }
     // SONiC's drop action also discards what the stormed port keeps sending
     // on that priority: its peer is the likely source of the storm.
-    if (in.q[q].storm && cfg_.pfc_wd.action == WdAction::Drop) {
-        ++in.q[q].c.wd_drops;
+    if (storm_drops(in, q)) {
+        ++cold_[d.in_port].q[q].wd_drops;
         return drop(d.in_port, d.handle, DropReason::PfcWatchdog, fx);
     }
     const Mmu::Verdict v = mmu_.query_ingress(d.in_port, pg, d.frame_len);
@@ -251,18 +299,19 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
         slots_[qs.tail].next = i;
     qs.tail = i;
     ++qs.count;
+    const bool paused = (op.paused >> q) & 1;
     // A paused queue that fills starts counting towards the watchdog.
-    if (qs.paused) timer_dirty_ = true;
-    ++qs.c.enq_pkts;
-    qs.c.enq_bytes += d.frame_len.v;
-    qs.c.watermark = std::max(qs.c.watermark, mmu_.queue_bytes(out, q));
+    if (paused) timer_dirty_ = true;
+    ++qs.enq_pkts;
+    qs.enq_bytes += d.frame_len.v;
+    qs.watermark = std::max(qs.watermark, mmu_.queue_bytes(out, q));
 
     Effect& e = emit(fx, EffectKind::Enqueued, out);
     e.queue = static_cast<uint8_t>(q);
     e.handle = d.handle;
-    e.neighbor = nb;
+    e.neighbor = r.nb;
     if (mark) {
-        ++qs.c.ecn_marks;
+        ++cold_[out].q[q].ecn_marks;
         Effect& m = emit(fx, EffectKind::MarkCe, out);
         m.queue = static_cast<uint8_t>(q);
         m.handle = d.handle;
@@ -271,43 +320,65 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
 
     // A queue may have been paused past detection_time while empty; the
     // watchdog only calls that a storm once something is stuck behind it.
-    if (cfg_.pfc_wd.enabled && queue_lossless_[q] && !qs.storm && paused_at(qs, now) &&
-        now - qs.pause_start >= cfg_.pfc_wd.detection_time)
+    if (paused && cfg_.pfc_wd.enabled && queue_lossless_[q] && !((op.storms >> q) & 1) && paused_at(out, q, now) &&
+        now - cold_[out].q[q].pause_start >= cfg_.pfc_wd.detection_time)
         watchdog_detect(out, q, now, fx);
-    if (eligible(qs, now)) arm_tx(out, now, fx);
+    if (eligible(out, q, now)) arm_tx(out, now, fx);
+}
+
+void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
+    admit(d, route_packet(d), now, rng, fx);
 }
 
 std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx) {
-    std::size_t i = 0;
-    for (; i < n && room(fx) >= kMaxEffectsPerPacket; ++i) on_packet(d[i], now, rng, fx);
-    return i;
+    // VPP-style: route the whole burst first (routing reads only tables the
+    // burst does not change), starting the loads of each packet's ingress,
+    // egress and MMU lines, then admit the packets in order, so effects,
+    // counters and random draws are those of on_packet one by one.
+    std::array<Routed, kBatch> routed;
+    std::size_t done = 0;
+    while (done < n) {
+        const std::size_t k = std::min(n - done, kBatch);
+        for (std::size_t j = 0; j < k; ++j) {
+            routed[j] = route_packet(d[done + j]);
+            prefetch(d[done + j], routed[j]);
+        }
+        for (std::size_t j = 0; j < k; ++j) {
+            if (room(fx) < kMaxEffectsPerPacket) return done + j;
+            admit(d[done + j], routed[j], now, rng, fx);
+        }
+        done += k;
+    }
+    return done;
 }
 
 void Switch::release(PortId out, int q, const Slot& s, Effects& fx) {
     mmu_.release(s.in_port, s.pg, out, q, Bytes{s.len});
     if (mmu_.should_xon(s.in_port, s.pg)) {
         mmu_.set_xoff(s.in_port, s.pg, false);
-        ports_[s.in_port].refresh_at[s.pg] = Nanos::max();
+        cold_[s.in_port].refresh_at[s.pg] = Nanos::max();
         send_pfc(s.in_port, static_cast<uint8_t>(1u << s.pg), 0, fx);
     }
 }
 
-int Switch::pick_queue(PortState& ps, Nanos now) {
-    const uint8_t elig = eligible_mask(ps, now);
+int Switch::pick_queue(PortId p, Nanos now) {
+    PortHot& ps = hot_[p];
+    const uint8_t elig = eligible_mask(p, now);
     if (!elig) return -1;
     if (const uint8_t strict = elig & strict_mask_) return 31 - std::countl_zero(static_cast<unsigned>(strict));
     if ((elig & (elig - 1)) == 0) {
         // A sole contender needs no arbitration and earns no credit.
         const int q = std::countr_zero(static_cast<unsigned>(elig));
-        ps.q[q].deficit = 0;
-        ps.q[q].credited = false;
+        QueueHot& qs = qhot(p, q);
+        qs.deficit = 0;
+        qs.credited = false;
         ps.dwrr_cur = static_cast<uint8_t>(q);
         return q;
     }
     // Terminates: an eligible DWRR queue gains a quantum on every visit.
     for (;;) {
         const int q = ps.dwrr_cur;
-        QueueState& qs = ps.q[q];
+        QueueHot& qs = qhot(p, q);
         if (!((elig >> q) & 1)) {
             qs.deficit = 0;
             qs.credited = false;
@@ -318,7 +389,7 @@ int Switch::pick_queue(PortState& ps, Nanos now) {
             qs.deficit += dwrr_quantum_[q];
             qs.credited = true;
         }
-        const int64_t head_len = slots_[qs.head].len;
+        const int32_t head_len = static_cast<int32_t>(slots_[qs.head].len);
         if (head_len <= qs.deficit) {
             qs.deficit -= head_len;
             return q;
@@ -329,19 +400,19 @@ int Switch::pick_queue(PortState& ps, Nanos now) {
 }
 
 std::optional<TxDesc> Switch::dequeue(PortId port, Nanos now, Rng& rng, Effects& fx) {
-    if (port >= ports_.size()) return std::nullopt;
-    PortState& ps = ports_[port];
+    if (port >= hot_.size()) return std::nullopt;
+    PortHot& ps = hot_[port];
     ps.tx_armed = false;
     TxDesc tx;
     if (!dequeue_frame(port, now, rng, fx, tx)) return std::nullopt;
-    if (has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
+    if (has_eligible(port, now)) arm_tx(port, ps.busy_until, fx);
     return tx;
 }
 
 std::size_t Switch::dequeue_burst(PortId port, Nanos from, Nanos now, TxDesc* out, std::size_t max, Rng& rng,
                                   Effects& fx) {
-    if (port >= ports_.size()) return 0;
-    PortState& ps = ports_[port];
+    if (port >= hot_.size()) return 0;
+    PortHot& ps = hot_[port];
     ps.tx_armed = false;
     std::size_t n = 0;
     Nanos t = std::max(from, ps.busy_until);
@@ -352,39 +423,40 @@ std::size_t Switch::dequeue_burst(PortId port, Nanos from, Nanos now, TxDesc* ou
         // Nothing sent: dequeue_frame armed the port if something waits.
         if (!dequeue_frame(port, t, rng, fx, out[n])) return n;
         ++n;
-        if (ps.tx_armed || !has_eligible(ps, t)) return n;
+        if (ps.tx_armed || !has_eligible(port, t)) return n;
         t = ps.busy_until;
     }
-    if (has_eligible(ps, t)) arm_tx(port, t, fx);
+    if (has_eligible(port, t)) arm_tx(port, t, fx);
     return n;
 }
 
 bool Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc& tx) {
-    PortState& ps = ports_[port];
+    PortHot& ps = hot_[port];
 
     if (ps.storms && cfg_.pfc_wd.action == WdAction::Drop) {
         for (int q = 0; q < kNumTc; ++q) {
-            QueueState& qs = ps.q[q];
-            while (qs.storm && !qs.empty() && room(fx) > kEffectReserve) {
-                const Slot s = pop(ps, q);
+            const QueueHot& qs = qhot(port, q);
+            const bool storm = (ps.storms >> q) & 1;
+            while (storm && !qs.empty() && room(fx) > kEffectReserve) {
+                const Slot s = pop(port, q);
                 release(port, q, s, fx);
-                ++qs.c.drops;
-                ++qs.c.wd_drops;
+                ++cold_[port].q[q].drops;
+                ++cold_[port].q[q].wd_drops;
                 drop(port, s.handle, DropReason::PfcWatchdog, fx);
             }
             // Out of effect room: come back for the rest.
-            if (qs.storm && !qs.empty()) arm_tx(port, now, fx);
+            if (storm && !qs.empty()) arm_tx(port, now, fx);
         }
     }
 
     if (now < ps.busy_until) {
-        if (has_eligible(ps, now)) arm_tx(port, ps.busy_until, fx);
+        if (has_eligible(port, now)) arm_tx(port, ps.busy_until, fx);
         return false;
     }
-    const int q = pick_queue(ps, now);
+    const int q = pick_queue(port, now);
     if (q < 0) return false;
-    QueueState& qs = ps.q[q];
-    const Slot s = pop(ps, q);
+    QueueHot& qs = qhot(port, q);
+    const Slot s = pop(port, q);
     if (qs.empty() && !cfg_.scheduler[q].strict) {
         qs.deficit = 0;
         qs.credited = false;
@@ -394,23 +466,23 @@ bool Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc
     if (cfg_.wred_stage == WredStage::Dequeue) {
         const RedVerdict rv = red_decide(cfg_.wred[q], mmu_.queue_bytes(port, q), s.ecn, rng);
         if (rv == RedVerdict::Drop) {
-            ++qs.c.drops;
+            ++cold_[port].q[q].drops;
             drop(port, s.handle, DropReason::WredDrop, fx);
-            if (has_eligible(ps, now)) arm_tx(port, now, fx);
+            if (has_eligible(port, now)) arm_tx(port, now, fx);
             return false;
         }
         if (rv == RedVerdict::Mark && s.ecn != kEcnCe) {
-            ++qs.c.ecn_marks;
+            ++cold_[port].q[q].ecn_marks;
             Effect& m = emit(fx, EffectKind::MarkCe, port);
             m.queue = static_cast<uint8_t>(q);
             m.handle = s.handle;
         }
     }
     const Bytes len{s.len};
-    ++qs.c.tx_pkts;
-    qs.c.tx_bytes += len.v;
-    ++ps.c.tx_pkts;
-    ps.c.tx_bytes += len.v;
+    ++qs.tx_pkts;
+    qs.tx_bytes += len.v;
+    ++ps.tx_pkts;
+    ps.tx_bytes += len.v;
     tx.handle = s.handle;
     tx.queue = static_cast<uint8_t>(q);
     tx.frame_len = len;
@@ -420,90 +492,88 @@ bool Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc
     return true;
 }
 
-void Switch::end_pause(PortState& ps, int q, Nanos at) {
-    QueueState& qs = ps.q[q];
-    qs.c.paused_time += at - qs.pause_start;
-    qs.paused = false;
-    ps.paused &= static_cast<uint8_t>(~(1u << q));
+void Switch::end_pause(PortId p, int q, Nanos at) {
+    QueueCold& qc = cold_[p].q[q];
+    qc.paused_time += at - qc.pause_start;
+    hot_[p].paused &= static_cast<uint8_t>(~(1u << q));
 }
 
-void Switch::expire_pause(PortState& ps, int q, Nanos now) {
-    const QueueState& qs = ps.q[q];
-    if (qs.paused && qs.paused_until <= now) end_pause(ps, q, qs.paused_until);
+void Switch::expire_pause(PortId p, int q, Nanos now) {
+    const Nanos until = cold_[p].q[q].paused_until;
+    if (((hot_[p].paused >> q) & 1) && until <= now) end_pause(p, q, until);
 }
 
 void Switch::on_pfc(PortId port, const PfcFrameDesc& f, Nanos now, Effects& fx) {
-    if (port >= ports_.size()) return;
+    if (port >= hot_.size()) return;
     timer_dirty_ = true;
-    PortState& ps = ports_[port];
+    PortHot& ps = hot_[port];
+    PortCold& pc = cold_[port];
     for (int p = 0; p < kNumTc; ++p) {
         if (!((f.class_enable >> p) & 1)) continue;
-        ++ps.c.pfc_rx[p];
+        ++pc.pfc_rx[p];
         const int q = cfg_.tc_to_queue[p];
-        QueueState& qs = ps.q[q];
-        expire_pause(ps, q, now);
+        QueueCold& qc = pc.q[q];
+        const uint8_t bit = static_cast<uint8_t>(1u << q);
+        expire_pause(port, q, now);
         if (f.quanta[p] == 0) {
-            if (qs.paused) end_pause(ps, q, now);
+            if (ps.paused & bit) end_pause(port, q, now);
             continue;
         }
-        qs.last_pfc_rx = now;
-        if (qs.storm && cfg_.pfc_wd.action != WdAction::Alert) continue;
-        if (!qs.paused) {
-            qs.paused = true;
-            ps.paused |= static_cast<uint8_t>(1u << q);
-            qs.pause_start = now;
+        qc.last_pfc_rx = now;
+        if ((ps.storms & bit) && cfg_.pfc_wd.action != WdAction::Alert) continue;
+        if (!(ps.paused & bit)) {
+            ps.paused |= bit;
+            qc.pause_start = now;
         }
         // A new frame replaces whatever pause time was left (802.1Qbb).
-        qs.paused_until = now + cfg_.ports[port].speed.serialise(pause_bytes(f.quanta[p]));
+        qc.paused_until = now + cfg_.ports[port].speed.serialise(pause_bytes(f.quanta[p]));
     }
-    if (has_eligible(ps, now)) arm_tx(port, now, fx);
+    if (has_eligible(port, now)) arm_tx(port, now, fx);
 }
 
 void Switch::watchdog_detect(PortId port, int q, Nanos now, Effects& fx) {
-    QueueState& qs = ports_[port].q[q];
     timer_dirty_ = true;
-    qs.storm = true;
-    ++ports_[port].storms;
-    ++qs.c.wd_storms;
+    hot_[port].storms |= static_cast<uint8_t>(1u << q);
+    ++cold_[port].q[q].wd_storms;
     emit(fx, EffectKind::WatchdogStorm, port).queue = static_cast<uint8_t>(q);
     if (cfg_.pfc_wd.action == WdAction::Alert) return;
-    if (qs.paused) end_pause(ports_[port], q, now);
+    if ((hot_[port].paused >> q) & 1) end_pause(port, q, now);
     // Forward makes the queue sendable again; drop needs a dequeue to drain it.
     arm_tx(port, now, fx);
 }
 
 void Switch::watchdog_restore(PortId port, int q, Effects& fx) {
-    QueueState& qs = ports_[port].q[q];
-    qs.storm = false;
-    --ports_[port].storms;
-    ++qs.c.wd_restores;
+    hot_[port].storms &= static_cast<uint8_t>(~(1u << q));
+    ++cold_[port].q[q].wd_restores;
     emit(fx, EffectKind::WatchdogRestore, port).queue = static_cast<uint8_t>(q);
 }
 
 void Switch::on_timer(Nanos now, Effects& fx) {
     timer_dirty_ = true;
     const PfcWdConfig& wd = cfg_.pfc_wd;
-    for (std::size_t pi = 0; pi < ports_.size(); ++pi) {
+    for (std::size_t pi = 0; pi < hot_.size(); ++pi) {
         if (room(fx) < kEffectReserve) return;
         const PortId port = static_cast<PortId>(pi);
-        PortState& ps = ports_[pi];
+        PortCold& pc = cold_[pi];
         uint8_t refresh = 0;
         for (int pg = 0; pg < kNumTc; ++pg) {
-            if (ps.refresh_at[pg] > now) continue;
+            if (pc.refresh_at[pg] > now) continue;
             refresh |= static_cast<uint8_t>(1u << pg);
-            ps.refresh_at[pg] = now + pfc_refresh_interval_[pi];
+            pc.refresh_at[pg] = now + pfc_refresh_interval_[pi];
         }
         if (refresh) send_pfc(port, refresh, cfg_.pause_quanta, fx);
         for (int q = 0; q < kNumTc; ++q) {
-            QueueState& qs = ps.q[q];
-            expire_pause(ps, q, now);
+            expire_pause(port, q, now);
             if (!wd.enabled || !queue_lossless_[q]) continue;
-            if (!qs.storm && paused_at(qs, now) && !qs.empty() && now - qs.pause_start >= wd.detection_time)
+            const QueueCold& qc = pc.q[q];
+            const bool storm = (hot_[pi].storms >> q) & 1;
+            if (!storm && paused_at(port, q, now) && !qhot(port, q).empty() &&
+                now - qc.pause_start >= wd.detection_time)
                 watchdog_detect(port, q, now, fx);
-            else if (qs.storm && now - qs.last_pfc_rx >= wd.restoration_time)
+            else if (storm && now - qc.last_pfc_rx >= wd.restoration_time)
                 watchdog_restore(port, q, fx);
         }
-        if (has_eligible(ps, now)) arm_tx(port, now, fx);
+        if (has_eligible(port, now)) arm_tx(port, now, fx);
     }
 }
 
@@ -518,19 +588,55 @@ Nanos Switch::next_timer() const {
 Nanos Switch::compute_next_timer() const {
     const PfcWdConfig& wd = cfg_.pfc_wd;
     Nanos t = Nanos::max();
-    for (const PortState& ps : ports_) {
-        for (const Nanos r : ps.refresh_at) t = std::min(t, r);
+    for (std::size_t p = 0; p < hot_.size(); ++p) {
+        const PortHot& ph = hot_[p];
+        const PortCold& pc = cold_[p];
+        for (const Nanos r : pc.refresh_at) t = std::min(t, r);
         for (int q = 0; q < kNumTc; ++q) {
-            const QueueState& qs = ps.q[q];
-            if (qs.paused) t = std::min(t, qs.paused_until);
+            const QueueCold& qc = pc.q[q];
+            const bool paused = (ph.paused >> q) & 1;
+            if (paused) t = std::min(t, qc.paused_until);
             if (!wd.enabled || !queue_lossless_[q]) continue;
-            if (qs.storm)
-                t = std::min(t, qs.last_pfc_rx + wd.restoration_time);
-            else if (qs.paused && !qs.empty())
-                t = std::min(t, qs.pause_start + wd.detection_time);
+            if ((ph.storms >> q) & 1)
+                t = std::min(t, qc.last_pfc_rx + wd.restoration_time);
+            else if (paused && !qhot(static_cast<PortId>(p), q).empty())
+                t = std::min(t, qc.pause_start + wd.detection_time);
         }
     }
     return t;
+}
+
+PortCounters Switch::port_counters(PortId p) const {
+    const PortHot& ph = hot_[p];
+    const PortCold& pc = cold_[p];
+    PortCounters c;
+    c.rx_pkts = ph.rx_pkts;
+    c.rx_bytes = ph.rx_bytes;
+    c.tx_pkts = ph.tx_pkts;
+    c.tx_bytes = ph.tx_bytes;
+    c.drops = pc.drops;
+    c.pfc_rx = pc.pfc_rx;
+    c.pfc_tx_xoff = pc.pfc_tx_xoff;
+    c.pfc_tx_xon = pc.pfc_tx_xon;
+    return c;
+}
+
+QueueCounters Switch::queue_counters(PortId p, int q) const {
+    const QueueHot& qh = qhot(p, q);
+    const QueueCold& qc = cold_[p].q[q];
+    QueueCounters c;
+    c.enq_pkts = qh.enq_pkts;
+    c.enq_bytes = qh.enq_bytes;
+    c.tx_pkts = qh.tx_pkts;
+    c.tx_bytes = qh.tx_bytes;
+    c.drops = qc.drops;
+    c.ecn_marks = qc.ecn_marks;
+    c.watermark = qh.watermark;
+    c.paused_time = qc.paused_time;
+    c.wd_storms = qc.wd_storms;
+    c.wd_restores = qc.wd_restores;
+    c.wd_drops = qc.wd_drops;
+    return c;
 }
 
 std::string Switch::describe(const Effect& e) const {
@@ -559,36 +665,36 @@ std::string Switch::describe(const Effect& e) const {
 
 std::string Switch::dump(Nanos now) const {
     std::string out;
-    for (std::size_t p = 0; p < ports_.size(); ++p) {
-        const PortState& ps = ports_[p];
+    for (std::size_t p = 0; p < hot_.size(); ++p) {
         const PortId id = static_cast<PortId>(p);
+        const PortCounters c = port_counters(id);
         fmt::format_to(std::back_inserter(out), "{}: rx {} pkts {} B, tx {} pkts {} B, paused {} ns\n",
-                       cfg_.ports[p].name, ps.c.rx_pkts, ps.c.rx_bytes, ps.c.tx_pkts, ps.c.tx_bytes,
+                       cfg_.ports[p].name, c.rx_pkts, c.rx_bytes, c.tx_pkts, c.tx_bytes,
                        port_paused_time(id, now).v);
-        for (std::size_t r = 0; r < ps.c.drops.size(); ++r)
-            if (ps.c.drops[r])
+        for (std::size_t r = 0; r < c.drops.size(); ++r)
+            if (c.drops[r])
                 fmt::format_to(std::back_inserter(out), "  drop {}: {}\n",
-                               drop_reason_name(static_cast<DropReason>(r)), ps.c.drops[r]);
+                               drop_reason_name(static_cast<DropReason>(r)), c.drops[r]);
         for (int pr = 0; pr < kNumTc; ++pr)
-            if (ps.c.pfc_rx[pr] || ps.c.pfc_tx_xoff[pr] || ps.c.pfc_tx_xon[pr])
+            if (c.pfc_rx[pr] || c.pfc_tx_xoff[pr] || c.pfc_tx_xon[pr])
                 fmt::format_to(std::back_inserter(out), "  pfc prio {}: rx {} tx xoff {} tx xon {}\n", pr,
-                               ps.c.pfc_rx[pr], ps.c.pfc_tx_xoff[pr], ps.c.pfc_tx_xon[pr]);
+                               c.pfc_rx[pr], c.pfc_tx_xoff[pr], c.pfc_tx_xon[pr]);
         for (int q = 0; q < kNumTc; ++q) {
-            const QueueCounters& c = ps.q[q].c;
-            if (!c.enq_pkts && !c.drops && !ps.q[q].paused) continue;
+            const QueueCounters qc = queue_counters(id, q);
+            if (!qc.enq_pkts && !qc.drops && !((hot_[p].paused >> q) & 1)) continue;
             fmt::format_to(std::back_inserter(out),
                            "  q{}: depth {} B (max {} B), enq {}, tx {} pkts {} B, drops {}, ecn {}, paused {} ns{}\n",
-                           q, mmu_.queue_bytes(id, q).v, c.watermark.v, c.enq_pkts, c.tx_pkts, c.tx_bytes, c.drops,
-                           c.ecn_marks, paused_time(id, q, now).v, ps.q[q].storm ? ", PFC storm" : "");
+                           q, mmu_.queue_bytes(id, q).v, qc.watermark.v, qc.enq_pkts, qc.tx_pkts, qc.tx_bytes, qc.drops,
+                           qc.ecn_marks, paused_time(id, q, now).v, watchdog_storm(id, q) ? ", PFC storm" : "");
         }
     }
     return out;
 }
 
 Nanos Switch::paused_time(PortId p, int q, Nanos now) const {
-    const QueueState& qs = ports_[p].q[q];
-    Nanos t = qs.c.paused_time;
-    if (qs.paused) t += std::min(now, qs.paused_until) - qs.pause_start;
+    const QueueCold& qc = cold_[p].q[q];
+    Nanos t = qc.paused_time;
+    if ((hot_[p].paused >> q) & 1) t += std::min(now, qc.paused_until) - qc.pause_start;
     return t;
 }
 

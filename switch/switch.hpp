@@ -56,7 +56,7 @@ public:
     RouteTable& routes() { return routes_; }
     const RouteTable& routes() const { return routes_; }
     const SwitchConfig& config() const { return cfg_; }
-    std::size_t num_ports() const { return ports_.size(); }
+    std::size_t num_ports() const { return hot_.size(); }
 
     // A received data frame. Appends Enqueued or Drop, possibly MarkCe,
     // SendPfc (XOFF out of the ingress port), WatchdogStorm and TxReady: at
@@ -92,21 +92,22 @@ public:
     Nanos next_timer() const;
 
     // When the wire of `port` is free for the next frame.
-    Nanos tx_free_at(PortId port) const { return ports_[port].busy_until; }
+    Nanos tx_free_at(PortId port) const { return hot_[port].busy_until; }
 
-    const PortCounters& port_counters(PortId p) const { return ports_[p].c; }
-    const QueueCounters& queue_counters(PortId p, int q) const { return ports_[p].q[q].c; }
+    // Assembled from the hot and cold halves of the state: for telemetry, not per packet.
+    PortCounters port_counters(PortId p) const;
+    QueueCounters queue_counters(PortId p, int q) const;
     Bytes queue_depth(PortId p, int q) const { return mmu_.queue_bytes(p, q); }
-    std::size_t queue_packets(PortId p, int q) const { return ports_[p].q[q].count; }
+    std::size_t queue_packets(PortId p, int q) const { return qhot(p, q).count; }
     // Descriptors preallocated: enough for the whole buffer in 60-byte frames.
     std::size_t descriptor_capacity() const { return slots_.size(); }
-    bool queue_paused(PortId p, int q, Nanos now) const { return paused_at(ports_[p].q[q], now); }
+    bool queue_paused(PortId p, int q, Nanos now) const { return paused_at(p, q, now); }
     // Total time queue q of port p has been paused by received PFC, up to now.
     Nanos paused_time(PortId p, int q, Nanos now) const;
     // Sum over the port's queues: the port's PFC pause duration.
     Nanos port_paused_time(PortId p, Nanos now) const;
     bool pg_xoff(PortId p, int pg) const { return mmu_.xoff(p, pg); }
-    bool watchdog_storm(PortId p, int q) const { return ports_[p].q[q].storm; }
+    bool watchdog_storm(PortId p, int q) const { return (hot_[p].storms >> q) & 1; }
     const Mmu& mmu() const { return mmu_; }
     uint64_t effects_overflow() const { return effects_overflow_; }
     uint64_t bad_port_drops() const { return bad_port_drops_; }
@@ -129,48 +130,110 @@ private:
         uint8_t ecn;
     };
     static constexpr uint32_t kNil = 0xFFFFFFFF;
-    struct QueueState {
+    // A port's state is split by how often it is touched, so that a packet
+    // reads and writes few cache lines however many ports and queues there
+    // are (issue #8: at 256 hosts, every line a packet-hop touches was last
+    // used thousands of events earlier and misses L2).
+    //
+    // QueueHot: what enqueue and dequeue touch on the egress queue, and the
+    // queue counters they bump, in one line.
+    struct alignas(64) QueueHot {
         uint32_t head = kNil;
         uint32_t tail = kNil;
         uint32_t count = 0;
-        bool paused = false;
-        Nanos paused_until{};
-        Nanos pause_start{};  // start of the current continuous pause
-        int64_t deficit = 0;
+        // DWRR credit: at most a jumbo frame plus a quantum of weight 100.
+        int32_t deficit = 0;
         bool credited = false;
-        bool storm = false;
-        Nanos last_pfc_rx{};
-        QueueCounters c{};
+        uint64_t enq_pkts = 0;
+        uint64_t enq_bytes = 0;
+        uint64_t tx_pkts = 0;
+        uint64_t tx_bytes = 0;
+        Bytes watermark{};
         bool empty() const { return count == 0; }
     };
-    struct PortState {
-        std::array<QueueState, kNumTc> q{};
-        std::array<Nanos, kNumTc> refresh_at{};
+    static_assert(sizeof(QueueHot) == 64);
+    // PortHot: the port's per-packet state and counters, one line. A queue's
+    // paused and storm flags live here as bit masks: the common case (no
+    // pause, no storm) is then decided without touching any queue.
+    struct alignas(64) PortHot {
         Nanos busy_until{};
+        uint64_t rx_pkts = 0;
+        uint64_t rx_bytes = 0;
+        uint64_t tx_pkts = 0;
+        uint64_t tx_bytes = 0;
         uint8_t nonempty = 0;  // bit q: queue q holds packets
-        uint8_t paused = 0;    // bit q: q[q].paused
-        uint8_t storms = 0;    // queues in a watchdog storm
+        uint8_t paused = 0;    // bit q: queue q is paused by a received PFC frame
+        uint8_t storms = 0;    // bit q: queue q is in a watchdog storm
         bool tx_armed = false;
         uint8_t dwrr_cur = 0;
-        PortCounters c{};
+    };
+    static_assert(sizeof(PortHot) == 64);
+    // Touched only while a queue is paused, in a storm, or dropping.
+    struct QueueCold {
+        Nanos paused_until{};
+        Nanos pause_start{};  // start of the current continuous pause
+        Nanos last_pfc_rx{};
+        uint64_t drops = 0;
+        uint64_t ecn_marks = 0;
+        Nanos paused_time{};  // closed pause intervals; paused_time() adds the open one
+        uint64_t wd_storms = 0;
+        uint64_t wd_restores = 0;
+        uint64_t wd_drops = 0;
+    };
+    // Timers, PFC and drop counters: on_timer, on_pfc, XOFF/XON and drops.
+    struct PortCold {
+        std::array<QueueCold, kNumTc> q{};
+        std::array<Nanos, kNumTc> refresh_at{};
+        std::array<uint64_t, static_cast<std::size_t>(DropReason::kCount)> drops{};
+        std::array<uint64_t, kNumTc> pfc_rx{};
+        std::array<uint64_t, kNumTc> pfc_tx_xoff{};
+        std::array<uint64_t, kNumTc> pfc_tx_xon{};
     };
 
-    static bool paused_at(const QueueState& qs, Nanos now) { return qs.paused && qs.paused_until > now; }
-    bool eligible(const QueueState& qs, Nanos now) const;
-    uint8_t eligible_mask(const PortState& ps, Nanos now) const;
-    bool has_eligible(const PortState& ps, Nanos now) const { return eligible_mask(ps, now) != 0; }
-    int pick_queue(PortState& ps, Nanos now);
+    QueueHot& qhot(PortId p, int q) { return queue_hot_[p * kNumTc + q]; }
+    const QueueHot& qhot(PortId p, int q) const { return queue_hot_[p * kNumTc + q]; }
+    bool paused_at(PortId p, int q, Nanos now) const {
+        return ((hot_[p].paused >> q) & 1) && cold_[p].q[q].paused_until > now;
+    }
+    bool storm_drops(const PortHot& ph, int q) const {
+        return ((ph.storms >> q) & 1) && cfg_.pfc_wd.action == WdAction::Drop;
+    }
+    bool eligible(PortId p, int q, Nanos now) const;
+    uint8_t eligible_mask(PortId p, Nanos now) const;
+    bool has_eligible(PortId p, Nanos now) const { return eligible_mask(p, now) != 0; }
+    int pick_queue(PortId p, Nanos now);
+    // What routing decides about a packet, before anything it changes: the
+    // first half of on_packet, done for a whole burst ahead of admit().
+    // No member initialisers: on_burst's array of them is filled by
+    // route_packet, not cleared first.
+    struct Routed {
+        DropReason drop;  // kCount: routed
+        bool adaptive;    // member picked in admit(), from queue loads
+        uint8_t tc;
+        uint8_t pg;
+        uint8_t q;
+        PortId out;
+        uint32_t nb;
+        uint32_t group;
+        uint64_t hash;
+    };
+    static constexpr std::size_t kBatch = 32;
+    Routed route_packet(const PacketDesc& d) const;
+    // Starts loading the lines admit() will touch for this packet.
+    void prefetch(const PacketDesc& d, const Routed& r) const;
+    // The second half of on_packet: MMU admission, enqueue, PFC, watchdog.
+    void admit(const PacketDesc& d, Routed r, Nanos now, Rng& rng, Effects& fx);
     // dequeue without the final re-arming, into `tx` (not through an
     // optional on the stack: reading that back stalled on store forwarding).
     bool dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc& tx);
-    Slot pop(PortState& ps, int q);
+    Slot pop(PortId p, int q);
     // ECMP: the member a flow hash `h` picks out of n.
     static uint32_t hashed_member(uint64_t h, std::size_t n) { return static_cast<uint32_t>(((h >> 32) * n) >> 32); }
     // Per-TC adaptive routing (PerPacket, Flowlet), for groups of two or more.
-    uint32_t adaptive_member(const std::vector<uint32_t>& members, uint32_t group, int tc, uint64_t h, Nanos now);
-    uint32_t least_loaded(const std::vector<uint32_t>& members, uint64_t hash) const;
-    void end_pause(PortState& ps, int q, Nanos at);
-    void expire_pause(PortState& ps, int q, Nanos now);
+    uint32_t adaptive_member(const RouteTable::Group& g, uint32_t group, int tc, uint64_t h, Nanos now);
+    uint32_t least_loaded(const RouteTable::Group& g, uint64_t hash) const;
+    void end_pause(PortId p, int q, Nanos at);
+    void expire_pause(PortId p, int q, Nanos now);
     void send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx);
     void xoff(PortId in, int pg, Nanos now, Effects& fx);
     void release(PortId out, int q, const Slot& s, Effects& fx);
@@ -187,7 +250,9 @@ private:
     const SwitchConfig cfg_;
     Mmu mmu_;
     RouteTable routes_;
-    std::vector<PortState> ports_;
+    std::vector<PortHot> hot_;
+    std::vector<QueueHot> queue_hot_;  // port x kNumTc + queue
+    std::vector<PortCold> cold_;
     std::vector<Slot> slots_;
     uint32_t free_head_ = kNil;
     std::array<bool, kNumTc> queue_lossless_{};

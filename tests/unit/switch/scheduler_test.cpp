@@ -165,6 +165,73 @@ TEST(SwitchBurst, TakesWhatFitsInTheEffectBufferAndNoMore) {
     EXPECT_EQ(r.sw->effects_overflow(), 0u);
 }
 
+bool same_effect(const Effect& a, const Effect& b) {
+    return a.kind == b.kind && a.reason == b.reason && a.queue == b.queue && a.port == b.port &&
+           a.handle == b.handle && a.neighbor == b.neighbor && a.at == b.at &&
+           a.pfc.class_enable == b.pfc.class_enable && a.pfc.quanta == b.pfc.quanta;
+}
+
+// on_burst routes a whole burst before it admits any packet of it; what
+// comes out must be what on_packet gives one packet at a time: the same
+// effects in the same order, the same counters and the same random draws.
+// The traffic has WRED marks at enqueue, XOFF, ECMP, per-packet adaptive
+// routing (which reads the queue loads the burst itself changes), and
+// drops for no route, a bad port and full buffers.
+TEST(SwitchBurst, BurstAdmitsLikeOnePacketAtATime) {
+    constexpr int kPorts = 6;
+    SwitchConfig cfg = sonic_default_config(kPorts, BitsPerSec::gbps(100));
+    cfg.pool_size = Bytes{120000};
+    cfg.queue_lossy = QueueProfile{Bytes{1518}, Threshold{true, -1, {}}};
+    cfg.wred[3] = WredProfile{false, EcnMode::All, Bytes{2000}, Bytes{30000}, 50};
+    cfg.routing.adaptive[1] = ArMode::PerPacket;
+    Rig one(cfg), burst(cfg);
+    for (Rig* r : {&one, &burst})
+        r->sw->routes().add_route_v4(
+            0x0A090000, 16, r->sw->routes().add_group({r->host_nb[3], r->host_nb[4], r->host_nb[5]}));
+
+    Rng gen(7);
+    constexpr std::array<uint8_t, 3> kDscps{kDscpLossless3, kDscpTc1, kDscpTc0};
+    std::vector<PacketDesc> pkts;
+    for (int i = 0; i < 400; ++i) {
+        const uint64_t kind = gen.below(10);
+        const uint32_t dst = kind == 0   ? 0x0B000001u  // no route
+                             : kind < 3 ? host_ip(3 + static_cast<int>(gen.below(3)))
+                                        : 0x0A090000u | static_cast<uint32_t>(gen.below(65536));
+        PacketDesc d = one.pkt(static_cast<PortId>(gen.below(3)), dst, kDscps[gen.below(kDscps.size())],
+                               static_cast<uint32_t>(64 + gen.below(1400)), static_cast<uint16_t>(gen.next()));
+        if (gen.below(50) == 0) d.in_port = kPorts + 1;
+        pkts.push_back(d);
+    }
+
+    Effects fx_one, fx_burst;
+    std::size_t marks = 0, xoffs = 0, drops = 0;
+    for (std::size_t at = 0; at < pkts.size(); at += 40) {
+        const std::size_t n = std::min<std::size_t>(40, pkts.size() - at);
+        const Nanos now = Nanos::from_us(static_cast<int64_t>(at));
+        for (std::size_t i = 0; i < n; ++i) one.sw->on_packet(pkts[at + i], now, one.rng, fx_one);
+        ASSERT_EQ(burst.sw->on_burst(pkts.data() + at, n, now, burst.rng, fx_burst), n);
+        ASSERT_EQ(fx_one.size(), fx_burst.size());
+        for (std::size_t i = 0; i < fx_one.size(); ++i) {
+            ASSERT_TRUE(same_effect(fx_one[i], fx_burst[i])) << "effect " << i << " of burst " << at / 40 << ": "
+                                                            << one.sw->describe(fx_one[i]) << " vs "
+                                                            << burst.sw->describe(fx_burst[i]);
+            marks += fx_one[i].kind == EffectKind::MarkCe;
+            xoffs += fx_one[i].kind == EffectKind::SendPfc;
+            drops += fx_one[i].kind == EffectKind::Drop;
+        }
+        fx_one.clear();
+        fx_burst.clear();
+    }
+    // The traffic did exercise what the second pass decides.
+    EXPECT_GT(marks, 0u);
+    EXPECT_GT(xoffs, 0u);
+    EXPECT_GT(drops, 0u);
+    EXPECT_EQ(one.rng.next(), burst.rng.next());
+    EXPECT_EQ(one.sw->dump(Nanos::from_us(500)), burst.sw->dump(Nanos::from_us(500)));
+    EXPECT_EQ(one.sw->bad_port_drops(), burst.sw->bad_port_drops());
+    EXPECT_GT(one.sw->bad_port_drops(), 0u);
+}
+
 // What a runtime sees draining `port` turn by turn, at 1 us turns from 0 to
 // `turns` us: the frames sent and every effect other than TxReady.
 struct Drained {

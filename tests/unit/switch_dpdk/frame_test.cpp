@@ -95,6 +95,31 @@ TEST(SwitchDpdkFrame, NonFirstFragmentHasNoPorts) {
     EXPECT_EQ(d.dst_port, 0);
 }
 
+// The runtime reuses its descriptors frame after frame and the parser no
+// longer clears them: nothing the core reads may carry over from the last.
+TEST(SwitchDpdkFrame, AReusedDescriptorKeepsNothingOfTheFrameBefore) {
+    PacketDesc d;
+    PfcFrameDesc pfc;
+    ASSERT_EQ(parse_frame(encode(ud_packet(true, 46, wire::ecn::kCe, 0xC002, kPayload)), 1, 1, d, pfc), RxKind::Data);
+    auto v4 = encode(ud_packet(false, 3, 0, 0xC003, kPayload));
+    wire::store_be16(v4.data() + 14 + 6, 0x0010);  // a non-first fragment: no ports read
+    ASSERT_EQ(parse_frame(v4, 2, 2, d, pfc), RxKind::Data);
+    EXPECT_FALSE(d.ipv6);
+    EXPECT_EQ(d.src_port, 0);
+    EXPECT_EQ(d.dst_port, 0);
+    EXPECT_EQ(d.src_v4, 0x0A000001u);
+
+    ASSERT_EQ(parse_frame(encode(ud_packet(false, 3, 0, 0xC004, kPayload)), 1, 1, d, pfc), RxKind::Data);
+    auto v6 = encode(ud_packet(true, 46, 0, 0xC005, kPayload));
+    v6[14 + 6] = 59;  // next header "none": no L4 ports
+    ASSERT_EQ(parse_frame(v6, 2, 2, d, pfc), RxKind::Data);
+    EXPECT_TRUE(d.ipv6);
+    EXPECT_EQ(d.src_v4, 0u);
+    EXPECT_EQ(d.dst_v4, 0u);
+    EXPECT_EQ(d.src_port, 0);
+    EXPECT_EQ(d.dst_port, 0);
+}
+
 TEST(SwitchDpdkFrame, PfcPauseArpAndTruncatedFrames) {
     PfcFrameDesc out;
     out.class_enable = 0x18;
