@@ -23,6 +23,7 @@
 #include "dataplane/transport/objects.hpp"
 #include "dataplane/transport/qp.hpp"
 #include "dataplane/transport/types.hpp"
+#include "dataplane/wire/header_template.hpp"
 #include "dataplane/wire/icrc.hpp"
 
 namespace rocemu::transport {
@@ -220,6 +221,7 @@ private:
     uint8_t key_gen_ = 0;
     wire::RocePacket rx_pkt_, tx_pkt_;  // scratch: the frame being parsed, the frame being built
     wire::AckIcrc rx_ack_icrc_, tx_ack_icrc_;
+    wire::RxIcrc rx_icrc_;  // every other received IPv4 frame
 };
 
 }  // namespace rocemu::transport

@@ -39,15 +39,20 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
         // Staged payload stays in cache for the drain that places it; host
         // memory takes streaming stores.
         const size_t hdr = static_cast<size_t>(p.payload - l3);
-        const uint32_t st0 = wire::icrc_begin(l3, hdr, p.l3.v6);
+        uint32_t st0;
+        if (p.l3.v6) st0 = wire::icrc_begin(l3, hdr, true);
+        else if (hdr == wire::RxIcrc::kLen) st0 = rx_icrc_.state(l3);
+        else st0 = wire::crc32_update(rx_icrc_.state(l3), l3 + wire::RxIcrc::kLen, hdr - wire::RxIcrc::kLen);
         const uint8_t* end = p.payload + p.payload_len;
         const uint32_t st = staged ? wire::crc32_copy(st0, dst, p.payload, p.payload_len, end)
                                    : wire::crc32_place(st0, dst, p.payload, p.payload_len);
         icrc = ~wire::crc32_update(st, end, icrc_len - hdr - p.payload_len);
     } else if (p.bth.opcode == wire::op::ACKNOWLEDGE && !p.l3.v6) {
         icrc = rx_ack_icrc_(l3);
+    } else if (!p.l3.v6) {
+        icrc = rx_icrc_(l3, icrc_len);
     } else {
-        icrc = wire::compute_icrc(l3, icrc_len, p.l3.v6);
+        icrc = wire::compute_icrc(l3, icrc_len, true);
     }
     if (icrc != p.icrc) {
         drop(nullptr, DropReason::BadIcrc);

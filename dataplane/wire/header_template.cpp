@@ -65,7 +65,44 @@ uint32_t fold_changes(uint32_t state, const Tables<N>& t, B... bytes) {
     return state;
 }
 
+// 0xFF where two IPv4 frames must agree for the tables to apply: neither a
+// changing byte nor one the ICRC masks.
+constexpr std::array<uint8_t, RxIcrc::kLen> rx_fixed_mask() {
+    std::array<uint8_t, RxIcrc::kLen> m{};
+    for (auto& b : m) b = 0xFF;
+    for (uint8_t off : kV4.off) m[off] = 0;
+    for (uint8_t off : {1, 8, 10, 11, 26, 27, 32}) m[off] = 0;  // TOS, TTL, IP and UDP checksums, FECN/BECN
+    return m;
+}
+constexpr std::array<uint8_t, RxIcrc::kLen> kRxFixed = rx_fixed_mask();
+static_assert(RxIcrc::kLen == kV4.span);
+
 }  // namespace
+
+uint32_t RxIcrc::state(const uint8_t* l3) {
+    uint64_t other = 0;
+    for (size_t i = 0; i < kLen; i += 8) {
+        uint64_t a, b, m;
+        std::memcpy(&a, l3 + i, 8);
+        std::memcpy(&b, last_ + i, 8);
+        std::memcpy(&m, kRxFixed.data() + i, 8);
+        other |= (a ^ b) & m;
+    }
+    if (valid_ && other == 0) {
+        const Tables<14>& t = v4_tables();
+        for (size_t k = 0; k < kV4.off.size(); ++k) state_ ^= t[k][l3[kV4.off[k]] ^ last_[kV4.off[k]]];
+    } else {
+        state_ = icrc_begin(l3, kLen, false);
+        valid_ = true;
+    }
+    std::memcpy(last_, l3, kLen);
+    return state_;
+}
+
+uint32_t RxIcrc::operator()(const uint8_t* l3, size_t len) {
+    const uint32_t s = state(l3);
+    return ~(len == kLen ? s : crc32_update(s, l3 + kLen, len - kLen));
+}
 
 void HeaderTemplate::build(const RocePacket& p) {
     // The template is the encoder's own output for a packet that carries no
