@@ -5,6 +5,7 @@
 
 #include "dataplane/wire/bytes.hpp"
 #include "dataplane/wire/crc32.hpp"
+#include "dataplane/wire/crc_tables.hpp"
 #include "dataplane/wire/headers.hpp"
 #include "dataplane/wire/icrc.hpp"
 
@@ -26,33 +27,11 @@ struct Changing {
 constexpr Changing<14> kV4{kIpv4Len + kUdpLen + kBthLen, {2, 3, 4, 5, 20, 21, 24, 25, 28, 29, 36, 37, 38, 39}};
 constexpr Changing<12> kV6{kIpv6Len + kUdpLen + kBthLen, {4, 5, 40, 41, 44, 45, 48, 49, 56, 57, 58, 59}};
 
-// For each changing offset, the raw CRC state (from zero) of a message of
-// the span's length that is zero but for that byte.
+// For each changing offset, what each value of that byte adds to the state.
 template <size_t N>
-using Tables = std::array<std::array<uint32_t, 256>, N>;
-
-template <size_t N>
-Tables<N> make_tables(const Changing<N>& c) {
-    Tables<N> t{};
-    uint8_t buf[kMaxBthSpan] = {};
-    for (size_t k = 0; k < N; ++k) {
-        for (uint32_t b = 0; b < 256; ++b) {
-            buf[c.off[k]] = static_cast<uint8_t>(b);
-            t[k][b] = crc32_update(0, buf, c.span);
-        }
-        buf[c.off[k]] = 0;
-    }
-    return t;
-}
-
-const Tables<14>& v4_tables() {
-    static const Tables<14> t = make_tables(kV4);
-    return t;
-}
-const Tables<12>& v6_tables() {
-    static const Tables<12> t = make_tables(kV6);
-    return t;
-}
+using Tables = std::array<crc_tables::Table, N>;
+constexpr Tables<14> kV4Tables = crc_tables::for_offsets(kV4.off, kV4.span);
+constexpr Tables<12> kV6Tables = crc_tables::for_offsets(kV6.off, kV6.span);
 
 // XORs in the table entry of each changing byte, given in the order of the
 // offsets, from the values the frame gets (not read back from the frame,
@@ -81,6 +60,7 @@ static_assert(RxIcrc::kLen == kV4.span);
 
 uint32_t RxIcrc::state(const uint8_t* l3) {
     uint64_t other = 0;
+#pragma GCC unroll 8
     for (size_t i = 0; i < kLen; i += 8) {
         uint64_t a, b, m;
         std::memcpy(&a, l3 + i, 8);
@@ -89,7 +69,8 @@ uint32_t RxIcrc::state(const uint8_t* l3) {
         other |= (a ^ b) & m;
     }
     if (valid_ && other == 0) {
-        const Tables<14>& t = v4_tables();
+        const Tables<14>& t = kV4Tables;
+#pragma GCC unroll 16
         for (size_t k = 0; k < kV4.off.size(); ++k) state_ ^= t[k][l3[kV4.off[k]] ^ last_[kV4.off[k]]];
     } else {
         state_ = icrc_begin(l3, kLen, false);
@@ -190,11 +171,11 @@ bool HeaderTemplate::write(const RocePacket& p, std::span<uint8_t> out, EncodeLa
     lay.crc_off = len_;
     if (v6_) {
         const uint16_t plen = static_cast<uint16_t>(l3_len - kIpv6Len);
-        lay.crc_state = fold_changes(state_, v6_tables(), plen >> 8, plen, p.udp_sport >> 8, p.udp_sport, udp_len >> 8,
+        lay.crc_state = fold_changes(state_, kV6Tables, plen >> 8, plen, p.udp_sport >> 8, p.udp_sport, udp_len >> 8,
                                      udp_len, b.opcode, b1, apsn >> 24, apsn >> 16, apsn >> 8, apsn);
     } else {
         const uint16_t id = p.l3.ip_id;
-        lay.crc_state = fold_changes(state_, v4_tables(), l3_len >> 8, l3_len, id >> 8, id, p.udp_sport >> 8,
+        lay.crc_state = fold_changes(state_, kV4Tables, l3_len >> 8, l3_len, id >> 8, id, p.udp_sport >> 8,
                                      p.udp_sport, udp_len >> 8, udp_len, b.opcode, b1, apsn >> 24, apsn >> 16,
                                      apsn >> 8, apsn);
     }

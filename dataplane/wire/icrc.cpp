@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "dataplane/wire/crc32.hpp"
+#include "dataplane/wire/crc_tables.hpp"
 #include "dataplane/wire/opcode.hpp"
 
 namespace rocemu::wire {
@@ -53,27 +54,13 @@ namespace {
 
 // Offsets from the IPv4 header of the ACK bytes that may change from one
 // ACK to the next: IP ID, UDP source port, BTH destination QP and PSN, AETH.
-constexpr uint8_t kAckVarying[] = {4, 5, 20, 21, 33, 34, 35, 37, 38, 39, 40, 41, 42, 43};
-constexpr size_t kAckVaryingN = std::size(kAckVarying);
+constexpr std::array<uint8_t, 14> kAckVarying = {4, 5, 20, 21, 33, 34, 35, 37, 38, 39, 40, 41, 42, 43};
+constexpr size_t kAckVaryingN = kAckVarying.size();
 
-// For each varying offset, the CRC state (from zero) of a 44-byte message
-// that is zero but for that byte: what changing the byte does to the state.
-using AckTables = std::array<std::array<uint32_t, 256>, kAckVaryingN>;
-const AckTables& ack_tables() {
-    static const AckTables t = [] {
-        AckTables r{};
-        uint8_t buf[AckIcrc::kLen] = {};
-        for (size_t k = 0; k < kAckVaryingN; ++k) {
-            for (uint32_t b = 0; b < 256; ++b) {
-                buf[kAckVarying[k]] = static_cast<uint8_t>(b);
-                r[k][b] = crc32_update(0, buf, sizeof buf);
-            }
-            buf[kAckVarying[k]] = 0;
-        }
-        return r;
-    }();
-    return t;
-}
+// For each varying offset, what each value of that byte adds to the state
+// of a 44-byte message.
+constexpr std::array<crc_tables::Table, kAckVaryingN> kAckTables =
+    crc_tables::for_offsets(kAckVarying, AckIcrc::kLen);
 
 // 0xFF where two ACKs must agree for the tables to apply: neither a varying
 // byte nor one the ICRC masks.
@@ -101,8 +88,8 @@ uint32_t AckIcrc::operator()(const uint8_t* l3) {
         other |= (a ^ b) & m;
     }
     if (valid_ && other == 0) {
-        const AckTables& t = ack_tables();
-        for (size_t k = 0; k < kAckVaryingN; ++k) state_ ^= t[k][l3[kAckVarying[k]] ^ last_[kAckVarying[k]]];
+#pragma GCC unroll 16
+        for (size_t k = 0; k < kAckVaryingN; ++k) state_ ^= kAckTables[k][l3[kAckVarying[k]] ^ last_[kAckVarying[k]]];
     } else {
         state_ = icrc_begin(l3, kLen, false);
         valid_ = true;
