@@ -1,11 +1,16 @@
 // The NICs of a split live fabric in one process (node.hpp).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
+#include "fabric/live/control.hpp"
 #include "fabric/live/node.hpp"
 #include "fabric/live/split.hpp"
 
@@ -13,7 +18,9 @@ namespace rocemu::fabric::live {
 
 namespace {
 
-constexpr Nanos kFreshWait = Nanos::from_s(5);  // 250 snapshot periods
+constexpr Nanos kFreshWait = Nanos::from_s(5);     // 250 snapshot periods
+constexpr Nanos kFetchTimeout = Nanos::from_s(1);  // one connection to a switch's control address
+constexpr Nanos kAskEvery = Nanos::from_ms(100);   // how often a switch not ready yet is asked again
 
 int64_t monotonic_ns() {
     timespec ts{};
@@ -21,35 +28,131 @@ int64_t monotonic_ns() {
     return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
-std::optional<SwitchSnapshot> read_snapshot(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) return std::nullopt;
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return parse_snapshot(ss.str());
+void sleep_ms(long ms) {
+    const timespec ts{0, ms * 1000000};
+    nanosleep(&ts, nullptr);
 }
 
+// Where the hosts node learns a switch node's state: the files it leaves in
+// the link folder (same machine), or its control address.
+struct SwitchSource {
+    std::string name;
+    std::string ready_file, counters_file;
+    std::optional<HostPort> at;
+    std::string expect;  // this node's fabric_identity()
+    bool ready = false;
+    int64_t next_ask = 0;
+    std::string last_error;
+
+    std::string where() const {
+        return at ? fmt::format("switch node {} at {}", name, format_host_port(*at))
+                  : fmt::format("switch node {} ({})", name, counters_file);
+    }
+
+    // Its latest snapshot, or nullopt with last_error set. A snapshot over
+    // the network is taken after the connection was accepted, so it is
+    // newer than this call; one from the file may not be.
+    std::optional<SwitchSnapshot> fetch() {
+        std::optional<SwitchSnapshot> s;
+        if (!at) {
+            std::ifstream f(counters_file);
+            std::stringstream ss;
+            ss << f.rdbuf();
+            s = parse_snapshot(ss.str());
+            if (!s) last_error = "no whole snapshot in the file";
+            return s;
+        }
+        const std::optional<std::string> text = fetch_control(*at, kFetchTimeout, last_error);
+        if (!text) return std::nullopt;
+        s = parse_snapshot(*text);
+        if (!s) {
+            last_error = "its reply is not a counter snapshot: is that address a rocemu switch node's --control-listen?";
+            return std::nullopt;
+        }
+        if (s->node != name || s->fabric != expect)
+            throw std::runtime_error(fmt::format(
+                "{} answers as switch node {} of fabric {}; this node runs fabric {}: start every node from the same "
+                "fabric file with the same --scale and --seed, and give each --control the address its switch "
+                "listens on",
+                where(), s->node.empty() ? "?" : s->node, s->fabric.empty() ? "?" : s->fabric, expect));
+        return s;
+    }
+
+    // True once the switch said it is ready; asks at most every kAskEvery.
+    bool poll_ready() {
+        if (ready) return true;
+        if (!at) return ready = std::filesystem::exists(ready_file);
+        const int64_t t = monotonic_ns();
+        if (t < next_ask) return false;
+        next_ask = t + kAskEvery.v;
+        const std::optional<SwitchSnapshot> s = fetch();
+        if (s && !s->ready) last_error = "its ports are not all up yet";
+        return ready = s && s->ready;
+    }
+
+    std::string waiting() const {
+        return at ? fmt::format("{} ({})", where(), last_error) : ready_file;
+    }
+};
+
 // Every switch's latest snapshot rows; with `fresh`, each from a snapshot
-// taken after this call began (the switch writes one every 20 ms).
-std::vector<std::string> switch_rows(const std::vector<std::string>& paths, bool fresh) {
+// taken after this call began (a switch takes one every 20 ms).
+std::vector<std::string> switch_rows(std::vector<SwitchSource>& sources, bool fresh) {
     const int64_t since = monotonic_ns();
     std::vector<std::string> rows;
-    for (const std::string& path : paths) {
+    for (SwitchSource& src : sources) {
         for (;;) {
-            std::optional<SwitchSnapshot> s = read_snapshot(path);
-            if (s && (!fresh || s->at_ns > since)) {
+            std::optional<SwitchSnapshot> s = src.fetch();
+            if (s && (!fresh || src.at || s->at_ns > since)) {
                 rows.insert(rows.end(), s->rows.begin(), s->rows.end());
                 break;
             }
             if (monotonic_ns() - since > kFreshWait.v)
-                throw std::runtime_error(fmt::format("{}: no counter snapshot {}within {:.0f} s: is its switch node running?",
-                                                     path, fresh ? "newer than the end of the size " : "",
-                                                     kFreshWait.seconds()));
-            const timespec ts{0, 1000000};
-            nanosleep(&ts, nullptr);
+                throw std::runtime_error(fmt::format("{}: no counter snapshot {}within {:.0f} s ({}): is it running?",
+                                                     src.where(), fresh ? "newer than the end of the size " : "",
+                                                     kFreshWait.seconds(), src.last_error));
+            sleep_ms(src.at ? 20 : 1);
         }
     }
     return rows;
+}
+
+// The switch sources of the hosts node, checked against the machines:
+// std::invalid_argument when a switch on another machine has no --control
+// or a cable to one has no --port.
+std::vector<SwitchSource> switch_sources(const Topology& t, const NodeOptions& o, const std::string& identity,
+                                         const std::map<std::string, std::string>& overrides) {
+    std::map<std::string, HostPort> control;
+    for (const std::string& v : o.controls) {
+        const size_t eq = v.find('=');
+        const std::string sw = v.substr(0, eq);
+        const std::optional<HostPort> at =
+            eq == std::string::npos ? std::nullopt : parse_host_port(std::string_view(v).substr(eq + 1));
+        if (!at) throw std::invalid_argument(fmt::format("--control '{}': expected SWITCH=HOST:PORT, e.g. leaf0=10.0.0.2:7700", v));
+        if (sw == kHostsNode || std::none_of(t.switches.begin(), t.switches.end(), [&](const SwitchSpec& s) { return s.name == sw; }))
+            throw std::invalid_argument(fmt::format("--control '{}': fabric '{}' has no switch '{}'", v, t.cfg.name, sw));
+        control[sw] = *at;
+    }
+    const std::map<std::string, std::string> machines = parse_machines(t, o.machines);
+    std::vector<std::string> remote = nodes_elsewhere(machines, kHostsNode);
+    std::vector<std::string> why;
+    if (machines.empty())
+        for (const auto& [sw, at] : control) remote.push_back(sw);
+    for (const std::string& n : remote)
+        if (!control.contains(n))
+            why.push_back(fmt::format("switch {} runs on machine {}, not this one: give --control {}=HOST:PORT (the "
+                                      "address its node's --control-listen serves)",
+                                      n, machines.at(n), n));
+    for (std::string& w : cables_without_port(t, kHostsNode, remote, overrides)) why.push_back(std::move(w));
+    if (!why.empty()) throw std::invalid_argument(fmt::format("{}", fmt::join(why, "\n  ")));
+    std::vector<SwitchSource> out;
+    for (const SwitchSpec& s : t.switches) {
+        SwitchSource src{s.name, ready_path(o.link_dir, s.name), counters_path(o.link_dir, s.name)};
+        if (const auto c = control.find(s.name); c != control.end()) src.at = c->second;
+        src.expect = identity;
+        out.push_back(std::move(src));
+    }
+    return out;
 }
 
 }  // namespace
@@ -58,13 +161,18 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
                           const NodeOptions& o) {
     LiveResult bad;
     std::vector<CableEnd> ends;
+    auto sources = std::make_shared<std::vector<SwitchSource>>();
     try {
         node_names(t);  // refuses a switch named like the hosts node
-        ends = cable_ends(t, kHostsNode, o.link_dir, parse_port_overrides(t, o.ports));
+        const auto overrides = parse_port_overrides(t, o.ports);
+        ends = cable_ends(t, kHostsNode, o.link_dir, overrides);
+        *sources = switch_sources(t, o, fabric_identity(t, o.scale > 0 ? o.scale : default_scale(t), o.seed),
+                                  overrides);
     } catch (const std::invalid_argument& e) {
         bad.error = e.what();
         return bad;
     }
+    if (!make_link_dir(o.link_dir, bad.error)) return bad;
     lo.split.nic_devspecs.assign(t.nics.size(), "");
     lo.split.nic_peer_marks.assign(t.nics.size(), "");
     for (const CableEnd& e : ends) {
@@ -72,12 +180,14 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
         if (is_memif_client(e)) lo.split.nic_peer_marks[e.end.index] = servers_path(o.link_dir, e.peer_node);
     }
     lo.split.servers_mark = servers_path(o.link_dir, kHostsNode);
-    std::vector<std::string> paths;
-    for (const SwitchSpec& s : t.switches) {
-        lo.split.ready_files.push_back(ready_path(o.link_dir, s.name));
-        paths.push_back(counters_path(o.link_dir, s.name));
-    }
-    lo.split.switch_rows = [paths](bool fresh) { return switch_rows(paths, fresh); };
+    lo.split.link_wait = o.wait;
+    lo.split.switches_waiting = [sources] {
+        std::vector<std::string> w;
+        for (SwitchSource& s : *sources)
+            if (!s.poll_ready()) w.push_back(s.waiting());
+        return w;
+    };
+    lo.split.switch_rows = [sources](bool fresh) { return switch_rows(*sources, fresh); };
     lo.scale = o.scale;
     lo.seed = o.seed;
     lo.idle_sleep = o.busy_poll ? Nanos{} : kNodeIdleSleep;

@@ -59,9 +59,12 @@ struct SplitHosts {
     // other NICs are open.
     std::vector<std::string> nic_peer_marks;
     std::string servers_mark;
-    // The switch nodes' ready marks: no QP is set up before they all exist.
-    std::vector<std::string> ready_files;
-    Nanos link_wait = Nanos::from_s(30);    // for the NICs' links and the ready marks
+    // The switch nodes not ready yet, each as the wait for it is described
+    // ("switch node left at 10.0.0.1:7700 (connect: Connection refused)"):
+    // no QP is set up before none is left. Throws std::runtime_error when a
+    // switch can never be ready (it runs another fabric).
+    std::function<std::vector<std::string>()> switches_waiting;
+    Nanos link_wait = Nanos::from_s(30);    // for the NICs' links and the switch nodes
     // Every switch's counter rows ("switch,port,counter,value", split.hpp);
     // `fresh`: only from snapshots taken after the call. Throws
     // std::runtime_error when a switch's counters cannot be had.

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -316,7 +315,10 @@ bool LiveFabric::Impl::build_split(std::string& error) {
         }
         if (!open_nic(n, -1, sp.nic_devspecs[n], error)) return false;
     }
-    const Nanos deadline = clock->advance() + sp.link_wait;
+    // Real time: the fabric clock leaves out long gaps, and asking a switch
+    // over the network may take one.
+    clock->advance();
+    const Nanos deadline = clock->real() + sp.link_wait;
     for (;;) {
         std::vector<std::string> missing;
         for (uint32_t n = 0; n < hosts.size(); ++n) {
@@ -324,10 +326,17 @@ bool LiveFabric::Impl::build_split(std::string& error) {
             if (hosts[n].ctx->query_port(1, a) != 0 || a.state != verbs::PortState::Active)
                 missing.push_back(fmt::format("the link of NIC {}", topo.nics[n].name));
         }
-        for (const std::string& f : sp.ready_files)
-            if (!std::filesystem::exists(f)) missing.push_back(f);
+        if (sp.switches_waiting) {
+            try {
+                for (std::string& w : sp.switches_waiting()) missing.push_back(std::move(w));
+            } catch (const std::runtime_error& e) {
+                error = e.what();
+                return false;
+            }
+        }
         if (missing.empty()) return true;
-        if (clock->advance() > deadline) {
+        clock->advance();
+        if (clock->real() > deadline) {
             error = fmt::format("after {:.0f} s still waiting for {}{}", sp.link_wait.seconds(), missing.front(),
                                 missing.size() > 1 ? fmt::format(" and {} more", missing.size() - 1) : "");
             return false;

@@ -18,6 +18,15 @@ struct NodeOptions {
     std::vector<std::string> ports;  // CABLE=DEVSPEC: this node's end of CABLE on another device
     bool busy_poll = false;          // never sleep; else 20 us after 64 turns without work
     std::vector<std::string> eal_args;
+    // Across machines (control.hpp). A switch node serves its snapshots on
+    // `control_listen` (ADDR:PORT); the hosts node reads the switches named
+    // in `controls` (SWITCH=HOST:PORT) from there instead of `link_dir`.
+    std::string control_listen;
+    std::vector<std::string> controls;
+    // MACHINE=NODE,NODE,... (split.hpp parse_machines): a cable to a node on
+    // another machine needs a --port, a switch there a --control.
+    std::vector<std::string> machines;
+    Nanos wait = Nanos::from_s(30);  // hosts: for the NICs' links and the switch nodes to be ready
 };
 
 // Ethdevs one process can have (RTE_MAX_ETHPORTS): split.hpp's
@@ -31,14 +40,17 @@ inline constexpr Nanos kNodeIdleSleep = Nanos::from_us(20);
 // ports on its cable ends, the MAC of each NIC cabled to it (NicWire, and
 // proxy ARP: it answers every ARP request of its NIC with the switch port's
 // MAC, as one-process live primes the NICs' caches), a counter snapshot
-// every 20 ms and at exit, a ready mark once every port is up. On a clean
+// every 20 ms and at exit (also served on NodeOptions::control_listen, one
+// per connection), a ready mark once every port is up. On a clean
 // stop the process exits with status 0 from here, without tearing its ports
 // down; returns 2 with a message on stderr if the switch cannot be built.
 int run_switch_node(const Topology& t, const std::string& name, const NodeOptions& o);
 
 // The hosts node: run_live_sweep() with every NIC on its cable end, waiting
-// for the switch nodes' ready marks, and the switch counters of each size
-// taken from their snapshots.
+// for the switch nodes to be ready, and the switch counters of each size
+// taken from their snapshots: read from the link folder, or fetched from a
+// switch's control address (NodeOptions::controls). A switch that runs
+// another fabric (fabric_identity) is an error naming both.
 LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> sizes, LiveOptions lo,
                           const NodeOptions& o);
 

@@ -1,7 +1,9 @@
 #include "fabric/live/split.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <ctime>
 #include <filesystem>
@@ -93,6 +95,13 @@ std::string servers_path(const std::string& link_dir, std::string_view node) {
     return path_in(link_dir, node, "servers");
 }
 
+bool make_link_dir(const std::string& link_dir, std::string& error) {
+    std::error_code ec;
+    std::filesystem::create_directories(link_dir, ec);
+    if (ec) error = fmt::format("--link-dir {}: {}", link_dir, ec.message());
+    return !ec;
+}
+
 bool wait_for_file(const std::string& path, Nanos timeout) {
     constexpr timespec kStep{0, 10000000};
     for (Nanos waited{}; waited <= timeout; waited += Nanos::from_ms(10)) {
@@ -131,8 +140,30 @@ std::string counters_path(const std::string& link_dir, std::string_view node) {
     return path_in(link_dir, node, "counters");
 }
 
+std::string fabric_identity(const Topology& t, double scale, uint64_t seed) {
+    std::string canon = t.cfg.name + '\n';
+    const auto mac = [](const std::array<uint8_t, 6>& m) {
+        return fmt::format("{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+    };
+    for (const NicSpec& n : t.nics)
+        canon += fmt::format("nic {} {} {} {} {}\n", n.name, mac(n.mac), n.ip, n.sw, n.sw_port);
+    for (const SwitchSpec& s : t.switches) {
+        canon += fmt::format("switch {}\n", s.name);
+        for (size_t p = 0; p < s.cfg.ports.size(); ++p)
+            canon += fmt::format(" {} {} {} {}\n", s.cfg.ports[p].name, s.cfg.ports[p].speed.v, s.cfg.ports[p].mtu,
+                                 mac(s.port_mac[p]));
+    }
+    for (const LinkSpec& l : t.links)
+        canon += fmt::format("link {} {}.{}.{} {}.{}.{} {} {} {}\n", l.name, l.a.is_switch, l.a.index, l.a.port,
+                             l.b.is_switch, l.b.index, l.b.port, l.cls.speed.v, l.cls.delay.v, l.fabric);
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a: stable across builds and machines, unlike std::hash
+    for (const char c : canon) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+    return fmt::format("{} topology {:016x} scale {:g} seed {}", t.cfg.name, h, scale, seed);
+}
+
 std::string format_snapshot(const SwitchSnapshot& s) {
-    std::string out = fmt::format("# at_ns {}\n", s.at_ns);
+    std::string out = fmt::format("# at_ns {}\n# node {}\n# fabric {}\n# ready {}\n", s.at_ns, s.node, s.fabric,
+                                  s.ready ? 1 : 0);
     for (const std::string& r : s.rows) out += r + '\n';
     return out;
 }
@@ -150,10 +181,72 @@ std::optional<SwitchSnapshot> parse_snapshot(std::string_view text) {
     while (pos < text.size()) {
         const size_t e = text.find('\n', pos);
         if (e == std::string_view::npos) return std::nullopt;
-        if (e > pos) s.rows.emplace_back(text.substr(pos, e - pos));
+        const std::string_view line = text.substr(pos, e - pos);
+        if (line.starts_with("# ")) {
+            const std::string_view kv = line.substr(2);
+            const size_t sp = kv.find(' ');
+            const std::string_view key = kv.substr(0, sp), value = sp == std::string_view::npos ? "" : kv.substr(sp + 1);
+            if (key == "node") s.node = value;
+            else if (key == "fabric") s.fabric = value;
+            else if (key == "ready") s.ready = value == "1";
+        } else if (!line.empty()) {
+            s.rows.emplace_back(line);
+        }
         pos = e + 1;
     }
     return s;
+}
+
+std::map<std::string, std::string> parse_machines(const Topology& t, const std::vector<std::string>& values) {
+    std::map<std::string, std::string> on;
+    for (const std::string& v : values) {
+        const size_t eq = v.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+            throw std::invalid_argument(fmt::format("--machine '{}': expected MACHINE=NODE,NODE,..., e.g. a=hosts", v));
+        const std::string machine = v.substr(0, eq);
+        for (size_t b = eq + 1; b <= v.size();) {
+            const size_t e = std::min(v.find(',', b), v.size());
+            const std::string node = v.substr(b, e - b);
+            if (!known_node(t, node))
+                throw std::invalid_argument(
+                    fmt::format("--machine '{}': fabric '{}' has no node '{}' (nodes: {})", v, t.cfg.name, node,
+                                fmt::join(node_names(t), ", ")));
+            if (const auto it = on.find(node); it != on.end())
+                throw std::invalid_argument(
+                    fmt::format("--machine '{}': node {} is already on machine {}", v, node, it->second));
+            on[node] = machine;
+            b = e + 1;
+        }
+    }
+    if (values.empty()) return on;
+    for (const std::string& n : node_names(t))
+        if (!on.contains(n))
+            throw std::invalid_argument(fmt::format("--machine: node {} is on no machine", n));
+    return on;
+}
+
+std::vector<std::string> nodes_elsewhere(const std::map<std::string, std::string>& machines, std::string_view node) {
+    std::vector<std::string> out;
+    const auto mine = machines.find(std::string(node));
+    for (const auto& [n, m] : machines)
+        if (mine != machines.end() && m != mine->second) out.push_back(n);
+    return out;
+}
+
+std::vector<std::string> cables_without_port(const Topology& t, std::string_view node,
+                                             const std::vector<std::string>& remote,
+                                             const std::map<std::string, std::string>& overrides) {
+    std::vector<std::string> why;
+    for (const CableEnd& e : cable_ends(t, node, "", overrides)) {
+        const std::string& cable = t.links[e.link].name;
+        if (overrides.contains(cable) || std::find(remote.begin(), remote.end(), e.peer_node) == remote.end())
+            continue;
+        why.push_back(fmt::format("cable {} joins {} to {}, which runs on another machine: give {} --port "
+                                  "{}=DEVSPEC (its end on a device that reaches the other machine, e.g. "
+                                  "net_af_packet0,iface=eth1)",
+                                  cable, node, e.peer_node, node, cable));
+    }
+    return why;
 }
 
 SwitchRowTotals sum_rows(const std::vector<std::string>& rows) {

@@ -74,6 +74,8 @@ std::vector<CableEnd> cable_ends(const Topology& t, std::string_view node, const
 // DIR/<node>.servers, and opens each client end once its peer's mark exists.
 bool is_memif_client(const CableEnd& e);
 std::string servers_path(const std::string& link_dir, std::string_view node);
+// Makes the link folder of a node started by hand; false and `error` if it cannot.
+bool make_link_dir(const std::string& link_dir, std::string& error);
 // Waits (polling every 10 ms) until `path` exists, at most `timeout`.
 bool wait_for_file(const std::string& path, Nanos timeout);
 
@@ -91,15 +93,41 @@ uint32_t ethdevs_needed(const Topology& t, std::string_view node);
 std::string ready_path(const std::string& link_dir, std::string_view node);
 std::string counters_path(const std::string& link_dir, std::string_view node);
 
-// A switch's counter snapshot: the CLOCK_MONOTONIC time it was taken and
-// "switch,port,counter,value" rows of every non-zero port counter, plus a
-// "lossless_drops" row per port that had any.
+// What two nodes must share to be one fabric: the fabric's name, a hash of
+// its (unscaled) topology (names, ports, speeds, delays, MACs, addresses),
+// the scale and the seed, as one line, e.g.
+// "incast topology 9f3c2a0b1d4e5f60 scale 225 seed 1".
+std::string fabric_identity(const Topology& t, double scale, uint64_t seed);
+
+// A switch's counter snapshot: the CLOCK_MONOTONIC time it was taken (of
+// the switch's machine), the switch, its fabric_identity(), whether every
+// port of it is up, and "switch,port,counter,value" rows of every non-zero
+// port counter, plus a "lossless_drops" row per port that had any.
 struct SwitchSnapshot {
     int64_t at_ns = 0;
+    std::string node;
+    std::string fabric;
+    bool ready = false;
     std::vector<std::string> rows;
 };
 std::string format_snapshot(const SwitchSnapshot& s);
 std::optional<SwitchSnapshot> parse_snapshot(std::string_view text);
+
+// Which machine each node runs on, from "MACHINE=node,node,..." values
+// (`rocemu fabric plan` and `fabric node --machine`). Every node must be on
+// exactly one machine: std::invalid_argument naming the value otherwise.
+std::map<std::string, std::string> parse_machines(const Topology& t, const std::vector<std::string>& values);
+
+// The nodes on another machine than `node` (none without machines).
+std::vector<std::string> nodes_elsewhere(const std::map<std::string, std::string>& machines, std::string_view node);
+
+// Why `node` cannot run as given: a cable of it whose peer is on another
+// machine (`remote` says which nodes are) but that has no --port override
+// (memif reaches no further than its machine), one line per such cable;
+// empty when it can.
+std::vector<std::string> cables_without_port(const Topology& t, std::string_view node,
+                                             const std::vector<std::string>& remote,
+                                             const std::map<std::string, std::string>& overrides);
 
 // Totals of snapshot rows, named as LiveTotals names them.
 struct SwitchRowTotals {

@@ -1,5 +1,6 @@
 // A switch of a split live fabric in its own process (node.hpp).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <rte_eal.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
@@ -19,6 +20,7 @@
 #include "dataplane/dpdk/eal.hpp"
 #include "dataplane/dpdk/port.hpp"
 #include "dataplane/wire/l2.hpp"
+#include "fabric/live/control.hpp"
 #include "fabric/live/fabric_clock.hpp"
 #include "fabric/live/live_switch.hpp"
 #include "fabric/live/nic_wire.hpp"
@@ -166,6 +168,8 @@ struct SwitchNode {
 
     bool build(const std::vector<CableEnd>& ends, const std::string& link_dir, uint64_t seed, std::string& error);
     SwitchSnapshot snapshot(Nanos now);
+    std::string identity;  // fabric_identity()
+    bool ready = false;
 };
 
 bool SwitchNode::build(const std::vector<CableEnd>& ends, const std::string& link_dir, uint64_t seed,
@@ -270,6 +274,9 @@ bool SwitchNode::build(const std::vector<CableEnd>& ends, const std::string& lin
 SwitchSnapshot SwitchNode::snapshot(Nanos now) {
     SwitchSnapshot s;
     s.at_ns = monotonic_ns();
+    s.node = name;
+    s.fabric = identity;
+    s.ready = ready;
     const auto& names = sw::live::port_counter_names();
     const SwitchSpec& spec = topo.switches[index];
     for (sw::PortId p = 0; p < rt->num_ports(); ++p) {
@@ -297,10 +304,25 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     try {
         const double scale = o.scale > 0 ? o.scale : default_scale(t);
         node.topo = scale_topology(t, scale, split_headroom_frames());
+        node.identity = fabric_identity(t, scale, o.seed);
         node_names(t);  // refuses a switch named like the hosts node
-        ends = cable_ends(node.topo, name, o.link_dir, parse_port_overrides(t, o.ports));
+        const auto overrides = parse_port_overrides(t, o.ports);
+        ends = cable_ends(node.topo, name, o.link_dir, overrides);
+        const std::vector<std::string> why =
+            cables_without_port(t, name, nodes_elsewhere(parse_machines(t, o.machines), name), overrides);
+        if (!why.empty()) return fail(fmt::format("{}", fmt::join(why, "\n  ")));
     } catch (const std::invalid_argument& e) {
         return fail(e.what());
+    }
+    std::string error;
+    if (!make_link_dir(o.link_dir, error)) return fail(error);
+    std::unique_ptr<ControlServer> control;
+    if (!o.control_listen.empty()) {
+        const std::optional<HostPort> at = parse_host_port(o.control_listen, true);
+        std::string why;
+        if (!at) return fail(fmt::format("--control-listen '{}': expected ADDR:PORT, e.g. 0.0.0.0:7700", o.control_listen));
+        control = ControlServer::listen(*at, why);
+        if (!control) return fail(fmt::format("--control-listen: {}", why));
     }
     for (uint32_t s = 0; s < t.switches.size(); ++s)
         if (t.switches[s].name == name) node.index = s;
@@ -319,7 +341,6 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         eal.push_back("-m");
         eal.push_back(std::to_string(256 + kMbMemPerCablePort * ends.size()));
     }
-    std::string error;
     if (!dpdk::Eal::init(eal, error)) return fail(error);
     if (!node.build(ends, o.link_dir, o.seed, error)) return fail(error);
 
@@ -327,7 +348,6 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     std::signal(SIGTERM, on_stop_signal);
     FabricClock clock(FabricClock::max_step_for(node.topo));
     const std::string counters = counters_path(o.link_dir, name);
-    bool ready = false;
     Nanos next_snapshot{};
     uint64_t turns = 0, sleeps = 0;
     uint32_t idle = 0;
@@ -340,13 +360,16 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         if (node.rt->held()) ++work;
         if (clock.real() >= next_snapshot) {
             next_snapshot = clock.real() + kSnapshotEvery;
-            write_atomically(counters, format_snapshot(node.snapshot(now)));
-            if (!ready) {
+            if (!node.ready) {
                 bool up = true;
                 for (const auto& p : node.ports) up = up && p->link_up();
                 for (const NicCable& nc : node.nic_cables) up = up && nc.cable->link_up();
-                if (up) ready = write_atomically(ready_path(o.link_dir, name), fmt::format("{}\n", getpid()));
+                if (up) node.ready = write_atomically(ready_path(o.link_dir, name), fmt::format("{}\n", getpid()));
             }
+            write_atomically(counters, format_snapshot(node.snapshot(now)));
+            // Taken after the accept, so a reply is never older than its request.
+            if (control && control->accept_waiting()) control->answer(format_snapshot(node.snapshot(now)));
+            else if (control) control->flush();
         }
         if (work) {
             idle = 0;
@@ -357,8 +380,9 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         }
     }
     const Nanos now = clock.advance();
-    if (!write_atomically(counters, format_snapshot(node.snapshot(now))))
-        return fail(fmt::format("cannot write {}", counters));
+    const std::string last = format_snapshot(node.snapshot(now));
+    if (!write_atomically(counters, last)) return fail(fmt::format("cannot write {}", counters));
+    if (control && control->accept_waiting()) control->answer(last);
     CableCounters c;
     for (const NicCable& nc : node.nic_cables) {
         c.arp_replied += nc.c.arp_replied;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -140,6 +141,7 @@ struct LiveCliArgs {
     bool processes = false;
     std::string link_dir;
     bool busy_poll = false;
+    double wait_s = 30;  // fabric node --hosts --wait
 };
 
 void add_live_options(CLI::App* run, LiveCliArgs& l) {
@@ -390,6 +392,18 @@ void add_node_subcommand(CLI::App& fab, int& status) {
                      "CABLE=DEVSPEC: this node's end of CABLE on that DPDK device instead of memif (repeatable)")
         ->allow_extra_args(false);
     node->add_flag("--busy-poll", n->busy_poll, "never sleep (default: 20 us after 64 idle turns)");
+    node->add_option("--machine", n->machines,
+                     "MACHINE=NODE,NODE,...: where every node runs (repeatable; as fabric plan prints it): a cable to "
+                     "another machine needs a --port, a switch there a --control")
+        ->allow_extra_args(false);
+    node->add_option("--control-listen", n->control_listen,
+                     "--switch: serve the ready state and counters on ADDR:PORT (TCP), for a hosts node elsewhere");
+    node->add_option("--control", n->controls,
+                     "--hosts: SWITCH=HOST:PORT: read that switch node's state from its --control-listen instead of "
+                     "the link folder (repeatable)")
+        ->allow_extra_args(false);
+    node->add_option("--wait", l->wait_s, "--hosts: seconds to wait for the NICs' links and the switch nodes")
+        ->capture_default_str();
     add_sweep_options(node, *a, "--hosts: ");
     node->add_option("--qps", l->qps, "--hosts: RC QPs per flow, 1-64")->capture_default_str();
     node->add_option("--timeout", l->timeout_s, "--hosts: live seconds per size before giving up")->capture_default_str();
@@ -405,6 +419,12 @@ void add_node_subcommand(CLI::App& fab, int& status) {
             status = 2;
             return;
         }
+        if (l->wait_s <= 0) {
+            fmt::print(stderr, "rocemu fabric node: --wait {} must be positive\n", l->wait_s);
+            status = 2;
+            return;
+        }
+        n->wait = Nanos{static_cast<int64_t>(l->wait_s * 1e9)};
         n->scale = l->scale;
         n->seed = a->seed;
         n->eal_args = l->eal_args;
@@ -416,6 +436,152 @@ void add_node_subcommand(CLI::App& fab, int& status) {
         const auto p = workload_of(*a);
         const auto sizes = sizes_of(*a);
         status = p && sizes ? run_hosts_node_cli(*cfg, *p, *sizes, *a, *l, *n) : 2;
+    });
+}
+
+// An argument as a shell reads it back: quoted unless plainly safe.
+std::string shell_word(const std::string& w) {
+    if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=,@+-") ==
+                          std::string::npos)
+        return w;
+    std::string q = "'";
+    for (const char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+struct PlanArgs {
+    std::vector<std::string> machines;
+    std::vector<std::string> addresses;  // MACHINE=HOST
+    uint16_t control_port = 7700;
+    std::string link_dir;
+    std::string binary = "rocemu";
+};
+
+// `fabric plan`: the `fabric node` command each machine runs. Every cable
+// between two machines gets an af_packet port at both ends, its interface
+// left as a placeholder <iface:CABLE@MACHINE> for the user to fill in.
+int plan_cli(const Topology& t, const FabricArgs& a, const LiveCliArgs& l, const PlanArgs& pa) {
+    const char* me = "rocemu fabric plan";
+    std::map<std::string, std::string> on;
+    std::map<std::string, std::string> address;
+    try {
+        on = live::parse_machines(t, pa.machines);
+        for (const std::string& v : pa.addresses) {
+            const size_t eq = v.find('=');
+            if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+                throw std::invalid_argument(fmt::format("--address '{}': expected MACHINE=HOST", v));
+            address[v.substr(0, eq)] = v.substr(eq + 1);
+        }
+    } catch (const std::invalid_argument& e) {
+        fmt::print(stderr, "{}: {}\n", me, e.what());
+        return 2;
+    }
+    if (on.empty()) {
+        fmt::print(stderr, "{}: give every node a machine with --machine MACHINE=NODE,..., e.g. --machine a=hosts "
+                           "--machine b={}\n", me, t.switches.front().name);
+        return 2;
+    }
+    const double scale = l.scale > 0 ? l.scale : live::default_scale(t);
+    const std::string base = pa.link_dir.empty() ? "/tmp/rocemu-fabric-" + t.cfg.name : pa.link_dir;
+    const auto address_of = [&](const std::string& m) {
+        const auto it = address.find(m);
+        return it == address.end() ? "<address:" + m + ">" : it->second;
+    };
+    std::vector<std::string> common{pa.binary, "fabric", "node"};
+    if (a.use_default || a.config.empty()) common.push_back("--default");
+    else common.insert(common.end(), {"-c", std::filesystem::absolute(a.config).string()});
+    common.insert(common.end(), {"--scale", fmt::format("{}", scale), "--seed", std::to_string(a.seed)});
+    for (const std::string& m : pa.machines) common.insert(common.end(), {"--machine", m});
+    // Each switch's control port: the base plus its index, so that switches on one machine differ.
+    std::map<std::string, uint16_t> port_of;
+    for (uint32_t s = 0; s < t.switches.size(); ++s)
+        port_of[t.switches[s].name] = static_cast<uint16_t>(pa.control_port + s);
+
+    std::vector<std::string> crossing;
+    for (const LinkSpec& link : t.links) {
+        const std::string na = live::node_of(t, link.a), nb = live::node_of(t, link.b);
+        if (on[na] != on[nb])
+            crossing.push_back(fmt::format("{} ({} on {}, {} on {})", link.name, na, on[na], nb, on[nb]));
+    }
+    fmt::print("# fabric {}: {} nodes on {} machines, scale 1:{:g}, seed {}\n", t.cfg.name, on.size(),
+               pa.machines.size(), scale, a.seed);
+    fmt::print("# {} cables join two machines, each an af_packet port at both ends: replace <iface:CABLE@MACHINE> by "
+               "the interface (MTU >= {}) that reaches the other end, or the whole device by a DPDK NIC's "
+               "(e.g. 0000:3b:00.0){}\n",
+               crossing.size(), t.cfg.nic.mtu, crossing.empty() ? "" : ":");
+    for (const std::string& c : crossing) fmt::print("#   {}\n", c);
+    fmt::print("# Start the switch nodes (any order), then the hosts node; once it has printed its table, stop the "
+               "switch nodes with Ctrl-C.\n");
+    std::map<std::string, std::vector<std::string>> by_machine;
+    for (const std::string& n : live::node_names(t)) by_machine[on[n]].push_back(n);
+    for (const bool hosts_pass : {false, true})
+        for (const auto& [m, nodes] : by_machine)
+            for (const std::string& n : nodes) {
+                if ((n == live::kHostsNode) != hosts_pass) continue;
+                std::vector<std::string> argv = common;
+                argv.insert(argv.end(), {"--link-dir", base + "/" + m});
+                if (n == live::kHostsNode) {
+                    argv.push_back("--hosts");
+                    for (const SwitchSpec& s : t.switches)
+                        if (on[s.name] != m)
+                            argv.insert(argv.end(), {"--control", fmt::format("{}={}:{}", s.name, address_of(on[s.name]),
+                                                                             port_of[s.name])});
+                } else {
+                    argv.insert(argv.end(), {"--switch", n});
+                    if (on[live::kHostsNode.data()] != m)
+                        argv.insert(argv.end(), {"--control-listen", fmt::format("0.0.0.0:{}", port_of[n])});
+                }
+                uint32_t vdev = 0;
+                for (const live::CableEnd& e : live::cable_ends(t, n, "")) {
+                    if (on[e.peer_node] == m) continue;
+                    const std::string& cable = t.links[e.link].name;
+                    argv.insert(argv.end(), {"--port", fmt::format("{}=net_af_packet{},iface=<iface:{}@{}>,framesz=9216,"
+                                                                   "blocksz=36864", cable, vdev++, cable, m)});
+                }
+                if (n == live::kHostsNode)
+                    argv.insert(argv.end(), {"-w", a.workload, "--sizes", join_sizes(a.sizes), "--qps",
+                                             std::to_string(l.qps), "--timeout", fmt::format("{}", l.timeout_s), "-o",
+                                             a.out});
+                std::string line;
+                for (const std::string& w : argv) line += (line.empty() ? "" : " ") + shell_word(w);
+                fmt::print("# machine {}, node {}\n{}\n", m, n, line);
+            }
+    return 0;
+}
+
+void add_plan_subcommand(CLI::App& fab, int& status) {
+    auto a = std::make_shared<FabricArgs>();
+    auto l = std::make_shared<LiveCliArgs>();
+    auto pa = std::make_shared<PlanArgs>();
+    CLI::App* plan = fab.add_subcommand(
+        "plan", "Print the `fabric node` command each machine runs for a live fabric split across machines");
+    add_sweep_options(plan, *a, "the hosts node's ");
+    plan->add_option("--machine", pa->machines, "MACHINE=NODE,NODE,...: the nodes (hosts, switch names) on a machine")
+        ->allow_extra_args(false)
+        ->required();
+    plan->add_option("--address", pa->addresses, "MACHINE=HOST: how the hosts node reaches that machine's switches")
+        ->allow_extra_args(false);
+    plan->add_option("--control-port", pa->control_port, "first switch's control port (the next ones count up)")
+        ->capture_default_str();
+    plan->add_option("--link-dir", pa->link_dir, "each machine's link folder is this plus /MACHINE "
+                                                 "(default /tmp/rocemu-fabric-NAME)");
+    plan->add_option("--binary", pa->binary, "the rocemu binary as the machines call it")->capture_default_str();
+    plan->add_option("--scale", l->scale, "default: the host links' sum over 4 Gbit/s");
+    plan->add_option("--qps", l->qps, "the hosts node's RC QPs per flow")->capture_default_str();
+    plan->add_option("--timeout", l->timeout_s, "the hosts node's live seconds per size")->capture_default_str();
+    plan->callback([a, l, pa, &status] {
+        const auto cfg = load(*a);
+        const std::optional<Topology> t = cfg ? live_topology(*cfg, *a, *l) : std::nullopt;
+        if (!t) {
+            status = 2;
+            return;
+        }
+        try {
+            status = plan_cli(*t, *a, *l, *pa);
+        } catch (const std::invalid_argument& e) {
+            fmt::print(stderr, "rocemu fabric plan: {}\n", e.what());
+            status = 2;
+        }
     });
 }
 #endif
@@ -504,6 +670,7 @@ void add_fabric_command(CLI::App& app, int& status) {
     });
 #ifdef ROCEMU_WITH_DPDK
     add_node_subcommand(*fab, status);
+    add_plan_subcommand(*fab, status);
 #endif
 }
 

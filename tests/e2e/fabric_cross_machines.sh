@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# A split live fabric across two "machines" on one box: two network
+# namespaces, each with its own link folder (nothing shared on disk). The
+# switch nodes run in one, the hosts node in the other; every NIC-to-leaf
+# cable is af_packet over its own veth pair between the namespaces, the
+# switch-to-switch cable memif inside the switches' namespace, and the hosts
+# node learns that the switches are ready, and reads their counters, over
+# TCP across a control veth. The commands are the ones `rocemu fabric plan`
+# prints, their <iface:...> placeholders filled in. Checked: plan refuses
+# nothing it should accept; a hosts node missing a --port is refused naming
+# the cable; the incast completes verified with no drop and both switches'
+# counters in the report; a hosts node with another --scale is refused by the
+# topology check; wrong control addresses (refused, unroutable) fail with a
+# message naming the switch and the address, within the hang guard.
+# Usage: fabric_cross_machines.sh ROCEMU REPO_ROOT
+set -uo pipefail
+ROCEMU=$1
+ROOT=$2
+. "$(dirname "$0")/lib.sh"
+need_root_netns
+D=$(mktemp -d /tmp/fab_cross.XXXXXX)
+NS=rocemu-xs-$$ NH=rocemu-xh-$$
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  ip netns del "$NS" 2>/dev/null
+  ip netns del "$NH" 2>/dev/null
+  rm -rf "$D"
+}
+trap cleanup EXIT
+ip netns add "$NS"
+ip netns add "$NH"
+up() { ip -n "$1" link set "$2" mtu 9000 up && ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"; }
+# One veth pair per NIC cable. DPDK's af_packet fanout group id is pid XOR
+# ifindex: the two switch processes' ends get ifindexes far apart so that
+# their ids cannot meet.
+idx=(1100 1101 2200)
+i=0
+for c in h0-left h1-left h2-right; do
+  ip link add "n$c" netns "$NH" type veth peer name "s$c" netns "$NS" index "${idx[$i]}" || fail "cannot make a veth pair"
+  up "$NH" "n$c" && up "$NS" "s$c" || fail "cannot bring up the $c veths"
+  i=$((i + 1))
+done
+ip link add cN netns "$NH" type veth peer name cS netns "$NS" || fail "cannot make the control veth pair"
+ip -n "$NH" addr add 10.77.0.2/24 dev cN && ip -n "$NS" addr add 10.77.0.1/24 dev cS
+ip -n "$NH" link set cN up && ip -n "$NS" link set cS up && ip -n "$NH" link set lo up
+
+C=$ROOT/tests/e2e/dumbbell_2to1.yaml
+"$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine nics=hosts --address sw=10.77.0.1 \
+  --link-dir "$D" --binary "$ROCEMU" -w incast --sizes 1M --qps 8 -o "$D/rep" >"$D/plan.txt" 2>&1 ||
+  { cat "$D/plan.txt"; fail "fabric plan failed"; }
+cat "$D/plan.txt"
+# The command of NODE with its interfaces filled in.
+command_of() {
+  grep -A1 "^# machine [a-z]*, node $1\$" "$D/plan.txt" | tail -1 | sed -E 's/<iface:([a-z0-9-]+)@sw>/s\1/g; s/<iface:([a-z0-9-]+)@nics>/n\1/g'
+}
+HOSTS=$(command_of hosts)
+LEFT=$(command_of left)
+RIGHT=$(command_of right)
+[ -n "$HOSTS" ] && [ -n "$LEFT" ] && [ -n "$RIGHT" ] || fail "plan has no command for every node"
+echo "$HOSTS" | grep -q -- "--control left=10.77.0.1:7700 --control right=10.77.0.1:7701" || fail "hosts command: $HOSTS"
+! echo "$HOSTS$LEFT$RIGHT" | grep -q "<" || fail "a placeholder is left"
+EAL="-- --log-level lib.eal:error"
+
+# A cable to the other machine without its --port: refused, naming it.
+NOPORT=$(echo "$HOSTS" | sed -E "s/--port 'h1-left=[^']*' //")
+eval ip netns exec "$NH" "$NOPORT" $EAL >"$D/noport.txt" 2>&1 && fail "a hosts node without h1-left's --port ran"
+grep -q "cable h1-left joins hosts to left, which runs on another machine: give hosts --port h1-left=DEVSPEC" \
+  "$D/noport.txt" || { cat "$D/noport.txt"; fail "no clear message for a missing --port"; }
+
+eval exec ip netns exec "$NS" "$LEFT" $EAL >"$D/left.log" 2>&1 &
+pids+=($!)
+eval exec ip netns exec "$NS" "$RIGHT" $EAL >"$D/right.log" 2>&1 &
+pids+=($!)
+eval timeout 150 ip netns exec "$NH" "$HOSTS" $EAL >"$D/hosts.txt" 2>"$D/hosts.err"
+rc=$?
+cat "$D/hosts.txt"
+[ $rc -eq 0 ] || { tail -c 800 "$D/hosts.err"; cat "$D/left.log" "$D/right.log"; fail "hosts node exit status $rc"; }
+row=$(grep -E "^ *1048576 " "$D/hosts.txt") || fail "no 1048576 row"
+IFS=, read -r _ _ _ _ _ pfc _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$D/rep/live_incast_sweep.csv")
+[ "$complete" = 1 ] && [ "$flows" -gt 0 ] && [ "$verified" = "$flows" ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
+  fail "sweep row: $(sed -n 2p "$D/rep/live_incast_sweep.csv")"
+echo "$row" | grep -q " $flows/$flows$" || fail "not every flow verified: $row"
+echo "$row" | awk -v p="$pfc" '{ exit !($6 == p) }' || fail "table PFC is not the CSV's $pfc: $row"
+ports="$D/rep/live_incast_1048576B_switch_ports.csv"
+grep -q "^left,Ethernet0," "$ports" && grep -q "^right,Ethernet0," "$ports" || fail "no counters of both switches in $ports"
+ls "$D/nics" | grep -q "\.counters$" && fail "a counter file in the hosts' link folder: $(ls "$D/nics")"
+tx=$(ip netns exec "$NH" cat /sys/class/net/nh0-left/statistics/tx_bytes)
+[ "$tx" -ge 1048576 ] || fail "only $tx bytes crossed nh0-left: h0's cable was not the veth"
+
+# Another scale than the switches': refused by the topology check before any QP.
+eval timeout 60 ip netns exec "$NH" "${HOSTS/--scale 75 /--scale 150 }" $EAL >"$D/scale.txt" 2>&1
+rc=$?
+[ $rc -eq 2 ] || { cat "$D/scale.txt"; fail "a hosts node at another scale: exit status $rc"; }
+grep -q "switch node left at 10.77.0.1:7700 answers as switch node left of fabric dumbbell-2to1 topology [0-9a-f]* scale 75 seed 1; this node runs fabric dumbbell-2to1 topology [0-9a-f]* scale 150 seed 1" \
+  "$D/scale.txt" || { cat "$D/scale.txt"; fail "no clear message for another scale"; }
+
+kill -TERM "${pids[@]}"
+wait "${pids[@]}"
+pids=()
+cat "$D/left.log" "$D/right.log"
+grep -q "^switch left: .*ARP requests answered [1-9]" "$D/left.log" || fail "switch left did not stop cleanly"
+grep -q "^switch right: " "$D/right.log" || fail "switch right did not stop cleanly"
+
+# Wrong control addresses: nothing listens there, or no host has it. The
+# hosts node gives up after --wait, naming the switch, the address and why.
+wrong_control() {
+  local addr=$1 why=$2
+  eval timeout 60 ip netns exec "$NH" "${HOSTS/--control left=10.77.0.1:7700/--control left=$addr} --wait 3" $EAL \
+    >"$D/wrong.txt" 2>&1
+  local rc=$?
+  [ $rc -eq 2 ] || { cat "$D/wrong.txt"; fail "control address $addr: exit status $rc (124: it hung)"; }
+  grep -qE "after 3 s still waiting for switch node left at $addr \($why" "$D/wrong.txt" ||
+    { cat "$D/wrong.txt"; fail "no clear message for control address $addr"; }
+  grep "still waiting" "$D/wrong.txt"
+}
+wrong_control 10.77.0.1:7799 "connect: Connection refused"
+wrong_control 10.77.0.9:7700 "(no connection within 1.0 s|connect: No route to host)"
+echo "PASS ($tx bytes over nh0-left)"
