@@ -104,7 +104,10 @@ int run(const HostRunOptions& o) {
     const TscClock clock = TscClock::starting_now();
     int status = 0;
     {
-        Nic<PingApp> nic(*port, stack, app, clock, capture.get());
+        NicConfig nc;
+        nc.pfc_rx = o.pfc_rx;
+        nc.rx_max_pps = o.rx_max_pps;
+        Nic<PingApp> nic(*port, stack, app, clock, capture.get(), nc);
         nic.poll();
         nic.announce();
         fmt::print("rocemu host: ready port={} id={} mac={} ip={}/{} mtu={} active_mtu={} gid_layout={} "

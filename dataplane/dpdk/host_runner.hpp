@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dataplane/dpdk/host/host_config.hpp"
+#include "dataplane/dpdk/rx_pfc.hpp"
 
 namespace rocemu::dpdk {
 
@@ -21,6 +22,8 @@ struct HostRunOptions {
     double interval_s = 1.0;
     int size = 56;                      // ICMP payload bytes, at most 64
     bool busy_poll = false;             // never sleep when idle
+    RxPfcConfig pfc_rx;                 // PFC from the receive backlog (off while xoff is 0)
+    uint64_t rx_max_pps = 0;            // lab: received frames handled per second at most; 0: no limit
     std::vector<std::string> eal_args;  // after `--`
 };
 

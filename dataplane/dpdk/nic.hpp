@@ -102,8 +102,9 @@ public:
         while (backlog_n_) rte_pktmbuf_free(backlog_pop());
         rte_pktmbuf_free_bulk(stash_, stash_n_);
         flush();
-        stats_.add(PortStat::DropTxFull, tx_n_);
+        stats_.add(PortStat::DropTxFull, tx_n_ + (pfc_ != nullptr));
         rte_pktmbuf_free_bulk(tx_, tx_n_);
+        rte_pktmbuf_free(pfc_);
         board_.publish(stats_, host_.counters());
         telemetry_remove(&board_);
     }
@@ -146,12 +147,13 @@ public:
         return handled;
     }
 
-    // Offers every queued frame to the PMD now. What its full queue does not
-    // take stays queued, first in line for the next turn, and the loop pulls
-    // no more from the upper meanwhile: a NIC stops fetching work when its
-    // wire is busy instead of dropping frames its transport would have to
-    // retransmit after a timeout.
+    // Offers every queued frame to the PMD now, a pending PFC frame first.
+    // What its full queue does not take stays queued, first in line for the
+    // next turn, and the loop pulls no more from the upper meanwhile: a NIC
+    // stops fetching work when its wire is busy instead of dropping frames
+    // its transport would have to retransmit after a timeout.
     void flush() {
+        if (pfc_ && !send_pfc()) return;
         if (!tx_n_) return;
         const uint16_t sent = rte_eth_tx_burst(port_.id(), 0, tx_, tx_n_);
         for (uint16_t i = 0; i < sent; ++i) stats_.add(PortStat::TxBytes, tx_len_[i]);
@@ -286,22 +288,40 @@ private:
         return c > 0 ? static_cast<uint32_t>(c) : 0;
     }
 
+    // A PFC frame does not queue behind the frames a full TX queue refused,
+    // as a NIC's MAC sends pauses ahead of its queues: it waits alone and goes
+    // to the PMD before them. A newer decision rewrites a frame still waiting
+    // (only the latest pause state matters to the peer).
     void check_rx_backlog() {
         const RxPfc::Send s = rx_pfc_.on_backlog(rx_backlog(), now_);
-        if (s == RxPfc::Send::None) return;
-        rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
-        char* p = m ? rte_pktmbuf_append(m, wire::kPfcFrameLen) : nullptr;
-        if (!p) {
-            stats_.add(PortStat::DropNoMbuf);
-            rte_pktmbuf_free(m);
-            return;
+        if (s != RxPfc::Send::None) {
+            if (!pfc_) {
+                pfc_ = rte_pktmbuf_alloc(port_.pool());
+                if (!pfc_ || !rte_pktmbuf_append(pfc_, wire::kPfcFrameLen)) {
+                    stats_.add(PortStat::DropNoMbuf);
+                    rte_pktmbuf_free(pfc_);
+                    pfc_ = nullptr;
+                    return;
+                }
+            }
+            rx_pfc_.encode(s, host_.config().mac, std::span(rte_pktmbuf_mtod(pfc_, uint8_t*), wire::kPfcFrameLen));
+            pfc_kind_ = s;
         }
-        rx_pfc_.encode(s, host_.config().mac, std::span(reinterpret_cast<uint8_t*>(p), wire::kPfcFrameLen));
+        if (pfc_) flush();  // a pause cannot wait for a fuller burst
+    }
+
+    // Hands the waiting PFC frame to the PMD; false if its queue is full.
+    bool send_pfc() {
+        if (rte_eth_tx_burst(port_.id(), 0, &pfc_, 1) == 0) return false;
+        if (capture_) stats_.add(PortStat::CaptureLost, capture_->record(port_.id(), &pfc_, 1, true));
         const auto prio = static_cast<uint8_t>(rx_pfc_.config().priority);
         stats_.add(static_cast<PortStat>(
-            static_cast<uint8_t>(s == RxPfc::Send::Xoff ? PortStat::TxPfcXoffPrio0 : PortStat::TxPfcXonPrio0) + prio));
-        enqueue(m);
-        flush();  // a pause cannot wait for a fuller burst
+            static_cast<uint8_t>(pfc_kind_ == RxPfc::Send::Xoff ? PortStat::TxPfcXoffPrio0 : PortStat::TxPfcXonPrio0) +
+            prio));
+        stats_.add(PortStat::TxPackets);
+        stats_.add(PortStat::TxBytes, wire::kPfcFrameLen);
+        pfc_ = nullptr;
+        return true;
     }
 
     void drain_effects() {
@@ -354,7 +374,7 @@ private:
 
     void enqueue(rte_mbuf* m) {
         if (tx_n_ == kBurst) flush();
-        if (tx_n_ == kBurst) {  // the PMD took nothing: no room even for an ARP reply or a pause
+        if (tx_n_ == kBurst) {  // the PMD took nothing: no room even for an ARP reply
             stats_.add(PortStat::DropTxFull);
             rte_pktmbuf_free(m);
             return;
@@ -389,6 +409,8 @@ private:
     // ARP cache: recomputed whenever ARP state may have changed.
     Nanos host_due_;
     RxPfc rx_pfc_;
+    rte_mbuf* pfc_ = nullptr;  // a PFC frame the PMD's full queue has not taken yet
+    RxPfc::Send pfc_kind_ = RxPfc::Send::None;
     std::array<rte_mbuf*, kRxBacklog> backlog_{};
     uint32_t backlog_head_ = 0;
     uint32_t backlog_n_ = 0;

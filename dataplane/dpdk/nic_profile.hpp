@@ -20,6 +20,8 @@ struct NicProfile {
     BitsPerSec port_speed = BitsPerSec::gbps(100);  // DCQCN's line rate and PFC's quanta unit
     uint32_t pfc_rx_xoff = 0;     // --pfc-rx-xoff: frames of receive backlog that pause the peer; 0: off
     uint32_t pfc_rx_xon = 0;      // --pfc-rx-xon: the pause is lifted below this
+    uint16_t pfc_pause_quanta = 0xFFFF;  // --pfc-pause-quanta: pause time of each XOFF, 512 bit times each
+    uint32_t pfc_refresh_percent = 50;   // --pfc-refresh-percent: XOFF sent again after this share of it
     uint32_t mark_ce_every = 0;   // --mark-ce-every: every Nth ECN-capable RoCEv2 frame received is marked CE
     uint64_t rx_max_pps = 0;      // --rx-max-pps: received frames handled per second at most; 0: no limit
 

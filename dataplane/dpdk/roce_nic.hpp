@@ -65,6 +65,8 @@ inline transport::EngineConfig engine_config(const host::HostStack& stack, const
 inline NicConfig nic_config(const NicProfile& profile, NicConfig base = {}) {
     base.pfc_rx.xoff = profile.pfc_rx_xoff;
     base.pfc_rx.xon = profile.pfc_rx_xon;
+    base.pfc_rx.pause_quanta = profile.pfc_pause_quanta;
+    base.pfc_rx.refresh_percent = profile.pfc_refresh_percent;
     base.pfc_rx.priority = profile.pfc_priority;
     base.pfc_rx.port_speed = profile.port_speed;
     base.mark_ce_every = profile.mark_ce_every;

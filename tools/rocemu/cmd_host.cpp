@@ -3,11 +3,17 @@
 
 #include "dataplane/dpdk/host_runner.hpp"
 #include "tools/rocemu/commands.hpp"
+#include "tools/rocemu/nic_cli.hpp"
 
 namespace rocemu::cli {
 
 void add_host_command(CLI::App& app, int& status) {
-    auto o = std::make_shared<dpdk::HostRunOptions>();
+    struct Options {
+        dpdk::HostRunOptions run;
+        RxPfcCliOptions rx;
+    };
+    auto opts = std::make_shared<Options>();
+    dpdk::HostRunOptions* o = &opts->run;
     CLI::App* cmd = app.add_subcommand(
         "host",
         "Run one emulated NIC's host identity on a DPDK port: it answers ARP and ICMP echo (so `ping` works), "
@@ -28,6 +34,7 @@ void add_host_command(CLI::App& app, int& status) {
         ->capture_default_str();
     cmd->add_option("--mtu", o->host.port_mtu, "set the port MTU (default: the device's)")
         ->each([o](const std::string&) { o->mtu_set = true; });
+    add_rx_pfc_options(cmd, opts->rx);
     cmd->add_option("--duration", o->duration_s, "seconds to run (default: until Ctrl-C)");
     cmd->add_option("--capture", o->capture, "write every frame received and sent to this pcapng file");
     cmd->add_option("--ping", o->ping, "IPv4 address to send ICMP echo requests to");
@@ -36,7 +43,14 @@ void add_host_command(CLI::App& app, int& status) {
     cmd->add_option("-s,--size", o->size, "ICMP payload bytes, 0-64")->capture_default_str();
     cmd->add_flag("--busy-poll", o->busy_poll, "never sleep when idle (lowest latency, one core at 100%)");
     cmd->add_option("eal", o->eal_args, "EAL arguments, after --");
-    cmd->callback([o, &status] { status = dpdk::run_host(*o); });
+    cmd->callback([opts, &status] {
+        if (const std::string e = make_rx_pfc(opts->rx, opts->run.pfc_rx); !e.empty()) {
+            fmt::print(stderr, "rocemu host: {}\n", e);
+            status = 2;
+            return;
+        }
+        status = dpdk::run_host(opts->run);
+    });
 }
 
 }  // namespace rocemu::cli

@@ -9,14 +9,70 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cc/config.hpp"
 #include "dataplane/dpdk/nic_profile.hpp"
+#include "dataplane/dpdk/rx_pfc.hpp"
 #include "dataplane/transport/types.hpp"
 #include "verbs/verbs.hpp"
 
 namespace rocemu::cli {
+
+// PFC from the receive backlog and the slow-receiver lab knob, which every
+// command that runs a NIC takes (`rocemu host` too, without RDMA).
+struct RxPfcCliOptions {
+    uint32_t xoff = 0;
+    int64_t xon = -1;              // -1: half of XOFF
+    int64_t pause_quanta = -1;     // -1: 0xFFFF
+    int64_t refresh_percent = -1;  // -1: 50
+    uint64_t rx_max_pps = 0;
+};
+
+// The receive backlog the loop holds (Nic::kRxBacklog); XOFF must fit in it.
+inline constexpr uint32_t kMaxPfcRxXoff = 4096;
+
+// Registers the receive-side PFC options; `o` must live as long as `cmd` does.
+inline void add_rx_pfc_options(CLI::App* cmd, RxPfcCliOptions& o) {
+    cmd->add_option("--pfc-rx-xoff", o.xoff,
+                    fmt::format("send PFC XOFF on the RoCE priority when this many received frames wait "
+                                "(1-{}; default: never)", kMaxPfcRxXoff));
+    cmd->add_option("--pfc-rx-xon", o.xon, "send PFC XON when the backlog falls below this (default: XOFF/2)");
+    cmd->add_option("--pfc-pause-quanta", o.pause_quanta,
+                    "pause time of each XOFF in quanta of 512 bit times at the port speed, 1-65535 (default: 65535)");
+    cmd->add_option("--pfc-refresh-percent", o.refresh_percent,
+                    "send XOFF again after this share of its pause time while the backlog stays, 1-99 (default: 50)");
+    cmd->add_option("--rx-max-pps", o.rx_max_pps,
+                    "lab: handle at most this many received frames per second (a slow NIC; see --pfc-rx-xoff)");
+}
+
+// Checks the receive-side PFC options and writes them into `c` (its
+// priority and port speed are left as they are). Returns the error, or "".
+inline std::string make_rx_pfc(const RxPfcCliOptions& o, dpdk::RxPfcConfig& c) {
+    if (!o.xoff) {
+        for (const auto& [name, v] : {std::pair{"--pfc-rx-xon", o.xon}, std::pair{"--pfc-pause-quanta", o.pause_quanta},
+                                      std::pair{"--pfc-refresh-percent", o.refresh_percent}})
+            if (v >= 0) return fmt::format("{} needs --pfc-rx-xoff", name);
+    }
+    if (o.xoff > kMaxPfcRxXoff)
+        return fmt::format("--pfc-rx-xoff {} is out of range; allowed [1, {}] frames", o.xoff, kMaxPfcRxXoff);
+    const int64_t xon = o.xon >= 0 ? o.xon : o.xoff / 2;
+    if (o.xoff && xon >= o.xoff)
+        return fmt::format("--pfc-rx-xon {} is out of range; allowed [0, {}] (below --pfc-rx-xoff {})", xon,
+                           o.xoff - 1, o.xoff);
+    if (o.pause_quanta >= 0 && (o.pause_quanta < 1 || o.pause_quanta > 0xFFFF))
+        return fmt::format("--pfc-pause-quanta {} is out of range; allowed [1, 65535] (0 would be XON)",
+                           o.pause_quanta);
+    if (o.refresh_percent >= 0 && (o.refresh_percent < 1 || o.refresh_percent > 99))
+        return fmt::format("--pfc-refresh-percent {} is out of range; allowed [1, 99] (a refresh must come before "
+                           "the pause runs out)", o.refresh_percent);
+    c.xoff = o.xoff;
+    c.xon = static_cast<uint32_t>(xon);
+    if (o.pause_quanta >= 0) c.pause_quanta = static_cast<uint16_t>(o.pause_quanta);
+    if (o.refresh_percent >= 0) c.refresh_percent = static_cast<uint32_t>(o.refresh_percent);
+    return {};
+}
 
 struct NicCliOptions {
     std::string port;
@@ -32,15 +88,10 @@ struct NicCliOptions {
     std::string cc_preset;    // a compiled-in preset (configs/nic/NAME.yaml)
     std::string nic_profile;  // a YAML or mlxconfig file (configs/nic/README.md)
     bool no_cnp = false;
-    uint32_t pfc_rx_xoff = 0;
-    int64_t pfc_rx_xon = -1;  // -1: half of XOFF
+    RxPfcCliOptions rx;
     uint32_t mark_ce_every = 0;
-    uint64_t rx_max_pps = 0;
     dpdk::NicProfile profile;
 };
-
-// The receive backlog the loop holds (Nic::kRxBacklog); XOFF must fit in it.
-inline constexpr uint32_t kMaxPfcRxXoff = 4096;
 
 // Registers the NIC profile's options (also for commands that take the port
 // their own way); `o` must live as long as `cmd` does.
@@ -58,14 +109,9 @@ inline void add_nic_profile_options(CLI::App* cmd, NicCliOptions& o) {
                                  "name the base)");
     preset->excludes(file);
     cmd->add_flag("--no-cnp", o.no_cnp, "send no CNPs for CE-marked packets (for peers that drop them, e.g. Linux rxe)");
-    cmd->add_option("--pfc-rx-xoff", o.pfc_rx_xoff,
-                    fmt::format("send PFC XOFF on the RoCE priority when this many received frames wait "
-                                "(1-{}; default: never)", kMaxPfcRxXoff));
-    cmd->add_option("--pfc-rx-xon", o.pfc_rx_xon, "send PFC XON when the backlog falls below this (default: XOFF/2)");
+    add_rx_pfc_options(cmd, o.rx);
     cmd->add_option("--mark-ce-every", o.mark_ce_every,
                     "lab: mark every Nth ECN-capable RoCEv2 frame received as CE, as a congested switch would");
-    cmd->add_option("--rx-max-pps", o.rx_max_pps,
-                    "lab: handle at most this many received frames per second (a slow NIC; see --pfc-rx-xoff)");
 }
 
 // Builds o.profile from the profile options. Returns the error, or "".
@@ -82,17 +128,14 @@ inline std::string make_nic_profile(NicCliOptions& o) {
     }
     if (!o.cc.empty()) p.cc.algorithm = o.cc == "none" ? cc::CcAlgorithm::kNone : cc::CcAlgorithm::kDcqcn;
     p.send_cnp = !o.no_cnp;
-    if (o.pfc_rx_xon >= 0 && !o.pfc_rx_xoff) return "--pfc-rx-xon needs --pfc-rx-xoff";
-    if (o.pfc_rx_xoff > kMaxPfcRxXoff)
-        return fmt::format("--pfc-rx-xoff {} is out of range; allowed [1, {}] frames", o.pfc_rx_xoff, kMaxPfcRxXoff);
-    const int64_t xon = o.pfc_rx_xon >= 0 ? o.pfc_rx_xon : o.pfc_rx_xoff / 2;
-    if (o.pfc_rx_xoff && xon >= o.pfc_rx_xoff)
-        return fmt::format("--pfc-rx-xon {} is out of range; allowed [0, {}] (below --pfc-rx-xoff {})", xon,
-                           o.pfc_rx_xoff - 1, o.pfc_rx_xoff);
-    p.pfc_rx_xoff = o.pfc_rx_xoff;
-    p.pfc_rx_xon = static_cast<uint32_t>(xon);
+    dpdk::RxPfcConfig pfc;
+    if (std::string e = make_rx_pfc(o.rx, pfc); !e.empty()) return e;
+    p.pfc_rx_xoff = pfc.xoff;
+    p.pfc_rx_xon = pfc.xon;
+    p.pfc_pause_quanta = pfc.pause_quanta;
+    p.pfc_refresh_percent = pfc.refresh_percent;
     p.mark_ce_every = o.mark_ce_every;
-    p.rx_max_pps = o.rx_max_pps;
+    p.rx_max_pps = o.rx.rx_max_pps;
     o.profile = p;
     return {};
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/dpdk/roce_nic.hpp"
 #include "tools/rocemu/nic_cli.hpp"
 
 namespace rocemu::cli {
@@ -91,6 +92,52 @@ TEST(NicCli, BadValuesAreRefusedWithWhatIsAllowed) {
               "--pfc-rx-xon 16 is out of range; allowed [0, 15] (below --pfc-rx-xoff 16)");
     EXPECT_EQ(parse({"--pfc-rx-xoff", "5000"}, e), "--pfc-rx-xoff 5000 is out of range; allowed [1, 4096] frames");
     EXPECT_EQ(parse({"--pfc-rx-xon", "4"}, f), "--pfc-rx-xon needs --pfc-rx-xoff");
+    NicCliOptions g, h, i, j, k;
+    EXPECT_EQ(parse({"--pfc-rx-xoff", "16", "--pfc-pause-quanta", "0"}, g),
+              "--pfc-pause-quanta 0 is out of range; allowed [1, 65535] (0 would be XON)");
+    EXPECT_EQ(parse({"--pfc-rx-xoff", "16", "--pfc-pause-quanta", "65536"}, h),
+              "--pfc-pause-quanta 65536 is out of range; allowed [1, 65535] (0 would be XON)");
+    EXPECT_EQ(parse({"--pfc-rx-xoff", "16", "--pfc-refresh-percent", "100"}, i),
+              "--pfc-refresh-percent 100 is out of range; allowed [1, 99] (a refresh must come before the pause "
+              "runs out)");
+    EXPECT_EQ(parse({"--pfc-pause-quanta", "100"}, j), "--pfc-pause-quanta needs --pfc-rx-xoff");
+    EXPECT_EQ(parse({"--pfc-refresh-percent", "20"}, k), "--pfc-refresh-percent needs --pfc-rx-xoff");
+}
+
+TEST(NicCli, PauseQuantaAndRefreshReachTheLoopsConfigAndDefaultToTheLongestPauseAtHalf) {
+    NicCliOptions d;
+    ASSERT_EQ(parse({"--pfc-rx-xoff", "64"}, d), "");
+    EXPECT_EQ(d.profile.pfc_pause_quanta, 0xFFFF);
+    EXPECT_EQ(d.profile.pfc_refresh_percent, 50u);
+    NicCliOptions o;
+    ASSERT_EQ(parse({"--pfc-rx-xoff", "64", "--pfc-pause-quanta", "1000", "--pfc-refresh-percent", "25"}, o), "");
+    const dpdk::NicConfig nc = dpdk::nic_config(o.profile);
+    EXPECT_EQ(nc.pfc_rx.xoff, 64u);
+    EXPECT_EQ(nc.pfc_rx.xon, 32u);
+    EXPECT_EQ(nc.pfc_rx.pause_quanta, 1000);
+    EXPECT_EQ(nc.pfc_rx.refresh_percent, 25u);
+    EXPECT_EQ(nc.pfc_rx.priority, o.profile.pfc_priority);
+}
+
+// `rocemu host` registers the same receive-side options (add_rx_pfc_options)
+// without the RDMA ones, and they check the same way.
+TEST(NicCli, TheHostCommandsPfcOptionsAreTheSameOptions) {
+    CLI::App app("host");
+    RxPfcCliOptions o;
+    add_rx_pfc_options(&app, o);
+    EXPECT_EQ(app.get_option_no_throw("--cc"), nullptr);
+    const std::vector<const char*> argv{"host", "--pfc-rx-xoff", "8", "--pfc-rx-xon", "2", "--pfc-pause-quanta", "300",
+                                        "--pfc-refresh-percent", "10", "--rx-max-pps", "500"};
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    dpdk::RxPfcConfig c;
+    ASSERT_EQ(make_rx_pfc(o, c), "");
+    EXPECT_EQ(c.xoff, 8u);
+    EXPECT_EQ(c.xon, 2u);
+    EXPECT_EQ(c.pause_quanta, 300);
+    EXPECT_EQ(c.refresh_percent, 10u);
+    EXPECT_EQ(o.rx_max_pps, 500u);
+    o.pause_quanta = 0;
+    EXPECT_EQ(make_rx_pfc(o, c), "--pfc-pause-quanta 0 is out of range; allowed [1, 65535] (0 would be XON)");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <rte_ring.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <vector>
@@ -64,11 +65,13 @@ host::HostConfig host_config(const wire::MacAddr& mac, uint32_t ip) {
 // Two ports whose TX ring is the other's RX ring.
 struct RingPair {
     std::unique_ptr<Port> a, b;
+    rte_ring* ab = nullptr;  // A's TX, B's RX
+    rte_ring* ba = nullptr;
     explicit RingPair(unsigned ring_size = 1024) {
         static int serial = 0;
         const int s = serial++;
-        rte_ring* ab = rte_ring_create(("ab" + std::to_string(s)).c_str(), ring_size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        rte_ring* ba = rte_ring_create(("ba" + std::to_string(s)).c_str(), ring_size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        ab = rte_ring_create(("ab" + std::to_string(s)).c_str(), ring_size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        ba = rte_ring_create(("ba" + std::to_string(s)).c_str(), ring_size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
         EXPECT_TRUE(ab && ba);
         const int pa = rte_eth_from_rings(("ringa" + std::to_string(s)).c_str(), &ba, 1, &ab, 1, SOCKET_ID_ANY);
         const int pb = rte_eth_from_rings(("ringb" + std::to_string(s)).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY);
@@ -131,6 +134,23 @@ TEST(DpdkNicRing, TwoNicsResolveEachOtherAndPing) {
     EXPECT_EQ(a.board().value("rx_packets"), 6u);
 }
 
+// Frames of the IEEE local experimental EtherType 0x88B5 from `src` to `dst`,
+// numbered from 0: the receiving host stack counts and drops them.
+std::vector<std::vector<uint8_t>> numbered_frames(const wire::MacAddr& src, const wire::MacAddr& dst, uint16_t n) {
+    std::vector<std::vector<uint8_t>> out;
+    for (uint16_t i = 0; i < n; ++i) {
+        std::vector<uint8_t> f(60, 0);
+        std::copy(dst.b.begin(), dst.b.end(), f.begin());
+        std::copy(src.b.begin(), src.b.end(), f.begin() + 6);
+        f[12] = 0x88;
+        f[13] = 0xB5;
+        f[14] = static_cast<uint8_t>(i >> 8);
+        f[15] = static_cast<uint8_t>(i);
+        out.push_back(std::move(f));
+    }
+    return out;
+}
+
 // A NIC whose TX queue is full keeps the frames the queue refused, pulls no
 // more, and sends them all once the peer drains the queue; none is dropped.
 TEST(DpdkNicRing, AFullTxQueueHoldsFramesUntilThePeerDrainsIt) {
@@ -141,16 +161,7 @@ TEST(DpdkNicRing, AFullTxQueueHoldsFramesUntilThePeerDrainsIt) {
     Recorder ua, ub;
     Nic<Recorder> a(*ports.a, ha, ua, clock), b(*ports.b, hb, ub, clock);
     constexpr uint16_t kFrames = 200;
-    for (uint16_t i = 0; i < kFrames; ++i) {
-        std::vector<uint8_t> f(60, 0);
-        std::copy(kMacB.b.begin(), kMacB.b.end(), f.begin());
-        std::copy(kMacA.b.begin(), kMacA.b.end(), f.begin() + 6);
-        f[12] = 0x88;  // the IEEE local experimental EtherType 0x88B5: B counts and drops it
-        f[13] = 0xB5;
-        f[14] = static_cast<uint8_t>(i >> 8);
-        f[15] = static_cast<uint8_t>(i);
-        ua.to_send.push_back(std::move(f));
-    }
+    ua.to_send = numbered_frames(kMacA, kMacB, kFrames);
     for (int turn = 0; turn < 20; ++turn) a.poll();  // B does not read: the ring fills
     EXPECT_EQ(a.stats()[PortStat::TxPackets], 63u);
     EXPECT_EQ(a.stats()[PortStat::DropTxFull], 0u);
@@ -159,6 +170,60 @@ TEST(DpdkNicRing, AFullTxQueueHoldsFramesUntilThePeerDrainsIt) {
     EXPECT_EQ(a.stats()[PortStat::TxPackets], kFrames);
     EXPECT_EQ(a.stats()[PortStat::DropTxFull], 0u);
     EXPECT_EQ(hb.counters().drop(host::HostDrop::UnsupportedEthertype), kFrames);
+}
+
+// A NIC whose TX queue is full holds its refused frames; when its receive
+// backlog then calls for a pause, the PFC frame does not queue behind them:
+// it is the first frame the PMD takes once the queue has room, with the
+// configured pause quanta.
+TEST(DpdkNicRing, PfcGoesOutAheadOfFramesAFullTxQueueHolds) {
+    RingPair ports(64);  // 63 frames fit in the ring
+    ASSERT_TRUE(ports.a && ports.b);
+    const TscClock clock = TscClock::starting_now();
+    host::HostStack ha(host_config(kMacA, kIpA));
+    Recorder ua;
+    NicConfig slow;
+    slow.pfc_rx.xoff = 2;
+    slow.pfc_rx.xon = 1;
+    slow.pfc_rx.pause_quanta = 1234;
+    slow.rx_max_pps = 1;  // A handles nothing for a second: what B sends waits in A's backlog
+    Nic<Recorder> a(*ports.a, ha, ua, clock, nullptr, slow);
+    constexpr auto kXoffPrio3 = static_cast<PortStat>(static_cast<int>(PortStat::TxPfcXoffPrio0) + 3);
+    ua.to_send = numbered_frames(kMacA, kMacB, 200);
+    for (int turn = 0; turn < 20; ++turn) a.poll();  // B does not read: the ring fills, A holds the rest
+    ASSERT_EQ(a.stats()[PortStat::TxPackets], 63u);
+    ASSERT_EQ(a.stats()[kXoffPrio3], 0u);
+
+    // Frames for A straight into its RX ring: B's loop would read A's full ring.
+    for (const std::vector<uint8_t>& f : numbered_frames(kMacB, kMacA, 8)) {
+        rte_mbuf* in = rte_pktmbuf_alloc(ports.b->pool());
+        ASSERT_NE(in, nullptr);
+        std::memcpy(rte_pktmbuf_append(in, static_cast<uint16_t>(f.size())), f.data(), f.size());
+        ASSERT_EQ(rte_ring_enqueue(ports.ba, in), 0);
+    }
+    a.poll();  // the backlog reaches XOFF: the pause waits, as the queue is still full
+    ASSERT_GE(a.rx_backlog(), slow.pfc_rx.xoff);
+    ASSERT_TRUE(a.rx_pfc().pausing());
+    EXPECT_EQ(a.stats()[PortStat::DropTxFull], 0u) << "the pause is not dropped for want of room";
+    EXPECT_EQ(a.stats()[kXoffPrio3], 0u) << "counted when the PMD takes it";
+
+    rte_mbuf* m[64];
+    const unsigned drained = rte_ring_dequeue_burst(ports.ab, reinterpret_cast<void**>(m), 64, nullptr);
+    EXPECT_EQ(drained, 63u);
+    rte_pktmbuf_free_bulk(m, drained);
+    a.poll();
+    const unsigned got = rte_ring_dequeue_burst(ports.ab, reinterpret_cast<void**>(m), 64, nullptr);
+    ASSERT_GE(got, 2u);
+    wire::Pfc pfc;
+    EXPECT_TRUE(wire::parse_pfc(std::span(rte_pktmbuf_mtod(m[0], const uint8_t*), rte_pktmbuf_data_len(m[0])), pfc))
+        << "the first frame after the drain is the pause";
+    EXPECT_EQ(pfc.class_enable, 1u << 3);
+    EXPECT_EQ(pfc.quanta[3], 1234);
+    const uint8_t* next = rte_pktmbuf_mtod(m[1], const uint8_t*);
+    EXPECT_EQ(next[14] << 8 | next[15], 63) << "then the held frames, in order";
+    rte_pktmbuf_free_bulk(m, got);
+    EXPECT_EQ(a.stats()[kXoffPrio3], 1u);
+    EXPECT_EQ(a.stats()[PortStat::DropTxFull], 0u);
 }
 
 TEST(DpdkNicRing, RoceFramesBuiltFromAResolvedPathReachThePeersTransport) {

@@ -38,6 +38,30 @@ TEST(RxPfc, XoffAtThresholdRefreshedAtHalfThePauseXonBelowLowMark) {
     EXPECT_EQ(p.on_backlog(64, Nanos{400001}), Send::Xoff);
 }
 
+// A shorter pause is refreshed at its own share, still before the peer's pause runs out.
+TEST(RxPfc, ConfiguredQuantaAreSentAndRefreshedAtTheConfiguredShareOfTheirTime) {
+    RxPfcConfig c;
+    c.xoff = 4;
+    c.xon = 1;
+    c.port_speed = BitsPerSec::gbps(100);
+    c.pause_quanta = 1000;  // 1000 x 512 bits at 100 Gbit/s = 5120 ns
+    c.refresh_percent = 25;
+    RxPfc p(c);
+    EXPECT_EQ(p.refresh_interval(), Nanos{1280});
+    ASSERT_EQ(p.on_backlog(4, Nanos{0}), Send::Xoff);
+    EXPECT_EQ(p.on_backlog(9, Nanos{1279}), Send::None);
+    EXPECT_EQ(p.on_backlog(9, Nanos{1280}), Send::Xoff);
+    std::array<uint8_t, 64> f{};
+    ASSERT_EQ(p.encode(Send::Xoff, wire::MacAddr{}, f), wire::kPfcFrameLen);
+    wire::Pfc pfc;
+    ASSERT_TRUE(wire::parse_pfc(std::span(f.data(), wire::kPfcFrameLen), pfc));
+    EXPECT_EQ(pfc.quanta[3], 1000);
+    wire::PfcPauseState peer;
+    peer.on_pfc(pfc, Nanos{1280}, c.port_speed);
+    EXPECT_TRUE(peer.paused(3, Nanos{1280} + p.refresh_interval())) << "the next refresh comes inside the pause";
+    EXPECT_FALSE(peer.paused(3, Nanos{1280 + 5121}));
+}
+
 TEST(RxPfc, FramesDecodeAs8021QbbAndPauseThePeerForTheirQuanta) {
     RxPfcConfig c;
     c.xoff = 1;
