@@ -38,7 +38,7 @@ up() { ip -n "$1" link set "$2" mtu 9000 up && ip netns exec "$1" sysctl -qw "ne
 idx=(1100 1101 2200)
 i=0
 for c in h0-left h1-left h2-right; do
-  ip link add "n$c" netns "$NH" type veth peer name "s$c" netns "$NS" index "${idx[$i]}" || fail "cannot make a veth pair"
+  ip link add "s$c" netns "$NS" index "${idx[$i]}" type veth peer name "n$c" netns "$NH" || fail "cannot make a veth pair"
   up "$NH" "n$c" && up "$NS" "s$c" || fail "cannot bring up the $c veths"
   i=$((i + 1))
 done
