@@ -7,10 +7,6 @@
 #include <cstring>
 #include <span>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "dataplane/wire/bytes.hpp"
 #include "dataplane/wire/crc32.hpp"
 #include "dataplane/wire/icrc.hpp"
@@ -64,40 +60,15 @@ private:
     uint32_t state_ = 0;
 };
 
-#if defined(__x86_64__)
-// One cache line from `s` to `d` with streaming stores, which bypass the
-// cache (and need `d` 16-byte aligned).
-inline void stream_line(uint8_t* d, const uint8_t* s) {
-    __m128i v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * k));
-    for (int k = 0; k < 4; ++k) _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16 * k), v[k]);
-}
-#endif
-
 // Copies received payload into host memory. Large copies use streaming
 // stores: the destination is usually not in cache (a NIC's DMA does not
 // read it first), and reading it for ownership would double the memory
 // traffic. A store fence ends them, so whoever sees the completion that
 // follows sees the data.
 inline void place(void* dst, const void* src, size_t n) {
-#if defined(__x86_64__)
     constexpr size_t kStreamFrom = 1024;
-    if (n >= kStreamFrom) {
-        auto* d = static_cast<uint8_t*>(dst);
-        auto* s = static_cast<const uint8_t*>(src);
-        const size_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
-        std::memcpy(d, s, head);
-        d += head;
-        s += head;
-        n -= head;
-        size_t i = 0;
-        for (; i + 64 <= n; i += 64) stream_line(d + i, s + i);
-        std::memcpy(d + i, s + i, n - i);
-        _mm_sfence();
-        return;
-    }
-#endif
-    std::memcpy(dst, src, n);
+    if (n >= kStreamFrom) wire::stream_copy(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
+    else std::memcpy(dst, src, n);
 }
 
 }  // namespace rocemu::transport

@@ -2,6 +2,7 @@
 
 #include <isa-l/crc.h>
 
+#include <algorithm>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -144,6 +145,44 @@ uint32_t copy_crc(uint32_t state, uint8_t* dst, const uint8_t* src, size_t n, co
 }
 
 }  // namespace
+
+#if defined(__x86_64__)
+namespace {
+// n is a multiple of 64; d is 64-byte aligned.
+ROCEMU_CLMUL512 void stream_lines512(uint8_t* d, const uint8_t* s, size_t n) {
+    for (size_t i = 0; i < n; i += 64) take<true>(d + i, s + i);
+}
+
+// n is a multiple of 64; d is 16-byte aligned.
+void stream_lines128(uint8_t* d, const uint8_t* s, size_t n) {
+    for (size_t i = 0; i < n; i += 64) {
+        const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+        const __m128i v1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+        const __m128i v2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+        const __m128i v3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+        _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), v0);
+        _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), v1);
+        _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), v2);
+        _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), v3);
+    }
+}
+}  // namespace
+#endif
+
+void stream_copy(uint8_t* dst, const uint8_t* src, size_t n) {
+#if defined(__x86_64__)
+    const uintptr_t align = kClmul512 ? 64 : 16;
+    const size_t head = std::min(n, (0 - reinterpret_cast<uintptr_t>(dst)) & (align - 1));
+    const size_t body = (n - head) & ~size_t{63};
+    std::memcpy(dst, src, head);
+    if (kClmul512) stream_lines512(dst + head, src + head, body);
+    else stream_lines128(dst + head, src + head, body);
+    std::memcpy(dst + head + body, src + head + body, n - head - body);
+    _mm_sfence();
+#else
+    std::memcpy(dst, src, n);
+#endif
+}
 
 uint32_t crc32_copy(uint32_t state, uint8_t* dst, const uint8_t* src, size_t n, const uint8_t* src_end) {
     return copy_crc<false>(state, dst, src, n, src_end);

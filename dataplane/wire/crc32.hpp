@@ -25,4 +25,9 @@ uint32_t crc32_copy(uint32_t state, uint8_t* dst, const uint8_t* src, size_t n, 
 // ends them.
 uint32_t crc32_place(uint32_t state, uint8_t* dst, const uint8_t* src, size_t n);
 
+// crc32_place's copy without the CRC, for payload already checked: whole
+// destination lines take streaming stores (512-bit with AVX-512, else
+// 128-bit), the ragged ends plain ones; a store fence ends them.
+void stream_copy(uint8_t* dst, const uint8_t* src, size_t n);
+
 }  // namespace rocemu::wire

@@ -1,7 +1,8 @@
 // The fused copy+CRC paths against a bit-at-a-time CRC-32, over every length
 // around the thresholds and line boundaries, odd source and destination
 // offsets and arbitrary states: the vector folding must give the same state
-// as the definition, and the copies must write exactly the destination span.
+// as the definition, and the copies (and stream_copy's) must write exactly
+// the destination span.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -43,6 +44,12 @@ protected:
             for (size_t i = 0; i < doff; ++i) ASSERT_EQ(dst[i], 0xA5) << "wrote before the destination";
             for (size_t i = doff + n; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xA5) << "wrote past the destination";
         }
+        // stream_copy: the same copy without the CRC.
+        std::vector<uint8_t> dst(n + doff + 64, 0xA5);
+        stream_copy(dst.data() + doff, s, n);
+        ASSERT_TRUE(std::equal(s, s + n, dst.begin() + doff)) << "stream_copy n " << n << " doff " << doff;
+        for (size_t i = 0; i < doff; ++i) ASSERT_EQ(dst[i], 0xA5) << "stream_copy wrote before the destination";
+        for (size_t i = doff + n; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xA5) << "stream_copy wrote past the destination";
     }
 
     std::mt19937 rng{7};
