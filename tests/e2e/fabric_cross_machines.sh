@@ -93,7 +93,7 @@ tx=$(ip netns exec "$NH" cat /sys/class/net/nh0-left/statistics/tx_bytes)
 eval timeout 60 ip netns exec "$NH" "${HOSTS/--scale 75 /--scale 150 }" $EAL >"$D/scale.txt" 2>&1
 rc=$?
 [ $rc -eq 2 ] || { cat "$D/scale.txt"; fail "a hosts node at another scale: exit status $rc"; }
-grep -q "switch node left at 10.77.0.1:7700 answers as switch node left of fabric dumbbell-2to1 topology [0-9a-f]* scale 75 seed 1; this node runs fabric dumbbell-2to1 topology [0-9a-f]* scale 150 seed 1" \
+grep -q "rocemu fabric node --hosts: switch node left at 10.77.0.1:7700 answers as switch node left of fabric dumbbell-2to1 topology [0-9a-f]* scale 75 seed 1; this node runs fabric dumbbell-2to1 topology [0-9a-f]* scale 150 seed 1" \
   "$D/scale.txt" || { cat "$D/scale.txt"; fail "no clear message for another scale"; }
 
 kill -TERM "${pids[@]}"
@@ -111,7 +111,7 @@ wrong_control() {
     >"$D/wrong.txt" 2>&1
   local rc=$?
   [ $rc -eq 2 ] || { cat "$D/wrong.txt"; fail "control address $addr: exit status $rc (124: it hung)"; }
-  grep -qE "after 3 s still waiting for switch node left at $addr \($why" "$D/wrong.txt" ||
+  grep -qE "rocemu fabric node --hosts: after 3 s still waiting for switch node left at $addr \($why" "$D/wrong.txt" ||
     { cat "$D/wrong.txt"; fail "no clear message for control address $addr"; }
   grep "still waiting" "$D/wrong.txt"
 }

@@ -202,13 +202,13 @@ live::LiveOptions live_options(const FabricArgs& a, const LiveCliArgs& l) {
 // Prints the table, the notes and the report folder; the exit status. The
 // fabric is gone by now: the EAL is closed so that its per-pid runtime
 // folder does not pile up in /var/run/dpdk.
-int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a) {
+int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a, const char* me) {
     dpdk::Eal::cleanup();
     fmt::print(stderr, "\r{:<110}\r", "");
     if (!r.rows.empty()) fmt::print("{}", live::format_live_sweep(p, r));
     for (const std::string& n : r.notes) fmt::print("  {}\n", n);
     if (!r.error.empty()) {
-        fmt::print(stderr, "rocemu fabric run --live: {}\n", r.error);
+        fmt::print(stderr, "{}: {}\n", me, r.error);
         return 2;
     }
     if (!r.files.empty())
@@ -320,7 +320,7 @@ int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& s
     } catch (const std::exception& e) {
         r.error = e.what();
     }
-    return report_live(p, r, a);
+    return report_live(p, r, a, "rocemu fabric run --live");
 }
 
 // `fabric node --hosts`: the NICs, the workload and the report.
@@ -334,7 +334,7 @@ int run_hosts_node_cli(const FabricConfig& cfg, Pattern p, const std::vector<Byt
     } catch (const std::exception& e) {
         r.error = e.what();
     }
-    return report_live(p, r, a);
+    return report_live(p, r, a, "rocemu fabric node --hosts");
 }
 #endif
 

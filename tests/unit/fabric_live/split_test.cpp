@@ -139,12 +139,20 @@ TEST(FabricLiveSplit, EthdevBudgets) {
 TEST(FabricLiveSplit, SnapshotsRoundTripAndTruncatedOnesAreRejected) {
     SwitchSnapshot s;
     s.at_ns = 123456789012;
+    s.node = "leaf0";
+    s.fabric = "default topology 0123456789abcdef scale 4 seed 1";
+    s.ready = true;
     s.rows = {"leaf0,Ethernet0,tx_pfc_frames,7", "leaf0,Ethernet4,drop_ttl_expired,2"};
     const std::string text = format_snapshot(s);
     const auto back = parse_snapshot(text);
     ASSERT_TRUE(back);
     EXPECT_EQ(back->at_ns, s.at_ns);
+    EXPECT_EQ(back->node, s.node);
+    EXPECT_EQ(back->fabric, s.fabric);
+    EXPECT_TRUE(back->ready);
     EXPECT_EQ(back->rows, s.rows);
+    s.ready = false;
+    EXPECT_FALSE(parse_snapshot(format_snapshot(s))->ready);
     EXPECT_FALSE(parse_snapshot(text.substr(0, text.size() - 1)));
     EXPECT_FALSE(parse_snapshot("leaf0,Ethernet0,ecn_marks,1\n"));
     EXPECT_FALSE(parse_snapshot("# at_ns x\n"));
@@ -166,6 +174,65 @@ TEST(FabricLiveSplit, HeadroomCoversAMemifRingAndTheRuntimesTxBuffer) {
     const Topology t = embedded("default");
     const Topology s = scale_topology(t, 200, split_headroom_frames());
     EXPECT_EQ(s.switches[0].cfg.pg_lossless.xoff.v, uint64_t{t.cfg.nic.mtu + 18u} * split_headroom_frames());
+}
+
+}  // namespace
+}  // namespace rocemu::fabric::live
+
+namespace rocemu::fabric::live {
+namespace {
+
+TEST(FabricLiveSplit, TheFabricIdentityChangesWithTheTopologyTheScaleAndTheSeed) {
+    const Topology t = embedded("incast");
+    const std::string id = fabric_identity(t, 225, 1);
+    EXPECT_EQ(id.rfind("incast topology ", 0), 0u) << id;
+    EXPECT_NE(id.find(" scale 225 seed 1"), std::string::npos) << id;
+    EXPECT_EQ(fabric_identity(embedded("incast"), 225, 1), id);
+    EXPECT_NE(fabric_identity(t, 100, 1), id);
+    EXPECT_NE(fabric_identity(t, 225, 2), id);
+    Topology slower = t;
+    slower.links.back().cls.speed = BitsPerSec::gbps(40);
+    EXPECT_NE(fabric_identity(slower, 225, 1), id);
+    Topology renamed = t;
+    renamed.switches[0].cfg.ports[0].name = "Ethernet99";
+    EXPECT_NE(fabric_identity(renamed, 225, 1), id);
+}
+
+TEST(FabricLiveSplit, MachinesPlaceEveryNodeOnce) {
+    const Topology t = embedded("incast");  // hosts, left, right
+    const auto on = parse_machines(t, {"a=left,right", "b=hosts"});
+    EXPECT_EQ(on.at("left"), "a");
+    EXPECT_EQ(on.at("right"), "a");
+    EXPECT_EQ(on.at("hosts"), "b");
+    EXPECT_EQ(nodes_elsewhere(on, "hosts"), (std::vector<std::string>{"left", "right"}));
+    EXPECT_EQ(nodes_elsewhere(on, "left"), (std::vector<std::string>{"hosts"}));
+    EXPECT_TRUE(parse_machines(t, {}).empty());
+    EXPECT_TRUE(nodes_elsewhere({}, "hosts").empty());
+    EXPECT_THROW(parse_machines(t, {"a=left", "b=hosts"}), std::invalid_argument);           // right on none
+    EXPECT_THROW(parse_machines(t, {"a=left,right", "b=hosts,left"}), std::invalid_argument);  // left twice
+    EXPECT_THROW(parse_machines(t, {"a=left,right,spine9", "b=hosts"}), std::invalid_argument);
+    EXPECT_THROW(parse_machines(t, {"left,right,hosts"}), std::invalid_argument);
+}
+
+TEST(FabricLiveSplit, ACableToAnotherMachineNeedsAPortOverride) {
+    const Topology t = embedded("incast");
+    const auto on = parse_machines(t, {"a=left", "b=hosts,right"});
+    // Every NIC cable of left joins it to hosts on machine b; left-right joins it to right there too.
+    const auto left_why = cables_without_port(t, "left", nodes_elsewhere(on, "left"), {});
+    EXPECT_EQ(left_why.size(), 9u);  // 8 NIC cables and left-right
+    ASSERT_FALSE(left_why.empty());
+    EXPECT_NE(left_why[0].find("cable h0-left joins left to hosts, which runs on another machine: give left --port "
+                               "h0-left=DEVSPEC"),
+              std::string::npos)
+        << left_why[0];
+    // right's only remote peer is left; its NIC cable stays on machine b.
+    const auto right_why = cables_without_port(t, "right", nodes_elsewhere(on, "right"), {});
+    ASSERT_EQ(right_why.size(), 1u);
+    EXPECT_NE(right_why[0].find("cable left-right"), std::string::npos) << right_why[0];
+    EXPECT_TRUE(cables_without_port(t, "right", nodes_elsewhere(on, "right"),
+                                    parse_port_overrides(t, {"left-right=net_af_packet0,iface=eth1"}))
+                    .empty());
+    EXPECT_TRUE(cables_without_port(t, "left", {}, {}).empty());
 }
 
 }  // namespace
