@@ -49,6 +49,7 @@ void add_host_command(CLI::App& app, int& status) {
             status = 2;
             return;
         }
+        opts->run.rx_max_pps = opts->rx.rx_max_pps;
         status = dpdk::run_host(opts->run);
     });
 }
