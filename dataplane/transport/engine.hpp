@@ -189,6 +189,7 @@ private:
     void resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos now, Effects& fx);
     void resp_duplicate(Qp& qp, const wire::RocePacket& p);
     void resp_nak(Qp& qp, uint8_t syndrome, Psn psn, Effects& fx);
+    RespItem* resp_slot(Qp& qp, RespItem::Kind kind);
     bool resp_queue(Qp& qp, const RespItem& it);
     void resp_ack(Qp& qp, Psn psn, const wire::RocePacket& p);
     bool resp_build(Qp& qp, TxFrame& f);

@@ -44,32 +44,42 @@ bool direct_offset(const Qp& qp, const wire::RocePacket& p, uint64_t& off) {
 
 }  // namespace
 
-bool Engine::resp_queue(Qp& qp, const RespItem& it) {
-    if (it.kind == RespItem::Kind::Ack && qp.out_size() > 0 && (cfg_.coalesce_acks || qp.spraying())) {
+// The slot a queued response of `kind` goes to: an ACK replaces an ACK
+// that has not left yet when coalescing; nullptr when the queue is full.
+RespItem* Engine::resp_slot(Qp& qp, RespItem::Kind kind) {
+    if (kind == RespItem::Kind::Ack && qp.out_size() > 0 && (cfg_.coalesce_acks || qp.spraying())) {
         RespItem& tail = qp.out_at(qp.out_tail - 1);
         if (tail.kind == RespItem::Kind::Ack) {
-            tail = it;
             ++qp.counters.ack_deferred;
             ++counters_.ack_deferred;
-            return true;
+            return &tail;
         }
     }
-    if (qp.out_size() == qp.out.size()) return false;
-    qp.out_at(qp.out_tail++) = it;
+    if (qp.out_size() == qp.out.size()) return nullptr;
+    return &qp.out_at(qp.out_tail++);
+}
+
+bool Engine::resp_queue(Qp& qp, const RespItem& it) {
+    RespItem* slot = resp_slot(qp, it.kind);
+    if (slot == nullptr) return false;
+    *slot = it;
     return true;
 }
 
+// Written in its slot: a RespItem built on the stack and copied stalls on
+// store forwarding (the copy's wide loads over the fields' narrow stores).
 void Engine::resp_ack(Qp& qp, Psn psn, const wire::RocePacket& p) {
-    RespItem it;
-    it.kind = RespItem::Kind::Ack;
-    it.syndrome = wire::aeth::kCreditInvalid;
-    it.psn = psn;
-    it.msn = qp.msn;
+    RespItem* it = resp_slot(qp, RespItem::Kind::Ack);
+    if (it == nullptr) return;
+    *it = RespItem{};
+    it->kind = RespItem::Kind::Ack;
+    it->syndrome = wire::aeth::kCreditInvalid;
+    it->psn = psn;
+    it->msn = qp.msn;
     if (qp.spraying()) {
-        it.ce_echo = p.l3.ecn == wire::ecn::kCe;
-        it.sport = p.udp_sport;
+        it->ce_echo = p.l3.ecn == wire::ecn::kCe;
+        it->sport = p.udp_sport;
     }
-    resp_queue(qp, it);
 }
 
 // Queues a NAK. Anything but a sequence error or RNR is fatal for the
