@@ -232,8 +232,9 @@ inline uint64_t fold(const std::array<uint8_t, 16>& a) {
 
 // Hash of the selected 5-tuple fields (plus ingress port if asked), mixed so
 // that consecutive UDP source ports spread evenly over any member count.
-// Inline: every ECMP-routed packet needs it.
-inline uint64_t flow_hash(const PacketDesc& d, uint8_t fields, uint64_t seed) {
+// Inline (forced: left to itself GCC made it a call from the switch core's
+// admission path): every ECMP-routed packet needs it.
+[[gnu::always_inline]] inline uint64_t flow_hash(const PacketDesc& d, uint8_t fields, uint64_t seed) {
     // Fields are folded in with one multiply each; the final avalanche makes
     // every input bit (notably the low bits of the UDP source port) reach
     // the high bits that pick the member.

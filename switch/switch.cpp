@@ -102,12 +102,21 @@ bool Switch::eligible(PortId p, int q, Nanos now) const {
 uint8_t Switch::eligible_mask(PortId p, Nanos now) const {
     const PortHot& ph = hot_[p];
     // A waiting queue neither paused nor in a storm (the usual case) may
-    // send; only the others need their pause deadline and the watchdog.
+    // send; only the others need their pause deadline and the watchdog,
+    // decided as eligible() does.
     const uint8_t held = ph.paused | ph.storms;
     uint8_t m = ph.nonempty & static_cast<uint8_t>(~held);
-    for (unsigned bits = ph.nonempty & held; bits; bits &= bits - 1) {
+    const unsigned waiting_held = ph.nonempty & held;
+    if (!waiting_held) return m;
+    const PortCold& pc = cold_[p];
+    const WdAction action = cfg_.pfc_wd.action;
+    for (unsigned bits = waiting_held; bits; bits &= bits - 1) {
         const int q = std::countr_zero(bits);
-        if (eligible(p, q, now)) m |= static_cast<uint8_t>(1u << q);
+        const uint8_t bit = static_cast<uint8_t>(1u << q);
+        const bool storm = ph.storms & bit;
+        if (storm && action == WdAction::Drop) continue;
+        const bool paused = (ph.paused & bit) && pc.q[q].paused_until > now;
+        if (!paused || (storm && action == WdAction::Forward)) m |= bit;
     }
     return m;
 }
