@@ -99,18 +99,14 @@ bool Switch::eligible(PortId p, int q, Nanos now) const {
     return storm && cfg_.pfc_wd.action == WdAction::Forward;
 }
 
-uint8_t Switch::eligible_mask(PortId p, Nanos now) const {
+uint8_t Switch::eligible_mask_held(PortId p, Nanos now) const {
     const PortHot& ph = hot_[p];
-    // A waiting queue neither paused nor in a storm (the usual case) may
-    // send; only the others need their pause deadline and the watchdog,
-    // decided as eligible() does.
     const uint8_t held = ph.paused | ph.storms;
     uint8_t m = ph.nonempty & static_cast<uint8_t>(~held);
-    const unsigned waiting_held = ph.nonempty & held;
-    if (!waiting_held) return m;
     const PortCold& pc = cold_[p];
     const WdAction action = cfg_.pfc_wd.action;
-    for (unsigned bits = waiting_held; bits; bits &= bits - 1) {
+    // Decided as eligible() does.
+    for (unsigned bits = ph.nonempty & held; bits; bits &= bits - 1) {
         const int q = std::countr_zero(bits);
         const uint8_t bit = static_cast<uint8_t>(1u << q);
         const bool storm = ph.storms & bit;

@@ -199,7 +199,15 @@ private:
         return ((ph.storms >> q) & 1) && cfg_.pfc_wd.action == WdAction::Drop;
     }
     bool eligible(PortId p, int q, Nanos now) const;
-    uint8_t eligible_mask(PortId p, Nanos now) const;
+    // A waiting queue neither paused nor in a storm (the usual case) may
+    // send; only the others need their pause deadline and the watchdog
+    // (out of line, so this stays a few instructions without a frame).
+    uint8_t eligible_mask(PortId p, Nanos now) const {
+        const PortHot& ph = hot_[p];
+        if (!(ph.nonempty & (ph.paused | ph.storms))) return ph.nonempty;
+        return eligible_mask_held(p, now);
+    }
+    uint8_t eligible_mask_held(PortId p, Nanos now) const;
     bool has_eligible(PortId p, Nanos now) const { return eligible_mask(p, now) != 0; }
     int pick_queue(PortId p, Nanos now);
     // What routing decides about a packet, before anything it changes: the
