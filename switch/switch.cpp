@@ -616,34 +616,17 @@ Nanos Switch::compute_next_timer() const {
 PortCounters Switch::port_counters(PortId p) const {
     const PortHot& ph = hot_[p];
     const PortCold& pc = cold_[p];
-    PortCounters c;
-    c.rx_pkts = ph.rx_pkts;
-    c.rx_bytes = ph.rx_bytes;
-    c.tx_pkts = ph.tx_pkts;
-    c.tx_bytes = ph.tx_bytes;
-    c.drops = pc.drops;
-    c.pfc_rx = pc.pfc_rx;
-    c.pfc_tx_xoff = pc.pfc_tx_xoff;
-    c.pfc_tx_xon = pc.pfc_tx_xon;
-    return c;
+    return PortCounters{.rx_pkts = ph.rx_pkts, .rx_bytes = ph.rx_bytes, .tx_pkts = ph.tx_pkts, .tx_bytes = ph.tx_bytes,
+                        .drops = pc.drops, .pfc_rx = pc.pfc_rx, .pfc_tx_xoff = pc.pfc_tx_xoff, .pfc_tx_xon = pc.pfc_tx_xon};
 }
 
 QueueCounters Switch::queue_counters(PortId p, int q) const {
     const QueueHot& qh = qhot(p, q);
     const QueueCold& qc = cold_[p].q[q];
-    QueueCounters c;
-    c.enq_pkts = qh.enq_pkts;
-    c.enq_bytes = qh.enq_bytes;
-    c.tx_pkts = qh.tx_pkts;
-    c.tx_bytes = qh.tx_bytes;
-    c.drops = qc.drops;
-    c.ecn_marks = qc.ecn_marks;
-    c.watermark = qh.watermark;
-    c.paused_time = qc.paused_time;
-    c.wd_storms = qc.wd_storms;
-    c.wd_restores = qc.wd_restores;
-    c.wd_drops = qc.wd_drops;
-    return c;
+    return QueueCounters{.enq_pkts = qh.enq_pkts, .enq_bytes = qh.enq_bytes, .tx_pkts = qh.tx_pkts,
+                         .tx_bytes = qh.tx_bytes, .drops = qc.drops, .ecn_marks = qc.ecn_marks,
+                         .watermark = qh.watermark, .paused_time = qc.paused_time, .wd_storms = qc.wd_storms,
+                         .wd_restores = qc.wd_restores, .wd_drops = qc.wd_drops};
 }
 
 std::string Switch::describe(const Effect& e) const {
