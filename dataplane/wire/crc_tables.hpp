@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace rocemu::wire::crc_tables {
 
@@ -33,6 +34,35 @@ constexpr std::array<Table, N> for_offsets(const std::array<uint8_t, N>& offs, s
     std::array<Table, N> r{};
     for (size_t k = 0; k < N; ++k) r[k] = byte_at(offs[k], len);
     return r;
+}
+
+// Whether two messages of Len bytes agree wherever `fixed` is 0xFF, compared
+// as they are in 8-byte words (the last one may overlap): masking a copy
+// first would stall each wide load on the byte stores before it.
+template <size_t Len>
+bool agree(const uint8_t* now, const uint8_t* last, const std::array<uint8_t, Len>& fixed) {
+    static_assert(Len >= 8);
+    uint64_t other = 0;
+#pragma GCC unroll 8
+    for (size_t i = 0; i < Len; i += 8) {
+        const size_t at = i + 8 <= Len ? i : Len - 8;
+        uint64_t a, b, m;
+        std::memcpy(&a, now + at, 8);
+        std::memcpy(&b, last + at, 8);
+        std::memcpy(&m, fixed.data() + at, 8);
+        other |= (a ^ b) & m;
+    }
+    return other == 0;
+}
+
+// The state of `now` from `state`, that of `last`, when the two differ only
+// at `offs` (whose tables `t` are).
+template <size_t N>
+uint32_t update(uint32_t state, const uint8_t* now, const uint8_t* last, const std::array<uint8_t, N>& offs,
+                const std::array<Table, N>& t) {
+#pragma GCC unroll 16
+    for (size_t k = 0; k < N; ++k) state ^= t[k][now[offs[k]] ^ last[offs[k]]];
+    return state;
 }
 
 }  // namespace rocemu::wire::crc_tables

@@ -59,19 +59,8 @@ static_assert(RxIcrc::kLen == kV4.span);
 }  // namespace
 
 uint32_t RxIcrc::state(const uint8_t* l3) {
-    uint64_t other = 0;
-#pragma GCC unroll 8
-    for (size_t i = 0; i < kLen; i += 8) {
-        uint64_t a, b, m;
-        std::memcpy(&a, l3 + i, 8);
-        std::memcpy(&b, last_ + i, 8);
-        std::memcpy(&m, kRxFixed.data() + i, 8);
-        other |= (a ^ b) & m;
-    }
-    if (valid_ && other == 0) {
-        const Tables<14>& t = kV4Tables;
-#pragma GCC unroll 16
-        for (size_t k = 0; k < kV4.off.size(); ++k) state_ ^= t[k][l3[kV4.off[k]] ^ last_[kV4.off[k]]];
+    if (valid_ && crc_tables::agree(l3, last_, kRxFixed)) {
+        state_ = crc_tables::update(state_, l3, last_, kV4.off, kV4Tables);
     } else {
         state_ = icrc_begin(l3, kLen, false);
         valid_ = true;

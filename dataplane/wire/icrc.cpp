@@ -76,20 +76,8 @@ constexpr std::array<uint8_t, AckIcrc::kLen> kAckFixed = ack_fixed_mask();
 }  // namespace
 
 uint32_t AckIcrc::operator()(const uint8_t* l3) {
-    // Compared as they are, in 8-byte words (the last one overlaps): masking
-    // a copy first would stall each wide load on the byte stores before it.
-    static_assert(kLen == 44);
-    uint64_t other = 0;
-    for (size_t i : {0, 8, 16, 24, 32, 36}) {
-        uint64_t a, b, m;
-        std::memcpy(&a, l3 + i, 8);
-        std::memcpy(&b, last_ + i, 8);
-        std::memcpy(&m, kAckFixed.data() + i, 8);
-        other |= (a ^ b) & m;
-    }
-    if (valid_ && other == 0) {
-#pragma GCC unroll 16
-        for (size_t k = 0; k < kAckVaryingN; ++k) state_ ^= kAckTables[k][l3[kAckVarying[k]] ^ last_[kAckVarying[k]]];
+    if (valid_ && crc_tables::agree(l3, last_, kAckFixed)) {
+        state_ = crc_tables::update(state_, l3, last_, kAckVarying, kAckTables);
     } else {
         state_ = icrc_begin(l3, kLen, false);
         valid_ = true;
