@@ -58,6 +58,7 @@ inline transport::EngineConfig engine_config(const host::HostStack& stack, const
     base.cnp_dscp = profile.cc.dcqcn.cnp_dscp;
     base.cnp_pcp = profile.cc.dcqcn.cnp_802p_prio;
     base.min_time_between_cnps = profile.cc.dcqcn.min_time_between_cnps;
+    base.coalesce_acks = profile.coalesce_acks;
     return engine_config(stack, base);
 }
 

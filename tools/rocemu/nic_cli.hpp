@@ -88,6 +88,7 @@ struct NicCliOptions {
     std::string cc_preset;    // a compiled-in preset (configs/nic/NAME.yaml)
     std::string nic_profile;  // a YAML or mlxconfig file (configs/nic/README.md)
     bool no_cnp = false;
+    bool no_ack_coalescing = false;
     RxPfcCliOptions rx;
     uint32_t mark_ce_every = 0;
     dpdk::NicProfile profile;
@@ -109,6 +110,9 @@ inline void add_nic_profile_options(CLI::App* cmd, NicCliOptions& o) {
                                  "name the base)");
     preset->excludes(file);
     cmd->add_flag("--no-cnp", o.no_cnp, "send no CNPs for CE-marked packets (for peers that drop them, e.g. Linux rxe)");
+    cmd->add_flag("--no-ack-coalescing", o.no_ack_coalescing,
+                  "answer every AckReq packet with its own ACK, as Linux rxe does (default: ACKs that have not left "
+                  "yet are merged, as on ConnectX)");
     add_rx_pfc_options(cmd, o.rx);
     cmd->add_option("--mark-ce-every", o.mark_ce_every,
                     "lab: mark every Nth ECN-capable RoCEv2 frame received as CE, as a congested switch would");
@@ -128,6 +132,7 @@ inline std::string make_nic_profile(NicCliOptions& o) {
     }
     if (!o.cc.empty()) p.cc.algorithm = o.cc == "none" ? cc::CcAlgorithm::kNone : cc::CcAlgorithm::kDcqcn;
     p.send_cnp = !o.no_cnp;
+    p.coalesce_acks = !o.no_ack_coalescing;
     dpdk::RxPfcConfig pfc;
     if (std::string e = make_rx_pfc(o.rx, pfc); !e.empty()) return e;
     p.pfc_rx_xoff = pfc.xoff;

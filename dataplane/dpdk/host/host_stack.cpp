@@ -179,19 +179,21 @@ RxResult HostStack::handle_arp(std::span<uint8_t> frame, Nanos now, HostEffects&
 
 RxResult HostStack::handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx) {
     Ipv4Header ip;
-    switch (parse_ipv4(frame, l3_off, ip)) {
+    // A RoCEv2 frame's header checksum is left to the transport's parse
+    // (wire::parse_roce checks it for every frame it takes): summing it here
+    // too cost a second pass per packet.
+    switch (parse_ipv4(frame, l3_off, ip, false)) {
         case Ipv4Error::Ok: break;
         case Ipv4Error::Truncated: return drop(HostDrop::Truncated);
         case Ipv4Error::BadHeader: return drop(HostDrop::IpBadHeader);
         case Ipv4Error::BadChecksum: return drop(HostDrop::IpBadChecksum);
     }
-    if (ip.dst != cfg_.ipv4 || cfg_.ipv4 == 0)
-        return drop(ip.proto == wire::kIpProtoUdp && wire::classify(frame) == wire::FrameKind::Roce
-                        ? HostDrop::RoceNotForUs
-                        : HostDrop::IpNotForUs);
+    const bool roce = ip.proto == wire::kIpProtoUdp && wire::classify(frame) == wire::FrameKind::Roce;
+    if (!roce && wire::ip_checksum(frame.data() + l3_off, ip.ihl_bytes) != 0) return drop(HostDrop::IpBadChecksum);
+    if (ip.dst != cfg_.ipv4 || cfg_.ipv4 == 0) return drop(roce ? HostDrop::RoceNotForUs : HostDrop::IpNotForUs);
     if (ip.is_fragment()) return drop(HostDrop::IpFragment);
     if (ip.proto == wire::kIpProtoUdp) {
-        if (wire::classify(frame) != wire::FrameKind::Roce) return drop(HostDrop::IpProtoUnsupported);
+        if (!roce) return drop(HostDrop::IpProtoUnsupported);
         count(HostEvent::RxRoce);
         return {RxVerdict::Transport, HostDrop::None, 0};
     }

@@ -134,6 +134,9 @@ TEST(DpdkHostStack, DropsEchoWithBadChecksumOrForAnotherHost) {
     auto bad = echo_request(kMacA, kIpA, 1);
     bad.back() ^= 0xFF;
     EXPECT_EQ(a.on_frame(span_of(bad), 0_ns, fx).drop, HostDrop::IcmpBadChecksum);
+    auto bad_ip = echo_request(kMacA, kIpA, 1);
+    bad_ip[14 + 8] ^= 0x01;  // the TTL, under the IPv4 header checksum
+    EXPECT_EQ(a.on_frame(span_of(bad_ip), 0_ns, fx).drop, HostDrop::IpBadChecksum);
     auto other_ip = echo_request(kMacA, 0x0A000003, 1);
     EXPECT_EQ(a.on_frame(span_of(other_ip), 0_ns, fx).drop, HostDrop::IpNotForUs);
     auto other_mac = echo_request(kMacB, kIpA, 1);
@@ -180,6 +183,19 @@ TEST(DpdkHostStack, PassesRoceForItsGidsAndPfcOn) {
     EXPECT_EQ(a.on_frame(span_of(pfc), 0_ns, fx).verdict, RxVerdict::Pfc);
     EXPECT_EQ(a.counters().event(HostEvent::RxRoce), 1u);
     EXPECT_EQ(a.counters().event(HostEvent::RxPfc), 1u);
+}
+
+// The IPv4 header checksum of a RoCEv2 frame is summed once, by the
+// transport's parse, which refuses a bad one; the host stack passes it on.
+TEST(DpdkHostStack, LeavesARoceFramesIpChecksumToTheTransportsParse) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    auto f = roce_to(kIpA);
+    f[14 + 8] ^= 0x01;  // the TTL
+    EXPECT_EQ(a.on_frame(span_of(f), 0_ns, fx).verdict, RxVerdict::Transport);
+    wire::RocePacket p;
+    EXPECT_EQ(wire::parse_roce(f, p), wire::ParseError::BadIpHeader);
+    EXPECT_EQ(a.counters().drop(HostDrop::IpBadChecksum), 0u);
 }
 
 // Delivers every SendFrame effect in `fx` to `to`, sending its in-place

@@ -38,7 +38,13 @@ TEST(NicCli, DefaultsAreDcqcnWithConnectxKnobsCnpsOnAndNoPfcOrLabKnobs) {
     EXPECT_EQ(o.profile.pfc_rx_xoff, 0u);
     EXPECT_EQ(o.profile.mark_ce_every, 0u);
     EXPECT_EQ(o.profile.rx_max_pps, 0u);
+    EXPECT_TRUE(o.profile.coalesce_acks);
     EXPECT_EQ(device_options(o).nic.cc, o.profile.cc);
+    NicCliOptions n;
+    ASSERT_EQ(parse({"--no-ack-coalescing"}, n), "");
+    EXPECT_FALSE(n.profile.coalesce_acks);
+    EXPECT_FALSE(dpdk::engine_config(host::HostStack(host::HostConfig{}), n.profile).coalesce_acks);
+    EXPECT_TRUE(dpdk::engine_config(host::HostStack(host::HostConfig{}), o.profile).coalesce_acks);
 }
 
 TEST(NicCli, PresetCcNoneNoCnpAndTheLabKnobs) {
