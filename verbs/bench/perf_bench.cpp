@@ -80,6 +80,17 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (argc > 1 && std::strcmp(argv[1], "--counters") == 0) fmt::print("counters after both runs:\n{}", lp->counters());
+    // The same SEND run with one ACK per AckReq packet (as rxe answers), the
+    // baseline of the NIC's ACK coalescing, measured in this run.
+    lp.reset();
+    PerfOptions each_ack = base;
+    each_ack.nic.coalesce_acks = false;
+    lp = LoopbackPerf::open(each_ack, error);
+    PerfResult sr_each;
+    if (!lp || lp->run(s, sr_each, error)) {
+        fmt::print(stderr, "rocemu_perf_bench: send without ACK coalescing: {}\n", error);
+        return 1;
+    }
     const Rate mc = cold_memcpy();
     fmt::print("{}\n{}   (loopback 64 KiB WRITE, path MTU 4096, 3 s)\n{}   (loopback 64 B SEND, 3 s)\n", perf_bw_header(),
                perf_bw_line(wr), perf_bw_line(sr));
@@ -90,5 +101,7 @@ int main(int argc, char** argv) {
                mc.cpu_gbps, 100 * wr_cpu / mc.cpu_gbps, wr.cpu_s, w.duration_s);
     fmt::print("64 B SEND message rate: {:.3f} Mpps ({:.3f} per CPU-second)\n", sr.msg_rate_mpps,
                per_cpu_second(sr, 1e-6));
+    fmt::print("  the same with one ACK per SEND (--no-ack-coalescing): {:.3f} Mpps ({:.3f} per CPU-second)\n",
+               sr_each.msg_rate_mpps, per_cpu_second(sr_each, 1e-6));
     return 0;
 }
