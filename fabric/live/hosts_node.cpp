@@ -124,11 +124,10 @@ std::vector<SwitchSource> switch_sources(const Topology& t, const NodeOptions& o
                                          const std::map<std::string, std::string>& overrides) {
     std::map<std::string, HostPort> control;
     for (const std::string& v : o.controls) {
-        const size_t eq = v.find('=');
-        const std::string sw = v.substr(0, eq);
-        const std::optional<HostPort> at =
-            eq == std::string::npos ? std::nullopt : parse_host_port(std::string_view(v).substr(eq + 1));
+        const auto kv = split_assignment(v);
+        const std::optional<HostPort> at = kv ? parse_host_port(kv->second) : std::nullopt;
         if (!at) throw std::invalid_argument(fmt::format("--control '{}': expected SWITCH=HOST:PORT, e.g. leaf0=10.0.0.2:7700", v));
+        const std::string& sw = kv->first;
         if (sw == kHostsNode || std::none_of(t.switches.begin(), t.switches.end(), [&](const SwitchSpec& s) { return s.name == sw; }))
             throw std::invalid_argument(fmt::format("--control '{}': fabric '{}' has no switch '{}'", v, t.cfg.name, sw));
         control[sw] = *at;

@@ -111,16 +111,21 @@ bool wait_for_file(const std::string& path, Nanos timeout) {
     return false;
 }
 
+std::optional<std::pair<std::string, std::string>> split_assignment(std::string_view v) {
+    const size_t eq = v.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == v.size()) return std::nullopt;
+    return std::pair{std::string(v.substr(0, eq)), std::string(v.substr(eq + 1))};
+}
+
 std::map<std::string, std::string> parse_port_overrides(const Topology& t, const std::vector<std::string>& values) {
     std::map<std::string, std::string> m;
     for (const std::string& v : values) {
-        const size_t eq = v.find('=');
-        if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+        const auto kv = split_assignment(v);
+        if (!kv)
             throw std::invalid_argument(fmt::format("--port '{}': expected CABLE=DEVSPEC, e.g. h0-leaf0=net_af_packet0,iface=veth0", v));
-        const std::string cable = v.substr(0, eq);
-        if (!t.find_link(cable))
-            throw std::invalid_argument(fmt::format("--port '{}': fabric '{}' has no cable '{}'", v, t.cfg.name, cable));
-        m[cable] = v.substr(eq + 1);
+        if (!t.find_link(kv->first))
+            throw std::invalid_argument(fmt::format("--port '{}': fabric '{}' has no cable '{}'", v, t.cfg.name, kv->first));
+        m[kv->first] = kv->second;
     }
     return m;
 }
@@ -200,13 +205,14 @@ std::optional<SwitchSnapshot> parse_snapshot(std::string_view text) {
 std::map<std::string, std::string> parse_machines(const Topology& t, const std::vector<std::string>& values) {
     std::map<std::string, std::string> on;
     for (const std::string& v : values) {
-        const size_t eq = v.find('=');
-        if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+        const auto kv = split_assignment(v);
+        if (!kv)
             throw std::invalid_argument(fmt::format("--machine '{}': expected MACHINE=NODE,NODE,..., e.g. a=hosts", v));
-        const std::string machine = v.substr(0, eq);
-        for (size_t b = eq + 1; b <= v.size();) {
-            const size_t e = std::min(v.find(',', b), v.size());
-            const std::string node = v.substr(b, e - b);
+        const std::string& machine = kv->first;
+        const std::string& list = kv->second;
+        for (size_t b = 0; b <= list.size();) {
+            const size_t e = std::min(list.find(',', b), list.size());
+            const std::string node = list.substr(b, e - b);
             if (!known_node(t, node))
                 throw std::invalid_argument(
                     fmt::format("--machine '{}': fabric '{}' has no node '{}' (nodes: {})", v, t.cfg.name, node,

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fabric/topology.hpp"
@@ -78,6 +79,9 @@ std::string servers_path(const std::string& link_dir, std::string_view node);
 bool make_link_dir(const std::string& link_dir, std::string& error);
 // Waits (polling every 10 ms) until `path` exists, at most `timeout`.
 bool wait_for_file(const std::string& path, Nanos timeout);
+
+// "KEY=VALUE" with neither side empty, split at the first '='.
+std::optional<std::pair<std::string, std::string>> split_assignment(std::string_view v);
 
 // "CABLE=DEVSPEC" values into a map; std::invalid_argument naming the value
 // if one has no '=' or names no cable of the topology.

@@ -18,19 +18,8 @@ ROCEMU=$1
 ROOT=$2
 . "$(dirname "$0")/lib.sh"
 need_root_netns
-D=$(mktemp -d /tmp/fab_cross.XXXXXX)
 NS=rocemu-xs-$$ NH=rocemu-xh-$$
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  ip netns del "$NS" 2>/dev/null
-  ip netns del "$NH" 2>/dev/null
-  rm -rf "$D"
-}
-trap cleanup EXIT
-ip netns add "$NS"
-ip netns add "$NH"
+netns_setup fab_cross "$NS" "$NH"
 up() { ip -n "$1" link set "$2" mtu 9000 up && ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"; }
 # One veth pair per NIC cable. DPDK's af_packet fanout group id is pid XOR
 # ifindex: the two switch processes' ends get ifindexes far apart so that

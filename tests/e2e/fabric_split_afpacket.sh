@@ -15,18 +15,8 @@ ROCEMU=$1
 ROOT=$2
 . "$(dirname "$0")/lib.sh"
 need_root_netns
-D=$(mktemp -d /tmp/fab_split_af.XXXXXX)
 NA=rocemu-fa-$$ NB=rocemu-fb-$$ VA=rfa$$ VB=rfb$$
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  ip netns del "$NA" 2>/dev/null
-  ip netns del "$NB" 2>/dev/null
-  rm -rf "$D"
-}
-trap cleanup EXIT
-ip netns add "$NA"
-ip netns add "$NB"
+netns_setup fab_split_af "$NA" "$NB"
 ip link add "$VA" netns "$NA" type veth peer name "$VB" netns "$NB" || fail "cannot make a veth pair"
 for side in "$NA:$VA" "$NB:$VB"; do
   ns=${side%%:*} v=${side#*:}

@@ -29,3 +29,20 @@ stop_host() {
   kill -INT "$1" 2>/dev/null || true
   wait "$1"
 }
+
+# netns_setup PREFIX NS...: a scratch folder $D and network namespaces NS,
+# removed at exit together with the processes left in the array `pids`.
+netns_setup() {
+  D=$(mktemp -d "/tmp/$1.XXXXXX")
+  shift
+  pids=()
+  netns_made=("$@")
+  trap netns_cleanup EXIT
+  for ns in "$@"; do ip netns add "$ns" || fail "cannot add network namespace $ns"; done
+}
+netns_cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  for ns in "${netns_made[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$D"
+}

@@ -467,10 +467,9 @@ int plan_cli(const Topology& t, const FabricArgs& a, const LiveCliArgs& l, const
     try {
         on = live::parse_machines(t, pa.machines);
         for (const std::string& v : pa.addresses) {
-            const size_t eq = v.find('=');
-            if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
-                throw std::invalid_argument(fmt::format("--address '{}': expected MACHINE=HOST", v));
-            address[v.substr(0, eq)] = v.substr(eq + 1);
+            const auto kv = live::split_assignment(v);
+            if (!kv) throw std::invalid_argument(fmt::format("--address '{}': expected MACHINE=HOST", v));
+            address[kv->first] = kv->second;
         }
     } catch (const std::invalid_argument& e) {
         fmt::print(stderr, "{}: {}\n", me, e.what());
