@@ -47,13 +47,13 @@ Nanos rnr_timer_delay(uint8_t code) { return Nanos{int64_t{kRnrTimer10us[code & 
 void Engine::comp_complete_wqe(Qp& qp, SendWqe& w, WcStatus st, Effects& fx) {
     if (is_rd_atomic(w.wr.opcode) && w.psn_assigned && qp.rd_atomic_inflight > 0) --qp.rd_atomic_inflight;
     if (st == WcStatus::Success && !(w.wr.send_flags & kSendSignaled)) return;
-    Wc wc;
-    wc.wr_id = w.wr.wr_id;
-    wc.status = st;
-    wc.opcode = wc_opcode(w.wr.opcode);
-    wc.byte_len = static_cast<uint32_t>(w.length);
-    wc.qp_num = qp.qpn;
-    complete(qp, qp.init.send_cq.id, wc, fx);
+    Wc* wc = complete_slot(qp.init.send_cq.id, fx);
+    if (wc == nullptr) return;
+    wc->wr_id = w.wr.wr_id;
+    wc->status = st;
+    wc->opcode = wc_opcode(w.wr.opcode);
+    wc->byte_len = static_cast<uint32_t>(w.length);
+    wc->qp_num = qp.qpn;
 }
 
 // Completes the oldest WQE with an error, then takes the QP to ERR, which

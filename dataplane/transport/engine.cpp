@@ -356,6 +356,15 @@ void Engine::notify_cq(uint32_t cq, Effects& fx) {
     fx.cq_events.push_back(CqHandle{cq});
 }
 
+// For the per-message completions: the caller writes the entry in the CQ's
+// ring, since a Wc built on the stack and copied stalls on store forwarding.
+Wc* Engine::complete_slot(uint32_t cq, Effects& fx) {
+    notify_cq(cq, fx);
+    Wc* wc = cqs_[cq].next();
+    if (wc != nullptr) *wc = Wc{};
+    return wc;
+}
+
 void Engine::complete(Qp& qp, uint32_t cq, const Wc& wc, Effects& fx) {
     (void)qp;
     cqs_[cq].push(wc);

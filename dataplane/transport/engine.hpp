@@ -155,6 +155,7 @@ private:
     void drop(Qp* qp, DropReason r);
     void notify_cq(uint32_t cq, Effects& fx);
     void complete(Qp& qp, uint32_t cq, const Wc& wc, Effects& fx);
+    Wc* complete_slot(uint32_t cq, Effects& fx);
 
     // qp_state.cpp
     VerbsError check_modify(const Qp& qp, const QpAttr& attr, uint32_t mask) const;

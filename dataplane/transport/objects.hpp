@@ -43,12 +43,18 @@ struct Cq {
     bool notified = false;  // an event is already pending in this Effects round
 
     uint32_t size() const { return tail - head; }
-    bool push(const Wc& wc) {
+    // The slot of the next entry; nullptr (counted) when the ring is full.
+    Wc* next() {
         if (size() == ring.size()) {
             ++overflows;
-            return false;
+            return nullptr;
         }
-        ring[tail++ & (ring.size() - 1)] = wc;
+        return &ring[tail++ & (ring.size() - 1)];
+    }
+    bool push(const Wc& wc) {
+        Wc* slot = next();
+        if (slot == nullptr) return false;
+        *slot = wc;
         return true;
     }
 };

@@ -217,17 +217,17 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
             ++qp.counters.rdma_recvs;
             ++counters_.rdma_recvs;
             if (last) {
-                Wc wc;
-                wc.wr_id = qp.msg_wqe.wr_id;
-                wc.opcode = WcOpcode::Recv;
-                wc.byte_len = static_cast<uint32_t>(qp.msg_offset);
-                wc.qp_num = qp.qpn;
-                wc.src_qp = qp.attr.dest_qp_num;
-                if (info.flags & kOpImm) {
-                    wc.imm_data = p.imm;
-                    wc.wc_flags |= kWcWithImm;
+                if (Wc* wc = complete_slot(qp.init.recv_cq.id, fx)) {
+                    wc->wr_id = qp.msg_wqe.wr_id;
+                    wc->opcode = WcOpcode::Recv;
+                    wc->byte_len = static_cast<uint32_t>(qp.msg_offset);
+                    wc->qp_num = qp.qpn;
+                    wc->src_qp = qp.attr.dest_qp_num;
+                    if (info.flags & kOpImm) {
+                        wc->imm_data = p.imm;
+                        wc->wc_flags |= kWcWithImm;
+                    }
                 }
-                complete(qp, qp.init.recv_cq.id, wc, fx);
                 qp.msg_has_wqe = false;
                 qp.in_msg = false;
                 ++qp.msn;
