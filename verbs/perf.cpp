@@ -335,7 +335,9 @@ int drive(Side& s, const std::vector<RemoteMr>& remote, PerfResult& out, std::ve
         if (all_done) break;
         Wc wc[32];
         const int n = s.c->poll_cq(s.cq, wc);
-        const Clock::time_point t = Clock::now();
+        // A second clock read per turn only where completions are timed one
+        // by one: it was 5% of a 4 KiB WRITE client's cycles over memif.
+        const Clock::time_point t = o.latency ? Clock::now() : now;
         for (int i = 0; i < n; ++i) {
             if (wc[i].status != WcStatus::Success) {
                 error = fmt::format("{} completed with {}", to_string(o.op), wc_status_str(wc[i].status));
