@@ -62,8 +62,6 @@ private:
     sim::NodeId id_ = 0;
     sw::Effects fx_;
     std::vector<std::array<uint8_t, 6>> port_mac_;
-    // The first port at or after `from` whose tx_at_ is set, or tx_at_.size().
-    std::size_t next_armed(std::size_t from) const;
 
     std::vector<Nanos> tx_at_;        // per port: when the core said a frame is ready
     std::vector<uint64_t> tx_armed_;  // bit per port: tx_at_ is set (so events cost O(armed ports), not O(ports))
