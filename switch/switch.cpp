@@ -156,21 +156,16 @@ uint32_t Switch::least_loaded(const RouteTable::Group& g, uint64_t hash) const {
 }
 
 uint32_t Switch::adaptive_member(const RouteTable::Group& g, uint32_t group, int tc, uint64_t h, Nanos now) {
-    const std::size_t n = g.size;
-    switch (cfg_.routing.adaptive[tc]) {
-        case ArMode::Off: return hashed_member(h, n);
-        case ArMode::PerPacket: return least_loaded(g, h);
-        case ArMode::Flowlet: {
-            Flowlet& f = flowlets_[h & (flowlets_.size() - 1)];
-            if (f.group != group || now - f.last > cfg_.routing.flowlet_gap || f.member >= n) {
-                f.group = group;
-                f.member = least_loaded(g, h);
-            }
-            f.last = now;
-            return f.member;
-        }
+    // route_packet hands Off groups their ECMP member itself, so only the
+    // two adaptive modes get here.
+    if (cfg_.routing.adaptive[tc] == ArMode::PerPacket) return least_loaded(g, h);
+    Flowlet& f = flowlets_[h & (flowlets_.size() - 1)];
+    if (f.group != group || now - f.last > cfg_.routing.flowlet_gap || f.member >= g.size) {
+        f.group = group;
+        f.member = least_loaded(g, h);
     }
-    return 0;
+    f.last = now;
+    return f.member;
 }
 
 void Switch::send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx) {
