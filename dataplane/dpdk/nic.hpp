@@ -348,16 +348,20 @@ private:
     // One burst per turn at most, so the frames of a turn are still in cache
     // when the peer (or the PMD) reads them: pulling the engine's whole
     // window at once walks megabytes of mbufs through the cache. Mbufs come
-    // from a stash refilled in bulk, so an idle turn allocates nothing.
+    // from a stash refilled in bulk, so an idle turn allocates nothing. The
+    // bulk refill is all or nothing: when the pool is short, the turn lends
+    // what the stash still holds.
     void pull_from_upper() {
-        const uint16_t room = kBurst - tx_n_;
+        uint16_t room = kBurst - tx_n_;
         if (room == 0) return;
         if (stash_n_ < room) {
-            if (rte_pktmbuf_alloc_bulk(port_.pool(), stash_ + stash_n_, kBurst - stash_n_) != 0) {
+            if (rte_pktmbuf_alloc_bulk(port_.pool(), stash_ + stash_n_, kBurst - stash_n_) == 0) {
+                stash_n_ = kBurst;
+            } else {
                 stats_.add(PortStat::DropNoMbuf);
-                return;
+                room = stash_n_;
+                if (room == 0) return;
             }
-            stash_n_ = kBurst;
         }
         for (uint16_t i = 0; i < room; ++i) {
             rte_mbuf* m = stash_[stash_n_ - 1 - i];

@@ -226,6 +226,54 @@ TEST(DpdkNicRing, PfcGoesOutAheadOfFramesAFullTxQueueHolds) {
     EXPECT_EQ(a.stats()[PortStat::DropTxFull], 0u);
 }
 
+// Polls `nic` until `done` or two seconds pass.
+template <typename NicT, typename Done>
+bool poll_until(NicT& nic, Done&& done) {
+    const Nanos deadline = nic.now() + 2_s;
+    while (!done()) {
+        nic.poll();
+        if (nic.now() > deadline) return false;
+    }
+    return true;
+}
+
+// The TX stash is refilled in bulk, all or nothing. A pool too short for a
+// refill still lets the turn send what the stash holds; the rest of the
+// upper's frames wait for mbufs and none is lost.
+TEST(DpdkNicRing, AShortPoolStillSendsWhatTheStashHolds) {
+    RingPair ports;
+    ASSERT_TRUE(ports.a && ports.b);
+    const TscClock clock = TscClock::starting_now();
+    host::HostStack ha(host_config(kMacA, kIpA));
+    Recorder ua;
+    Nic<Recorder> a(*ports.a, ha, ua, clock);  // no NIC on B: its loop would free A's mbufs back to A's pool
+    std::vector<std::vector<uint8_t>> frames = numbered_frames(kMacA, kMacB, 40);
+    a.poll();  // fills the stash
+    std::vector<rte_mbuf*> held;  // the whole pool but the stash
+    while (rte_mbuf* x = rte_pktmbuf_alloc(ports.a->pool())) held.push_back(x);
+
+    ua.to_send.assign(frames.begin(), frames.begin() + 10);
+    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == 10; }));
+    // 22 mbufs left in the stash, and the pool cannot refill it.
+    ua.to_send.assign(frames.begin() + 10, frames.end());
+    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == 32; }));
+    EXPECT_EQ(ua.to_send.size(), 8u);
+    EXPECT_GE(a.stats()[PortStat::DropNoMbuf], 1u) << "the short refill is counted";
+
+    rte_pktmbuf_free_bulk(held.data(), static_cast<unsigned>(held.size()));
+    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == 40; }));
+    EXPECT_TRUE(ua.to_send.empty());
+    rte_mbuf* m[64];
+    const unsigned got = rte_ring_dequeue_burst(ports.ab, reinterpret_cast<void**>(m), 64, nullptr);
+    ASSERT_EQ(got, 40u);
+    for (unsigned i = 0; i < got; ++i) {
+        const uint8_t* f = rte_pktmbuf_mtod(m[i], const uint8_t*);
+        EXPECT_EQ(f[14] << 8 | f[15], static_cast<int>(i)) << "in order";
+    }
+    rte_pktmbuf_free_bulk(m, got);
+    EXPECT_EQ(a.stats()[PortStat::DropTxFull], 0u);
+}
+
 TEST(DpdkNicRing, RoceFramesBuiltFromAResolvedPathReachThePeersTransport) {
     RingPair ports;
     ASSERT_TRUE(ports.a && ports.b);
