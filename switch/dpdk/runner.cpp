@@ -31,24 +31,6 @@ constexpr uint32_t kIdlePollsBeforeSleep = 64;
 constexpr uint64_t kPreemptedTurnUs = 500;
 constexpr uint32_t kMaxFrameRoom = 9216;
 
-// TSC cycles since the start to Nanos with a multiply and a shift: the loop
-// converts once per turn, and TscClock's 128-bit divide (a __udivti3 call,
-// around 100 cycles) showed in its profile. The factor is ns per cycle
-// times 2^40, so for a TSC up to 5 GHz it drifts by under 1 ns per 200 s.
-class TurnClock {
-public:
-    TurnClock(uint64_t start_tsc, uint64_t hz)
-        : start_(start_tsc), mul_(static_cast<uint64_t>((static_cast<unsigned __int128>(1000000000u) << kShift) / hz)) {}
-    Nanos to_nanos(uint64_t tsc) const {
-        return Nanos{static_cast<int64_t>((static_cast<unsigned __int128>(tsc - start_) * mul_) >> kShift)};
-    }
-
-private:
-    static constexpr int kShift = 40;
-    uint64_t start_;
-    uint64_t mul_;
-};
-
 void idle_sleep() {
     const timespec ts{0, 20000};
     nanosleep(&ts, nullptr);
@@ -129,7 +111,7 @@ int run_switch_impl(const SwitchRunOptions& o) {
         ro.ttl_decrement = o.ttl_decrement;
         ro.seed = o.seed;
         SwitchRuntime rt(sw, raw, setup->links, capture.get(), ro);
-        const TurnClock clock(rte_rdtsc(), rte_get_tsc_hz());
+        const dpdk::TscClock clock = dpdk::TscClock::starting_now();
         std::string plist;
         for (size_t i = 0; i < raw.size(); ++i)
             plist += fmt::format(" {}={}(port {}, mac {})", setup->config.ports[i].name, raw[i]->name(), raw[i]->id(),
