@@ -75,6 +75,9 @@ TEST(SwitchDpdkFrame, VlanTaggedAndIpv6FramesParse) {
     EXPECT_EQ(d.dscp, 4);
     EXPECT_EQ(d.ecn, wire::ecn::kEct1);
     EXPECT_EQ(d.dst_port, wire::kRoceUdpPort);
+    // A tag cut short, and a tag with no room for the IPv4 header behind it.
+    EXPECT_EQ(parse_frame(std::span(f).first(16), 0, 0, d, pfc), RxKind::Truncated);
+    EXPECT_EQ(parse_frame(std::span(f).first(18 + 19), 0, 0, d, pfc), RxKind::Truncated);
 
     f = encode(ud_packet(true, 46, wire::ecn::kCe, 0xC002, kPayload));
     ASSERT_EQ(parse_frame(f, 0, 0, d, pfc), RxKind::Data);
