@@ -50,7 +50,9 @@ SwitchRuntime::~SwitchRuntime() {
         if (m) rte_pktmbuf_free(m);
 }
 
-rte_mbuf* SwitchRuntime::take(uint32_t handle) {
+// take and queue_tx run once a frame: as calls, deliver cost 166 instead of
+// 137 instructions a frame (callgrind, switch_bench net_ring 64 B).
+[[gnu::always_inline]] inline rte_mbuf* SwitchRuntime::take(uint32_t handle) {
     rte_mbuf* m = handles_[handle];
     handles_[handle] = nullptr;
     free_.push_back(handle);
@@ -181,6 +183,12 @@ void SwitchRuntime::send_pfc(PortId p, const PfcFrameDesc& pfc) {
     ++buffered_;
 }
 
+[[gnu::always_inline]] inline void SwitchRuntime::queue_tx(PortRt& r, rte_mbuf* m) {
+    if (capture_) capture_->record(r.port->id(), &m, 1, true);
+    r.tx[r.tx_n++] = m;
+    ++buffered_;
+}
+
 // The core paces the port: a frame may start when its TxReady time has come
 // and the wire is free. Frames are dequeued at their own start times (which
 // trail `now` when the loop was busy), so the rate over time is the port's.
@@ -233,12 +241,6 @@ void SwitchRuntime::deliver(PortId p, const TxDesc& tx, Nanos now) {
     r.delay.push_back(Delayed{release, seq_++, m});
     std::push_heap(r.delay.begin(), r.delay.end(), [](const Delayed& a, const Delayed& b) { return later(a, b); });
     ++delayed_;
-}
-
-void SwitchRuntime::queue_tx(PortRt& r, rte_mbuf* m) {
-    if (capture_) capture_->record(r.port->id(), &m, 1, true);
-    r.tx[r.tx_n++] = m;
-    ++buffered_;
 }
 
 // PFC first, data only once every PFC frame is out. What the device does not
