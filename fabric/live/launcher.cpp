@@ -61,13 +61,25 @@ std::string tail(const std::string& path, size_t n) {
 
 pid_t start(const NodeCommand& n) {
     const pid_t parent = getpid();
+    // Blocked across the fork: a SIGTERM that reaches the child before its
+    // default action is back stays pending instead of landing, lost, in the
+    // launcher's handler.
+    sigset_t stops, old;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stops, &old);
     const pid_t pid = fork();
-    if (pid != 0) return pid;
+    if (pid != 0) {
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        return pid;
+    }
     // The child: dies with the launcher, whatever kills it.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
     if (!n.log.empty()) {
         const int fd = open(n.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd < 0) _exit(126);
@@ -167,9 +179,14 @@ LaunchResult launch_nodes(const std::vector<NodeCommand>& nodes, double timeout_
         return r;
     }
     const int first = kids.front().status;
-    if (!WIFEXITED(first)) {
+    // 0 or 1: the hosts node ran the sweep to its end (1: a size failed);
+    // anything else, it gave up early, and the other nodes were stopped
+    // because of it (some before their SIGTERM handler was in place): their
+    // status says nothing.
+    if (!WIFEXITED(first) || WEXITSTATUS(first) > 1) {
         r.status = 2;
-        r.error = fmt::format("node {} (pid {}) {}", nodes.front().name, kids.front().pid, describe(first));
+        r.error = fmt::format("node {} (pid {}) {}{}", nodes.front().name, kids.front().pid, describe(first),
+                              tail(nodes.front().log, 5));
         return r;
     }
     r.status = WEXITSTATUS(first);

@@ -63,7 +63,7 @@ struct NodeCommand {
 };
 
 struct LaunchResult {
-    int status = 0;      // the first node's exit status when every node ran to the end; else 2
+    int status = 0;      // the first node's exit status (0 or 1) when every node ran to the end; else 2
     std::string error;   // which node failed and why
 };
 
@@ -71,7 +71,9 @@ struct LaunchResult {
 // to exit, then stops the others with SIGTERM (SIGKILL after 5 s). A node
 // that exits before the first one, a timeout (`timeout_s` for the whole
 // run) or SIGINT/SIGTERM to the launcher stops them all, and the error names
-// the node and why. Children get SIGKILL if the launcher dies.
+// the node and why. When the first node gives up (exits with more than 1,
+// or is killed), the error is its own, not that of the nodes stopped after
+// it. Children get SIGKILL if the launcher dies.
 LaunchResult launch_nodes(const std::vector<NodeCommand>& nodes, double timeout_s);
 
 }  // namespace rocemu::fabric::live

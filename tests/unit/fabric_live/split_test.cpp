@@ -8,6 +8,7 @@
 
 #include "fabric/embedded.hpp"
 #include "fabric/live/live.hpp"
+#include "fabric/live/node.hpp"
 #include "fabric/live/split.hpp"
 
 namespace rocemu::fabric::live {
@@ -233,6 +234,32 @@ TEST(FabricLiveSplit, ACableToAnotherMachineNeedsAPortOverride) {
                                     parse_port_overrides(t, {"left-right=net_af_packet0,iface=eth1"}))
                     .empty());
     EXPECT_TRUE(cables_without_port(t, "left", {}, {}).empty());
+}
+
+// The hosts node gives up while a switch node still runs: the launcher
+// stops the switch, and the error is the hosts node's, not the stopped one's.
+TEST(FabricLiveSplit, LauncherReportsTheHostsNodeThatGaveUpNotTheNodesItStopped) {
+    const std::vector<NodeCommand> nodes{{"hosts", {"/bin/sh", "-c", "exit 3"}, ""},
+                                         {"leaf0", {"/bin/sh", "-c", "exec sleep 60"}, ""}};
+    const LaunchResult r = launch_nodes(nodes, 30);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.error.find("node hosts"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("exited with status 3"), std::string::npos) << r.error;
+    EXPECT_EQ(r.error.find("leaf0"), std::string::npos) << r.error;
+}
+
+// A sweep that ran to its end with a failed size (1) is the hosts node's
+// status, and a switch node that exits on its own before is still named.
+TEST(FabricLiveSplit, LauncherPassesOnAFinishedSweepsStatusAndNamesASwitchThatDied) {
+    const LaunchResult done = launch_nodes({{"hosts", {"/bin/sh", "-c", "exit 1"}, ""}}, 30);
+    EXPECT_EQ(done.status, 1);
+    EXPECT_TRUE(done.error.empty()) << done.error;
+    const LaunchResult died = launch_nodes({{"hosts", {"/bin/sh", "-c", "exec sleep 60"}, ""},
+                                            {"leaf0", {"/bin/sh", "-c", "exit 4"}, ""}},
+                                           30);
+    EXPECT_EQ(died.status, 2);
+    EXPECT_NE(died.error.find("node leaf0"), std::string::npos) << died.error;
+    EXPECT_NE(died.error.find("exited with status 4 before the run ended"), std::string::npos) << died.error;
 }
 
 }  // namespace
