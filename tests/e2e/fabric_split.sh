@@ -3,7 +3,8 @@
 # (configs/fabrics/incast.yaml) as three processes (the NICs, switch left,
 # switch right) cabled by memif. Every flow completes with its bytes
 # verified, the left switch sends PFC, nothing is dropped, each switch
-# node's summary and counters reach the launcher's output and the report;
+# node's summary and counters reach the launcher's output and the report
+# (the file says nic.model generator, --nic-model rc reaches every node);
 # then a switch node killed mid-run makes the launcher fail, naming it, and
 # leaves no node behind.
 # Usage: fabric_split.sh ROCEMU REPO_ROOT
@@ -19,8 +20,10 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 EAL=(-- --log-level lib.eal:error)
+sed 's/^nic:$/nic:\n  model: generator/' "$ROOT/configs/fabrics/incast.yaml" >"$OUT/incast_generator.yaml"
+grep -q "^  model: generator$" "$OUT/incast_generator.yaml" || fail "no generator copy of incast.yaml"
 
-"$ROCEMU" fabric run --live --processes -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 4M --qps 8 \
+"$ROCEMU" fabric run --live --processes -c "$OUT/incast_generator.yaml" --nic-model rc -w incast --sizes 4M --qps 8 \
   -o "$OUT/rep" --link-dir "$OUT/links" "${EAL[@]}" >"$OUT/out.txt" 2>"$OUT/err.txt"
 rc=$?
 cat "$OUT/out.txt"

@@ -51,7 +51,9 @@ std::optional<FabricConfig> load(const FabricArgs& a) {
         fmt::print(stderr, "rocemu: {}\n", r.error);
         return std::nullopt;
     }
-    return r.config;
+    std::optional<FabricConfig> cfg = r.config;
+    if (!a.nic_model.empty()) cfg->nic.model = a.nic_model == "rc" ? NicModel::Rc : NicModel::Generator;
+    return cfg;
 }
 
 std::optional<Bytes> parse_size(const std::string& s) {
@@ -271,6 +273,7 @@ int launch_split(const Topology& t, const FabricArgs& a, const LiveCliArgs& l) {
     common.insert(common.end(), {"--link-dir", dir, "--scale", fmt::format("{}", scale), "--seed",
                                  std::to_string(a.seed)});
     if (l.busy_poll) common.push_back("--busy-poll");
+    if (!a.nic_model.empty()) common.insert(common.end(), {"--nic-model", a.nic_model});
     std::vector<live::NodeCommand> cmds;
     for (const std::string& n : nodes) {
         live::NodeCommand c{n, common, ""};
@@ -402,6 +405,8 @@ void add_node_subcommand(CLI::App& fab, int& status) {
                      "--hosts: SWITCH=HOST:PORT: read that switch node's state from its --control-listen instead of "
                      "the link folder (repeatable)")
         ->allow_extra_args(false);
+    node->add_option("--nic-model", a->nic_model, "override the file's nic.model (a live node runs rc only)")
+        ->check(CLI::IsMember({"rc", "generator"}));
     node->add_option("--wait", l->wait_s, "--hosts: seconds to wait for the NICs' links and the switch nodes")
         ->capture_default_str();
     add_sweep_options(node, *a, "--hosts: ");
@@ -625,7 +630,6 @@ void add_fabric_command(CLI::App& app, int& status) {
             status = 2;
             return;
         }
-        if (!a->nic_model.empty()) cfg->nic.model = a->nic_model == "rc" ? NicModel::Rc : NicModel::Generator;
         ScenarioOptions o;
         o.seed = a->seed;
         o.out_dir = a->out;
