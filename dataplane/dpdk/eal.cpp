@@ -48,4 +48,9 @@ void Eal::cleanup() {
     if (g_own_prefix) std::filesystem::remove_all(runtime_dir, ec);
 }
 
+void Eal::remove_own_runtime_dir() {
+    std::error_code ec;
+    if (g_running && g_own_prefix) std::filesystem::remove_all(rte_eal_get_runtime_dir(), ec);
+}
+
 }  // namespace rocemu::dpdk

@@ -17,6 +17,10 @@ public:
     // Releases the EAL's resources (its runtime directory, memory). Call once,
     // after every port is closed.
     static void cleanup();
+    // Removes the EAL's runtime directory if it is this process's own
+    // (prefix rocemu-<pid>), without releasing anything else: for a process
+    // about to _Exit. A prefix the user chose may be another process's too.
+    static void remove_own_runtime_dir();
 };
 
 }  // namespace rocemu::dpdk

@@ -27,12 +27,16 @@ std::string file_prefix_of(const std::vector<std::string>& args) {
 
 }  // namespace
 
+bool has_memory_option(const std::vector<std::string>& user) {
+    return has_option(user, "-m") || has_option(user, "--socket-mem");
+}
+
 EalArgs make_eal_args(const std::vector<std::string>& user, long pid) {
     EalArgs r;
     r.argv.push_back("rocemu");
     const bool hugepages = has_option(user, "--in-memory") || has_option(user, "--huge-dir");
     if (!hugepages) r.argv.push_back("--no-huge");
-    if (!hugepages && !has_option(user, "-m") && !has_option(user, "--socket-mem")) {
+    if (!hugepages && !has_memory_option(user)) {
         r.argv.push_back("-m");
         r.argv.push_back("512");
     }

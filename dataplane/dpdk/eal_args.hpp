@@ -18,6 +18,9 @@ struct EalArgs {
 //  -m or --socket-mem replaces -m 512;
 //  --in-memory or --huge-dir drops --no-huge and -m 512 (hugepages wanted);
 //  -a/--allow/-b/--block drops --no-pci (PCI devices wanted).
+// True if `user` sets the EAL's memory (-m N, -mN or --socket-mem).
+bool has_memory_option(const std::vector<std::string>& user);
+
 EalArgs make_eal_args(const std::vector<std::string>& user, long pid);
 
 }  // namespace rocemu::dpdk

@@ -16,17 +16,17 @@
 
 namespace rocemu::fabric::live {
 
-namespace {
-
-// More waiting connections than this are closed unanswered: the hosts node
-// opens one per switch at a time.
-constexpr size_t kMaxConnections = 64;
-
 int64_t monotonic_ns() {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
+
+namespace {
+
+// More waiting connections than this are closed unanswered: the hosts node
+// opens one per switch at a time.
+constexpr size_t kMaxConnections = 64;
 
 // The IPv4 address of `hp`, resolving a name; false and `error` if none.
 bool resolve(const HostPort& hp, sockaddr_in& sa, std::string& error) {

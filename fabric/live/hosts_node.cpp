@@ -22,12 +22,6 @@ constexpr Nanos kFreshWait = Nanos::from_s(5);     // 250 snapshot periods
 constexpr Nanos kFetchTimeout = Nanos::from_s(1);  // one connection to a switch's control address
 constexpr Nanos kAskEvery = Nanos::from_ms(100);   // how often a switch not ready yet is asked again
 
-int64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 void sleep_ms(long ms) {
     const timespec ts{0, ms * 1000000};
     nanosleep(&ts, nullptr);
@@ -117,6 +111,25 @@ std::vector<std::string> switch_rows(std::vector<SwitchSource>& sources, bool fr
     return rows;
 }
 
+// The switches' rows as LiveOptions::split.switch_rows gives them: fresh
+// ones when asked, else the last rows read, read again at most every
+// kSnapshotEvery (the hosts node samples its totals every 10 ms, a switch
+// snapshot changes every 20 ms, and reading one is a file or a connection).
+struct SwitchRowsCache {
+    std::vector<SwitchSource> sources;
+    std::vector<std::string> last;
+    int64_t next_read = 0;
+
+    std::vector<std::string> rows(bool fresh) {
+        const int64_t t = monotonic_ns();
+        if (fresh || t >= next_read) {
+            last = switch_rows(sources, fresh);
+            next_read = t + kSnapshotEvery.v;
+        }
+        return last;
+    }
+};
+
 // The switch sources of the hosts node, checked against the machines:
 // std::invalid_argument when a switch on another machine has no --control
 // or a cable to one has no --port.
@@ -160,12 +173,12 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
                           const NodeOptions& o) {
     LiveResult bad;
     std::vector<CableEnd> ends;
-    auto sources = std::make_shared<std::vector<SwitchSource>>();
+    auto cache = std::make_shared<SwitchRowsCache>();
     try {
         node_names(t);  // refuses a switch named like the hosts node
         const auto overrides = parse_port_overrides(t, o.ports);
         ends = cable_ends(t, kHostsNode, o.link_dir, overrides);
-        *sources = switch_sources(t, o, fabric_identity(t, o.scale > 0 ? o.scale : default_scale(t), o.seed),
+        cache->sources = switch_sources(t, o, fabric_identity(t, o.scale > 0 ? o.scale : default_scale(t), o.seed),
                                   overrides);
     } catch (const std::invalid_argument& e) {
         bad.error = e.what();
@@ -180,13 +193,13 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     }
     lo.split.servers_mark = servers_path(o.link_dir, kHostsNode);
     lo.split.link_wait = o.wait;
-    lo.split.switches_waiting = [sources] {
+    lo.split.switches_waiting = [cache] {
         std::vector<std::string> w;
-        for (SwitchSource& s : *sources)
+        for (SwitchSource& s : cache->sources)
             if (!s.poll_ready()) w.push_back(s.waiting());
         return w;
     };
-    lo.split.switch_rows = [sources](bool fresh) { return switch_rows(*sources, fresh); };
+    lo.split.switch_rows = [cache](bool fresh) { return cache->rows(fresh); };
     lo.scale = o.scale;
     lo.seed = o.seed;
     lo.idle_sleep = o.busy_poll ? Nanos{} : kNodeIdleSleep;

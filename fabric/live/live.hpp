@@ -66,7 +66,8 @@ struct SplitHosts {
     std::function<std::vector<std::string>()> switches_waiting;
     Nanos link_wait = Nanos::from_s(30);    // for the NICs' links and the switch nodes
     // Every switch's counter rows ("switch,port,counter,value", split.hpp);
-    // `fresh`: only from snapshots taken after the call. Throws
+    // `fresh`: only from snapshots taken after the call; else they may be the
+    // rows read up to one snapshot period (20 ms) before. Throws
     // std::runtime_error when a switch's counters cannot be had.
     std::function<std::vector<std::string>(bool fresh)> switch_rows;
 };

@@ -22,6 +22,7 @@
 
 #include "dataplane/dpdk/clock.hpp"
 #include "dataplane/dpdk/eal.hpp"
+#include "dataplane/dpdk/eal_args.hpp"
 #include "dataplane/dpdk/port.hpp"
 #include "dataplane/wire/l2.hpp"
 #include "switch/dpdk/runtime.hpp"
@@ -459,11 +460,8 @@ LiveFabric::~LiveFabric() = default;
 std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOptions& o, double scale,
                                               std::string& error) {
     std::vector<std::string> eal = o.eal_args;
-    const bool has_mem = std::any_of(eal.begin(), eal.end(), [](const std::string& a) {
-        return a == "-m" || a == "--socket-mem" || a.rfind("--socket-mem=", 0) == 0;
-    });
     // Every NIC has its own pool of 4095 jumbo mbufs (about 38 MB).
-    if (!has_mem) {
+    if (!dpdk::has_memory_option(eal)) {
         eal.push_back("-m");
         eal.push_back(std::to_string(512 + 40 * topo.nics.size()));
     }
@@ -494,12 +492,14 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
     // Every NIC reaches everything through its gateway; peers in its own /24
     // are answered with the gateway MAC too. Split, the leaf's node answers
     // the NICs' ARP requests that way instead.
-    for (const auto& [src, dst, sport] : fresh) {
-        if (m.split()) break;
-        for (const auto& [a, b] : {std::pair{src, dst}, std::pair{dst, src}}) {
-            const uint32_t peer = t.nics[b].ip;
-            const uint32_t via = (peer & 0xFFFFFF00u) == (t.nics[a].ip & 0xFFFFFF00u) ? peer : gateway_of(t.nics[a].ip);
-            if (!m.prime_arp(a, via, error)) return false;
+    if (!m.split()) {
+        for (const auto& [src, dst, sport] : fresh) {
+            for (const auto& [a, b] : {std::pair{src, dst}, std::pair{dst, src}}) {
+                const uint32_t peer = t.nics[b].ip;
+                const uint32_t via =
+                    (peer & 0xFFFFFF00u) == (t.nics[a].ip & 0xFFFFFF00u) ? peer : gateway_of(t.nics[a].ip);
+                if (!m.prime_arp(a, via, error)) return false;
+            }
         }
     }
     if (!m.hosts.empty()) m.hosts.front().ctx->progress();
@@ -784,18 +784,8 @@ std::vector<std::string> LiveFabric::switch_port_rows() {
     Impl& m = *impl_;
     if (m.opts.split.switch_rows) return m.opts.split.switch_rows(false);
     std::vector<std::string> rows;
-    const auto& names = sw::live::port_counter_names();
-    const Nanos now = m.clock->now();
-    for (uint32_t s = 0; s < m.switches.size(); ++s) {
-        LiveSwitch& ls = m.switches[s];
-        for (sw::PortId p = 0; p < ls.rt->num_ports(); ++p) {
-            sw::live::collect_port_counters(*ls.core, p, now, ls.rt->stats(p), ls.rt->link(p).counters(), m.scratch);
-            for (size_t i = 0; i < names.size(); ++i)
-                if (m.scratch[i])
-                    rows.push_back(fmt::format("{},{},{},{}", m.topo.switches[s].name,
-                                               m.topo.switches[s].cfg.ports[p].name, names[i], m.scratch[i]));
-        }
-    }
+    for (uint32_t s = 0; s < m.switches.size(); ++s)
+        append_port_rows(m.topo, s, *m.switches[s].core, *m.switches[s].rt, m.clock->now(), m.scratch, rows);
     return rows;
 }
 

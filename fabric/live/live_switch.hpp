@@ -4,12 +4,16 @@
 // seed derived from the run's so that one-process and split runs agree.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dataplane/dpdk/port.hpp"
 #include "fabric/topology.hpp"
 #include "switch/dpdk/runtime.hpp"
+#include "switch/dpdk/stats.hpp"
 
 namespace rocemu::fabric::live {
 
@@ -29,6 +33,25 @@ inline std::unique_ptr<sw::live::SwitchRuntime> start_switch(const Topology& top
     ro.ttl_decrement = true;
     ro.seed = seed * 1000003u + s;
     return std::make_unique<sw::live::SwitchRuntime>(core, std::move(ports), std::move(links), nullptr, ro);
+}
+
+// Switch `s`'s counters as SWITCH,PORT,COUNTER,VALUE rows appended to
+// `rows`: every nonzero port counter, and a lossless_drops row per port that
+// had any (split.hpp's snapshot rows). `scratch` is port_counter_names()
+// long.
+inline void append_port_rows(const Topology& topo, uint32_t s, const sw::Switch& core,
+                             const sw::live::SwitchRuntime& rt, Nanos now, std::vector<uint64_t>& scratch,
+                             std::vector<std::string>& rows) {
+    const SwitchSpec& spec = topo.switches[s];
+    const auto& names = sw::live::port_counter_names();
+    for (sw::PortId p = 0; p < rt.num_ports(); ++p) {
+        const std::string& port = spec.cfg.ports[p].name;
+        sw::live::collect_port_counters(core, p, now, rt.stats(p), rt.link(p).counters(), scratch);
+        for (size_t i = 0; i < names.size(); ++i)
+            if (scratch[i]) rows.push_back(fmt::format("{},{},{},{}", spec.name, port, names[i], scratch[i]));
+        if (const uint64_t l = sw::live::lossless_drops(core, p))
+            rows.push_back(fmt::format("{},{},lossless_drops,{}", spec.name, port, l));
+    }
 }
 
 }  // namespace rocemu::fabric::live

@@ -92,8 +92,12 @@ std::map<std::string, std::string> parse_port_overrides(const Topology& t, const
 // net_ring port of the switch).
 uint32_t ethdevs_needed(const Topology& t, std::string_view node);
 
+// How often a switch node takes a counter snapshot.
+constexpr Nanos kSnapshotEvery = Nanos::from_ms(20);
+
 // DIR/<node>.ready (the node's pid, written once every port of it is up) and
-// DIR/<node>.counters (the counter snapshot, rewritten every 20 ms and at exit).
+// DIR/<node>.counters (the counter snapshot, rewritten every kSnapshotEvery
+// and at exit).
 std::string ready_path(const std::string& link_dir, std::string_view node);
 std::string counters_path(const std::string& link_dir, std::string_view node);
 

@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "dataplane/dpdk/eal.hpp"
+#include "dataplane/dpdk/eal_args.hpp"
 #include "dataplane/dpdk/port.hpp"
 #include "dataplane/wire/l2.hpp"
 #include "fabric/live/control.hpp"
@@ -35,22 +36,17 @@ namespace {
 
 constexpr uint32_t kRingSize = 8192;
 constexpr uint16_t kBurst = 32;
-// A cable port's pool holds what the switch buffers of its frames: the
-// whole shared buffer at worst (16 MB of 4 KiB frames), plus a memif ring.
+// A cable port's pool: the frames of that cable that its rings, its MAC and
+// the switch hold at once (4095, a power of two less one, as mempools
+// prefer). Not sized for the rings' capacity (kRingSize) nor for the whole
+// shared buffer: a pool that runs dry stops the cable's reception.
 constexpr uint32_t kCableMbufs = 4095;
 constexpr uint32_t kSwitchPortMbufs = 511;  // a net_ring switch port allocates PFC frames only
 constexpr uint32_t kMbMemPerCablePort = 48;  // MB: kCableMbufs of 10 KiB jumbo mbufs, and slack
-constexpr Nanos kSnapshotEvery = Nanos::from_ms(20);
 constexpr Nanos kPeerWait = Nanos::from_s(30);  // for the memif server of each client end
 
 volatile std::sig_atomic_t g_stop = 0;
 void on_stop_signal(int) { g_stop = 1; }
-
-int64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 // Writes `text` to `path` through a temporary file, so that a reader sees
 // the old snapshot or the new one, never half of one.
@@ -277,15 +273,7 @@ SwitchSnapshot SwitchNode::snapshot(Nanos now) {
     s.node = name;
     s.fabric = identity;
     s.ready = ready;
-    const auto& names = sw::live::port_counter_names();
-    const SwitchSpec& spec = topo.switches[index];
-    for (sw::PortId p = 0; p < rt->num_ports(); ++p) {
-        sw::live::collect_port_counters(*core, p, now, rt->stats(p), rt->link(p).counters(), scratch);
-        for (size_t i = 0; i < names.size(); ++i)
-            if (scratch[i]) s.rows.push_back(fmt::format("{},{},{},{}", name, spec.cfg.ports[p].name, names[i], scratch[i]));
-        if (const uint64_t l = sw::live::lossless_drops(*core, p))
-            s.rows.push_back(fmt::format("{},{},lossless_drops,{}", name, spec.cfg.ports[p].name, l));
-    }
+    append_port_rows(topo, index, *core, *rt, now, scratch, s.rows);
     return s;
 }
 
@@ -334,10 +322,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
                                 "RTE_MAX_ETHPORTS = {}",
                                 ethdevs, RTE_MAX_ETHPORTS));
     std::vector<std::string> eal = o.eal_args;
-    const bool has_mem = std::any_of(eal.begin(), eal.end(), [](const std::string& a) {
-        return a == "-m" || a == "--socket-mem" || a.rfind("--socket-mem=", 0) == 0;
-    });
-    if (!has_mem) {
+    if (!dpdk::has_memory_option(eal)) {
         eal.push_back("-m");
         eal.push_back(std::to_string(256 + kMbMemPerCablePort * ends.size()));
     }
@@ -399,8 +384,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     // more than the launcher's 5 s grace), and nothing is left to hand over:
     // leave without tearing the ports down, removing only the EAL's per-pid
     // runtime folder, which would otherwise pile up.
-    std::error_code ec;
-    std::filesystem::remove_all(rte_eal_get_runtime_dir(), ec);
+    dpdk::Eal::remove_own_runtime_dir();
     std::_Exit(0);
 }
 

@@ -28,5 +28,12 @@ TEST(DpdkEalArgs, InMemoryMeansHugepagesAndNoPrefix) {
     EXPECT_TRUE(a.file_prefix.empty());
 }
 
+TEST(DpdkEalArgs, MemoryOptionInEveryForm) {
+    for (const Args& a : {Args{"-m", "256"}, Args{"-m256"}, Args{"--socket-mem", "256"}, Args{"--socket-mem=256"}})
+        EXPECT_TRUE(has_memory_option(a)) << a[0];
+    EXPECT_FALSE(has_memory_option({"--in-memory", "--file-prefix", "m"}));
+    EXPECT_FALSE(has_memory_option({"--socket-limit=256"}));
+}
+
 }  // namespace
 }  // namespace rocemu::dpdk
