@@ -39,10 +39,6 @@ inline void mask_variant(uint8_t* l3, bool v6) {
 constexpr size_t masked_len(bool v6) { return (v6 ? kIpv6Len : kIpv4Len) + kUdpLen + kBthLen; }
 }  // namespace
 
-uint32_t crc32(uint32_t crc, const uint8_t* data, size_t len) {
-    return crc32_gzip_refl(crc, data, len);
-}
-
 uint32_t icrc_begin(const uint8_t* l3, size_t len, bool v6) {
     alignas(64) uint8_t buf[kOneCall];
     std::memcpy(buf, l3, len);

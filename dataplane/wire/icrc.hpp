@@ -48,8 +48,4 @@ private:
     bool valid_ = false;
 };
 
-// Plain CRC-32 (zlib/gzip convention) of a buffer, chainable: pass the
-// previous return value as `crc` to continue. Starts at 0.
-uint32_t crc32(uint32_t crc, const uint8_t* data, size_t len);
-
 }  // namespace rocemu::wire
