@@ -152,6 +152,12 @@ private:
     Qp* find_qp(Qpn qpn);
     const Qp* find_qp(Qpn qpn) const;
     Mr* find_mr(uint32_t key);
+    // Whether a received frame's destination address is one of our GIDs.
+    bool local_gid(const wire::IpAddr& a) const {
+        for (const wire::IpAddr& g : cfg_.gids)
+            if (g == a) return true;
+        return false;
+    }
     void drop(Qp* qp, DropReason r);
     void notify_cq(uint32_t cq, Effects& fx);
     void complete(Qp& qp, uint32_t cq, const Wc& wc, Effects& fx);

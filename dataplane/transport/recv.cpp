@@ -67,9 +67,7 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
         drop(nullptr, DropReason::BadPkey);
         return;
     }
-    bool ours = false;
-    for (const wire::IpAddr& g : cfg_.gids) ours = ours || g == p.l3.dst;
-    if (!ours) {
+    if (!local_gid(p.l3.dst)) {
         drop(nullptr, DropReason::NotForUs);
         return;
     }

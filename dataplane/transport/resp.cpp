@@ -145,7 +145,8 @@ void advance_epsn(Qp& qp, uint32_t n) {
 }  // namespace
 
 // Executes one request whose PSN is the expected one. `placed`: the payload
-// was already written (spraying's direct placement).
+// was already written, by spraying's direct placement or by on_frame while
+// it checked the ICRC (resp_place_target).
 void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos now, Effects& fx) {
     using namespace wire;
     (void)now;
@@ -421,9 +422,7 @@ Qp* Engine::resp_place_target(const wire::RocePacket& p, uint8_t*& dst, bool& st
     if ((opc != op::WRITE_MIDDLE && opc != op::WRITE_LAST) || p.payload_len < FrameWriter::kFusedFrom ||
         p.bth.pkey != kDefaultPkey)
         return nullptr;
-    bool ours = false;
-    for (const IpAddr& g : cfg_.gids) ours = ours || g == p.l3.dst;
-    Qp* qp = ours ? find_qp(p.bth.dqpn) : nullptr;
+    Qp* qp = local_gid(p.l3.dst) ? find_qp(p.bth.dqpn) : nullptr;
     if (qp == nullptr || qp->type != QpType::Rc || (qp->state != QpState::Rtr && qp->state != QpState::Rts) ||
         !(p.l3.src == qp->attr.ah_attr.dgid) || !(qp->attr.qp_access_flags & kRemoteWrite) ||
         (qp->spraying() && qp->ooo.test(p.bth.psn)))

@@ -114,14 +114,16 @@ TEST_F(TransportBadInput, BadIcrcIsDropped) {
 
 // A full-size WRITE continuation is placed while its ICRC is computed. With
 // a bad ICRC it is still dropped for it, changes no responder state, and may
-// only have touched the bytes its retransmission then writes.
-TEST_F(TransportBadInput, WriteMiddleWithBadIcrcTouchesOnlyItsOwnBytes) {
+// only have touched the bytes its retransmission then writes. One sent to
+// another GID is not placed at all.
+TEST_F(TransportBadInput, WriteMiddleWithBadIcrcOrForeignDstTouchesOnlyItsOwnBytes) {
     constexpr uint32_t kMtu = 1024;
     std::vector<uint8_t> data(3 * kMtu);
     for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 13 + 5);
     const Psn first = epsn();
-    auto part = [&](uint8_t opcode, uint32_t k) {
+    auto part = [&](uint8_t opcode, uint32_t k, wire::IpAddr dst = ip_of(1)) {
         auto p = req(opcode);
+        p.l3.dst = dst;
         p.bth.psn = first + k;
         p.reth = {reinterpret_cast<uint64_t>(mem.data()), mr.rkey, 3 * kMtu};
         p.payload = data.data() + k * kMtu;
@@ -132,6 +134,10 @@ TEST_F(TransportBadInput, WriteMiddleWithBadIcrcTouchesOnlyItsOwnBytes) {
     };
     L[1].on_frame(part(wire::op::WRITE_FIRST, 0), L.now, L.fx[1]);
     ASSERT_EQ(epsn(), first + 1);
+    L[1].on_frame(part(wire::op::WRITE_MIDDLE, 1, wire::IpAddr::from_v4(0x01020304)), L.now, L.fx[1]);
+    EXPECT_EQ(drops(DropReason::NotForUs), 1u);
+    EXPECT_EQ(epsn(), first + 1);
+    EXPECT_TRUE(std::all_of(mem.begin() + kMtu, mem.end(), [](uint8_t b) { return b == 0; }));
     const size_t payload_off = part(wire::op::WRITE_MIDDLE, 1).size() - wire::kIcrcLen - kMtu;
     for (size_t at : {payload_off + 200, payload_off - wire::kBthLen}) {  // a payload byte, the opcode
         auto bad = part(wire::op::WRITE_MIDDLE, 1);
