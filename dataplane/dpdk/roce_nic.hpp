@@ -5,13 +5,14 @@
 // takes before RTR: check the GID index, resolve the destination (ARP) and
 // put the MAC, VLAN/PCP and DSCP/ECN into the engine's address vector.
 //
-//   transport::Engine engine(engine_config(stack, profile));
-//   EngineUpper upper(engine, profile);
+//   VerbsError err;
+//   auto engine = transport::Engine::create(engine_config(stack, profile), err);  // null: err says why
+//   EngineUpper upper(*engine, profile);
 //   Nic<EngineUpper> nic(port, stack, upper, clock, nullptr, nic_config(profile));
 //   init.peer_accepts_cnp = profile.cnp_enabled();   // at create_qp
 //   attr.ah_attr = {...};  // dgid, sgid_index, traffic_class
 //   while ((r = fill_av(nic, attr.ah_attr, qpn.v)).status == Pending) nic.poll();
-//   if (r.status == Error) fail with r.error;  else engine.modify_qp(qpn, attr, mask, upper.effects());
+//   if (r.status == Error) fail with r.error;  else engine->modify_qp(qpn, attr, mask, upper.effects());
 //   // or, without waiting: modify_qp_resolving(nic, upper, qpn, attr, mask), then poll
 //   // until upper.deferred(qpn)->status is no longer Pending.
 //
