@@ -16,7 +16,7 @@
 #      also prints each figure per CPU-second of its thread, which a loaded
 #      machine disturbs far less than the wall-clock ratio.
 #
-# Usage: bash bench/nic/run.sh [BUILD_DIR]   (default build-perf; SECONDS_EACH=N, default 3;
+# Usage: bash bench/nic/run.sh [BUILD_DIR]   (default build-perf; SECONDS_EACH=N, default 3; ROUNDS=N, default 3;
 #        NO_LOOPBACK=1 leaves out part 2)
 # Needs root (memif sockets, EAL), dpdk-testpmd (Debian package dpdk-dev; scripts/install-deps.sh installs it) and a
 # release build; it builds rocemu and rocemu_perf_bench with ninja -j2.
@@ -24,6 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build-perf}
 SECS=${SECONDS_EACH:-3}
+ROUNDS=${ROUNDS:-3}
 TESTPMD=${TESTPMD:-dpdk-testpmd}
 command -v "$TESTPMD" >/dev/null || { echo "needs $TESTPMD (Debian package dpdk-dev: bash scripts/install-deps.sh)"; exit 1; }
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -44,6 +45,7 @@ eal=(--no-huge --no-pci -m 512 --log-level lib.eal:error)
 # stats periods without the first (start-up) and the last (cut short).
 testpmd_pps() {
   local frame=$1 sock=$tmp/tp-$1.sock mbuf=$(($1 + 256))
+  rm -f "$sock"  # a round's socket file would pass the wait below before the server is up
   "$TESTPMD" --lcores 0@0,1@1 "${eal[@]}" --file-prefix "nicbench-rx-$$" \
     --vdev "net_memif0,role=server,socket=$sock,socket-abstract=no,bsize=8192" -- \
     --mbuf-size "$mbuf" --total-num-mbufs 16384 --forward-mode=rxonly --stats-period 1 --nb-cores 1 >"$tmp/rx-$frame.log" 2>&1 &
@@ -65,6 +67,7 @@ testpmd_pps() {
 # peak avg Mpps).
 rocemu_write() {
   local size=$1 mode=${2:-} sock=$tmp/ro-$1${2:-}.sock port=$((30000 + $$ % 20000))
+  rm -f "$sock"
   "$ROCEMU" perf write $mode --port "net_memif0,role=server,socket=$sock,socket-abstract=no,bsize=8192" \
     --ip 10.93.0.2/24 --mac 02:00:00:00:00:0b --port-mtu 9000 -p "$port" \
     -- "${eal[@]}" -l 1 --file-prefix "nicbench-rs-$$" >"$tmp/rs-$size.log" 2>&1 &
@@ -79,20 +82,41 @@ rocemu_write() {
   awk -v s="$size" '$1 == s && NF == 5 { print; exit }' "$tmp/rc-$size.log"
 }
 
-echo "bench/nic: memif between two processes on CPUs 0 and 1, ${SECS} s each; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-9s %-6s %-12s %14s %14s %14s %14s %14s %10s\n" payload frame rocemu "testpmd Mpps" "testpmd Gb/s" "rocemu Mpps" \
-  "rocemu goodput" "(best 1 ms)" ratio
+echo "bench/nic: memif between two processes on CPUs 0 and 1, ${SECS} s each, $ROUNDS rounds; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf "%-9s %-6s %-12s %5s %14s %14s %14s %14s %14s %10s\n" payload frame rocemu round "testpmd Mpps" "testpmd Gb/s" \
+  "rocemu Mpps" "rocemu goodput" "(best 1 ms)" ratio
+# testpmd's own rate moves several-fold between runs even on an idle machine,
+# so each round measures the baseline again right before rocemu, and the
+# verdict is the median of the rounds' ratios (rows: "med").
 for pair in 4096:4170 64:138; do
   size=${pair%:*} frame=${pair#*:}
-  pps=$(testpmd_pps "$frame")
-  # Both ways: sleeping when idle (the default) and spinning as testpmd does.
-  for mode in "" --busy-poll; do
-    read -r _ _ peak avg mpps < <(rocemu_write "$size" $mode)
-    awk -v s="$size" -v f="$frame" -v m="${mode:-idle-sleep}" -v pps="$pps" -v avg="$avg" -v mpps="$mpps" -v peak="$peak" 'BEGIN {
-      tg = pps * f * 8 / 1e9
-      printf "%-9s %-6s %-12s %14.3f %14.2f %14.3f %14.2f %14.2f %9.1f%%\n", s " B", f " B", m, pps / 1e6, tg, mpps, avg,
-             peak, (tg > 0 ? 100 * avg / tg : 0) }'
+  declare -A rows=()
+  for round in $(seq "$ROUNDS"); do
+    pps=$(testpmd_pps "$frame")
+    # Both ways: sleeping when idle (the default) and spinning as testpmd does.
+    for mode in "" --busy-poll; do
+      read -r _ _ peak avg mpps < <(rocemu_write "$size" $mode)
+      line=$(awk -v s="$size" -v f="$frame" -v m="${mode:-idle-sleep}" -v r="$round" -v pps="$pps" -v avg="$avg" \
+        -v mpps="$mpps" -v peak="$peak" 'BEGIN {
+        tg = pps * f * 8 / 1e9
+        printf "%-9s %-6s %-12s %5s %14.3f %14.2f %14.3f %14.2f %14.2f %9.1f%%\n", s " B", f " B", m, r, pps / 1e6, tg, mpps,
+               avg, peak, (tg > 0 ? 100 * avg / tg : 0) }')
+      echo "$line"
+      rows[${mode:-idle-sleep}]+="$line"$'\n'
+    done
   done
+  for m in idle-sleep --busy-poll; do
+    # The median of each column over the rounds (the ratio is the median of
+    # the rounds' ratios, not the ratio of the medians).
+    printf "%s" "${rows[$m]}" | awk -v s="$size" -v f="$frame" -v m="$m" '
+      { for (c = 5; c <= 10; c++) { v = $(c + 2); sub("%", "", v); col[c, NR] = v + 0 } n = NR }
+      function med(c,   i, j, t, a) { for (i = 1; i <= n; i++) a[i] = col[c, i]
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+      END { printf "%-9s %-6s %-12s %5s %14.3f %14.2f %14.3f %14.2f %14.2f %9.1f%%\n", s " B", f " B", m, "med",
+            med(5), med(6), med(7), med(8), med(9), med(10) }'
+  done
+  unset rows
 done
 echo "target: rocemu goodput >= 80% of testpmd's Gbit/s at the 4 KiB frame"
 echo
