@@ -70,18 +70,27 @@ double run(bool burst, uint64_t frames) {
 // core_bench [FRAMES] [ROUNDS] [one|burst]: the last runs only that form
 // (for instruction counts: Ir / FRAMES).
 int main(int argc, char** argv) {
-    const uint64_t frames = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 20'000'000;
-    const int rounds = argc > 2 ? std::atoi(argv[2]) : 3;
+    const auto usage = [&] {
+        std::fprintf(stderr, "usage: %s [FRAMES >= 1, default 20000000] [ROUNDS >= 1, default 3] [one|burst]\n", argv[0]);
+        return 2;
+    };
+    if (argc > 4) return usage();
+    char* end = nullptr;
+    const uint64_t frames = argc > 1 ? std::strtoull(argv[1], &end, 10) : 20'000'000;
+    if (argc > 1 && (*end != '\0' || frames == 0)) return usage();
+    const long rounds = argc > 2 ? std::strtol(argv[2], &end, 10) : 3;
+    if (argc > 2 && (*end != '\0' || rounds < 1)) return usage();
     const std::string_view only = argc > 3 ? argv[3] : "";
-    for (int r = 1; r <= rounds; ++r) {
+    if (!only.empty() && only != "one" && only != "burst") return usage();
+    for (long r = 1; r <= rounds; ++r) {
         if (!only.empty()) {
-            std::printf("round %d: %llu frames of 64 B, %s: %.1f ns/frame\n", r,
+            std::printf("round %ld: %llu frames of 64 B, %s: %.1f ns/frame\n", r,
                         static_cast<unsigned long long>(frames), argv[3], run(only == "burst", frames));
             continue;
         }
         const double one = run(false, frames);
         const double burst = run(true, frames);
-        std::printf("round %d: %llu frames of 64 B, on_packet one by one %.1f ns/frame (baseline), on_burst %.1f "
+        std::printf("round %ld: %llu frames of 64 B, on_packet one by one %.1f ns/frame (baseline), on_burst %.1f "
                     "ns/frame: %.2fx\n",
                     r, static_cast<unsigned long long>(frames), one, burst, one / burst);
     }
