@@ -94,6 +94,9 @@ public:
 
     // The config must pass validate(); `error` says why not.
     static std::unique_ptr<Engine> create(const EngineConfig& cfg, VerbsError& error);
+    // Never copied or moved: the runtimes hold it by pointer (see README, Invariants).
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
 
     // ---- verbs (control path: may allocate) ----
     Result<PdHandle> alloc_pd();

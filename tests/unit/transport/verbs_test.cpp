@@ -271,5 +271,62 @@ TEST(TransportObjects, RnrTimerTable) {
     EXPECT_EQ(rnr_timer_delay(31), Nanos::from_ms(491.52));
 }
 
+// A QP keeps its headers as a template built by the first frame after a
+// modify_qp. Moved through RESET and connected to another peer, its next
+// frame must carry the new destination QPN and PSN, with a valid ICRC: a
+// template left from the first connection would stamp the old ones.
+TEST(TransportTemplate, AQpConnectedAgainStampsItsNewPeer) {
+    Loop L;
+    L.keep_log = true;
+    const Side first[2] = {make_side(L[0]), make_side(L[1])};
+    connect(L, first);
+    const Side again[2] = {first[0], make_side(L[1])};
+    std::vector<uint8_t> mem[2] = {std::vector<uint8_t>(4096, 0x5A), std::vector<uint8_t>(4096)};
+    MrHandle mr[2];
+    for (int i = 0; i < 2; ++i)
+        mr[i] = L[i].reg_mr(i == 0 ? first[0].pd : first[1].pd, mem[i].data(), mem[i].size(), kLocalWrite).value;
+    const MrHandle mr_again = L[1].reg_mr(again[1].pd, mem[1].data(), mem[1].size(), kLocalWrite).value;
+    ASSERT_FALSE(L[1].post_recv(first[1].qpn, std::array{make_recv(1, mem[1].data(), 64, mr[1].lkey)}, L.fx[1]));
+
+    // The frames side 0 sends for one SEND ONLY (opcode 0x04) from `from` on.
+    const auto send_only = [&](size_t from) {
+        std::vector<wire::RocePacket> out;
+        for (size_t i = from; i < L.sent[0].size(); ++i) {
+            wire::RocePacket p;
+            EXPECT_EQ(wire::parse_roce(L.sent[0][i], p), wire::ParseError::Ok) << "frame " << i;
+            if (p.bth.opcode == 0x04) out.push_back(p);
+        }
+        return out;
+    };
+    ASSERT_FALSE(L[0].post_send(first[0].qpn, std::array{make_wr(1, WrOpcode::Send, mem[0].data(), 64, mr[0].lkey)},
+                                L.fx[0]));
+    L.settle(Nanos::from_ms(10));
+    ASSERT_EQ(drain(L[0], first[0].scq).size(), 1u);
+    std::vector<wire::RocePacket> sent = send_only(0);
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].bth.dqpn, first[1].qpn);
+
+    QpAttr reset;
+    reset.qp_state = QpState::Reset;
+    ASSERT_FALSE(L[0].modify_qp(first[0].qpn, reset, kAttrState, L.fx[0]));
+    ConnectOpts o;
+    o.psn[0] = Psn{0x7000};
+    o.psn[1] = Psn{0x9000};
+    connect(L, again, o);
+    ASSERT_FALSE(L[1].post_recv(again[1].qpn, std::array{make_recv(2, mem[1].data() + 64, 64, mr_again.lkey)}, L.fx[1]));
+    const size_t mark = L.sent[0].size();
+    ASSERT_FALSE(L[0].post_send(again[0].qpn, std::array{make_wr(2, WrOpcode::Send, mem[0].data(), 64, mr[0].lkey)},
+                                L.fx[0]));
+    L.settle(Nanos::from_ms(20));
+    sent = send_only(mark);
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].bth.dqpn, again[1].qpn);
+    EXPECT_EQ(sent[0].bth.psn, Psn{0x7000});
+    const std::vector<Wc> got = drain(L[1], again[1].rcq);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, WcStatus::Success);
+    EXPECT_EQ(drain(L[1], first[1].rcq).size(), 1u);  // only the first SEND reached the first peer
+}
+
 }  // namespace
 }  // namespace rocemu::transport::test
