@@ -114,15 +114,23 @@ std::vector<std::string> switch_rows(std::vector<SwitchSource>& sources, bool fr
 // The switches' rows as LiveOptions::split.switch_rows gives them: fresh
 // ones when asked, else the last rows read, read again at most every
 // kSnapshotEvery (the hosts node samples its totals every 10 ms, a switch
-// snapshot changes every 20 ms, and reading one is a file or a connection).
+// snapshot changes every 20 ms). With a switch on another machine only the
+// fresh reads (the end of each size) go out: a connection blocks for up to
+// a snapshot tick plus the round trip, and the samples are taken inside the
+// loop that polls the NICs, so between sizes the rows stay those of the
+// last read.
 struct SwitchRowsCache {
     std::vector<SwitchSource> sources;
     std::vector<std::string> last;
     int64_t next_read = 0;
 
+    bool any_remote() const {
+        return std::any_of(sources.begin(), sources.end(), [](const SwitchSource& s) { return s.at.has_value(); });
+    }
+
     std::vector<std::string> rows(bool fresh) {
         const int64_t t = monotonic_ns();
-        if (fresh || t >= next_read) {
+        if (fresh || (t >= next_read && !any_remote())) {
             last = switch_rows(sources, fresh);
             next_read = t + kSnapshotEvery.v;
         }
