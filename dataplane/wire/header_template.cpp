@@ -50,7 +50,7 @@ constexpr std::array<uint8_t, RxIcrc::kLen> rx_fixed_mask() {
     std::array<uint8_t, RxIcrc::kLen> m{};
     for (auto& b : m) b = 0xFF;
     for (uint8_t off : kV4.off) m[off] = 0;
-    for (uint8_t off : {1, 8, 10, 11, 26, 27, 32}) m[off] = 0;  // TOS, TTL, IP and UDP checksums, FECN/BECN
+    for (uint8_t off : kIcrcMaskedIpv4) m[off] = 0;
     return m;
 }
 constexpr std::array<uint8_t, RxIcrc::kLen> kRxFixed = rx_fixed_mask();

@@ -26,7 +26,14 @@ struct VariantBytes {
     uint8_t off[8];
     uint8_t n;
 };
-constexpr VariantBytes kV4{{1, 8, 10, 11, kIpv4Len + 6, kIpv4Len + 7, kIpv4Len + kUdpLen + 4}, 7};
+constexpr VariantBytes variant_bytes(const std::array<uint8_t, 7>& off) {
+    VariantBytes v{};
+    for (size_t i = 0; i < off.size(); ++i) v.off[i] = off[i];
+    v.n = off.size();
+    return v;
+}
+constexpr VariantBytes kV4 = variant_bytes(kIcrcMaskedIpv4);
+static_assert(kIcrcMaskedIpv4[4] == kIpv4Len + 6 && kIcrcMaskedIpv4[6] == kIpv4Len + kUdpLen + 4);
 constexpr VariantBytes kV6{{1, 2, 3, 7, kIpv6Len + 6, kIpv6Len + 7, kIpv6Len + kUdpLen + 4}, 7};
 
 // IPv6 byte 0 keeps its version nibble; the traffic class's low nibble is masked.

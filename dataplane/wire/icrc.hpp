@@ -6,6 +6,7 @@
 // and carried little-endian.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -22,6 +23,10 @@ uint32_t compute_icrc_in_place(uint8_t* l3, size_t len, bool v6);
 
 // The raw CRC state after the eight masked LRH bytes: where rxe starts.
 inline constexpr uint32_t kIcrcSeed = 0xDEBB20E3u;
+
+// Offsets from an IPv4 header of the bytes the ICRC sees as all ones: TOS,
+// TTL, IP checksum, UDP checksum, the BTH byte with FECN/BECN.
+inline constexpr std::array<uint8_t, 7> kIcrcMaskedIpv4 = {1, 8, 10, 11, 26, 27, 32};
 
 // The ICRC in pieces, for a frame whose payload is CRCed while it is copied
 // in: the raw state (crc32.hpp) after the first `len` bytes from the IP
