@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "fabric/live/control.hpp"
 #include "fabric/live/node.hpp"
 
 namespace rocemu::fabric::live {
@@ -28,11 +29,7 @@ struct Child {
     int status = 0;
 };
 
-double seconds_since(const timespec& t0) {
-    timespec t{};
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return static_cast<double>(t.tv_sec - t0.tv_sec) + static_cast<double>(t.tv_nsec - t0.tv_nsec) / 1e9;
-}
+double seconds_since(int64_t t0_ns) { return static_cast<double>(monotonic_ns() - t0_ns) / 1e9; }
 
 void pause_step() {
     const timespec ts{0, static_cast<long>(kWaitStep.v)};
@@ -110,8 +107,7 @@ void reap(std::vector<Child>& kids) {
 void stop_all(std::vector<Child>& kids) {
     for (const Child& c : kids)
         if (c.running) kill(c.pid, SIGTERM);
-    timespec t0{};
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const int64_t t0 = monotonic_ns();
     for (;;) {
         reap(kids);
         bool any = false;
@@ -139,8 +135,7 @@ LaunchResult launch_nodes(const std::vector<NodeCommand>& nodes, double timeout_
     g_interrupted = 0;
 
     std::vector<Child> kids(nodes.size());
-    timespec t0{};
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const int64_t t0 = monotonic_ns();
     for (size_t i = 0; i < nodes.size(); ++i) {
         kids[i].pid = start(nodes[i]);
         kids[i].running = kids[i].pid > 0;
