@@ -29,7 +29,17 @@ public:
     // (their bound is the ingress PG and PFC).
     bool query_egress(PortId out, int q, Bytes len) const;
     void commit(PortId in, int pg, PortId out, int q, Bytes len, Region r);
-    void release(PortId in, int pg, PortId out, int q, Bytes len);
+    void release(PortId in, int pg, PortId out, int q, Bytes len) {
+        release_pg(in, pg, len);
+        release_queue(out, q, len);
+    }
+    // release in two halves, for a run of frames leaving one queue: each
+    // frame's PG (which decides XON) one by one, the queue's total once.
+    void release_pg(PortId in, int pg, Bytes len);
+    void release_queue(PortId out, int q, Bytes total) {
+        queue_[out * kNumTc + q] -= total;
+        port_[out] -= total;
+    }
 
     // XOFF once the PG spills into headroom or reaches its shared threshold.
     bool should_xoff(PortId in, int pg) const;
@@ -113,7 +123,7 @@ inline void Mmu::commit(PortId in, int pg, PortId out, int q, Bytes len, Region 
     port_[out] += len;
 }
 
-inline void Mmu::release(PortId in, int pg, PortId out, int q, Bytes len) {
+inline void Mmu::release_pg(PortId in, int pg, Bytes len) {
     // Packets are charged whole to one region but released headroom first,
     // then shared, then reserved: the totals stay exact and headroom drains
     // first, which is what lets a paused PG resume.
@@ -127,8 +137,6 @@ inline void Mmu::release(PortId in, int pg, PortId out, int q, Bytes len) {
     pool_used_ -= from_shared;
     left -= from_shared;
     s.reserved -= std::min(s.reserved, left);
-    queue_[out * kNumTc + q] -= len;
-    port_[out] -= len;
 }
 
 inline bool Mmu::should_xoff(PortId in, int pg) const {

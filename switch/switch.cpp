@@ -84,9 +84,9 @@ void Switch::drop(PortId counted_at, uint32_t handle, DropReason r, Effects& fx)
     e.handle = handle;
 }
 
-Nanos Switch::wire_time(PortId port, Bytes frame_len) const {
+Nanos Switch::wire_time(const ExactDiv& speed, Bytes frame_len) {
     const uint64_t num = (frame_len.v + kWireOverhead.v) * 8 * 1000000000ull;
-    return Nanos{static_cast<int64_t>(speed_div_[port].ceil(num))};
+    return Nanos{static_cast<int64_t>(speed.ceil(num))};
 }
 
 bool Switch::eligible(PortId p, int q, Nanos now) const {
@@ -355,7 +355,12 @@ std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng&
 }
 
 void Switch::release(PortId out, int q, const Slot& s, Effects& fx) {
-    mmu_.release(s.in_port, s.pg, out, q, Bytes{s.len});
+    mmu_.release_queue(out, q, Bytes{s.len});
+    release_pg(s, fx);
+}
+
+inline void Switch::release_pg(const Slot& s, Effects& fx) {
+    mmu_.release_pg(s.in_port, s.pg, Bytes{s.len});
     if (mmu_.should_xon(s.in_port, s.pg)) {
         mmu_.set_xoff(s.in_port, s.pg, false);
         cold_[s.in_port].refresh_at[s.pg] = Nanos::max();
@@ -416,8 +421,12 @@ std::size_t Switch::dequeue_burst(PortId port, Nanos from, Nanos now, TxDesc* ou
     if (port >= hot_.size()) return 0;
     PortHot& ps = hot_[port];
     ps.tx_armed = false;
-    std::size_t n = 0;
     Nanos t = std::max(from, ps.busy_until);
+    std::size_t n = dequeue_sole(port, t, now, out, max, fx);
+    // A sole queue's run ends as the loop below would: with the queue empty
+    // (unarmed), or on the loop's own conditions (which then hold again).
+    if (n == kNotSole) n = 0;
+    else if (ps.nonempty == 0) return n;
     // Each frame starts when the previous one ends, as successive dequeue
     // calls at the TxReady times would have it; only the TxReady between
     // them is left out.
@@ -429,6 +438,64 @@ std::size_t Switch::dequeue_burst(PortId port, Nanos from, Nanos now, TxDesc* ou
         t = ps.busy_until;
     }
     if (has_eligible(port, t)) arm_tx(port, t, fx);
+    return n;
+}
+
+std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, std::size_t max, Effects& fx) {
+    PortHot& ps = hot_[port];
+    const uint8_t ne = ps.nonempty;
+    // Exactly one queue holds frames and it is neither paused nor stormed:
+    // it is the only eligible queue for the whole run, since a dequeue
+    // changes no pause or storm and enqueues nothing.
+    if (!ne || (ne & (ne - 1)) || (ne & (ps.paused | ps.storms))) return kNotSole;
+    const int q = std::countr_zero(static_cast<unsigned>(ne));
+    // WRED at dequeue draws per frame and may drop: the frame-by-frame path.
+    if (cfg_.wred_stage == WredStage::Dequeue && cfg_.wred[q].active()) return kNotSole;
+    QueueHot& qs = qhot(port, q);
+    const ExactDiv& speed = speed_div_[port];
+    const uint32_t first = qs.head;
+    uint32_t i = first, last = kNil;
+    uint64_t bytes = 0;
+    std::size_t n = 0;
+    // The checks of dequeue_burst's loop, before every frame.
+    while (n < max && t <= now && room(fx) > kEffectReserve) {
+        const Slot& s = slots_[i];
+        release_pg(s, fx);
+        TxDesc& tx = out[n++];
+        tx.handle = s.handle;
+        tx.queue = static_cast<uint8_t>(q);
+        tx.frame_len = Bytes{s.len};
+        tx.start = t;
+        t += wire_time(speed, Bytes{s.len});
+        tx.end = t;
+        bytes += s.len;
+        last = i;
+        i = s.next;
+        if (i == kNil) break;
+    }
+    if (n == 0) return 0;
+    // The run's slots are a chain from `first` to `last`: freed in one splice.
+    slots_[last].next = free_head_;
+    free_head_ = first;
+    qs.head = i;
+    qs.count -= static_cast<uint32_t>(n);
+    mmu_.release_queue(port, q, Bytes{bytes});
+    qs.tx_pkts += n;
+    qs.tx_bytes += bytes;
+    ps.tx_pkts += n;
+    ps.tx_bytes += bytes;
+    ps.busy_until = t;
+    // What pick_queue gives a sole contender, and dequeue_frame a queue it emptied.
+    if (!cfg_.scheduler[q].strict) {
+        qs.deficit = 0;
+        qs.credited = false;
+        ps.dwrr_cur = static_cast<uint8_t>(q);
+    }
+    if (qs.count == 0) {
+        qs.tail = kNil;
+        ps.nonempty = 0;
+        if (!cfg_.scheduler[q].strict) ps.dwrr_cur = static_cast<uint8_t>((q + 1) % kNumTc);
+    }
     return n;
 }
 
@@ -489,7 +556,7 @@ bool Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc
     tx.queue = static_cast<uint8_t>(q);
     tx.frame_len = len;
     tx.start = now;
-    tx.end = now + wire_time(port, len);
+    tx.end = now + wire_time(speed_div_[port], len);
     ps.busy_until = tx.end;
     return true;
 }

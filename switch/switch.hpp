@@ -234,6 +234,13 @@ private:
     // dequeue without the final re-arming, into `tx` (not through an
     // optional on the stack: reading that back stalled on store forwarding).
     bool dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc& tx);
+    // dequeue_burst's run when one queue alone can send (the usual case):
+    // what its frame-by-frame loop would do from `t`, with the queue's
+    // eligibility decided once, its MMU bytes, counters and DWRR state
+    // updated once for the run. Advances `t` to the end of the last frame.
+    // kNotSole when the port is not in that state.
+    std::size_t dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, std::size_t max, Effects& fx);
+    static constexpr std::size_t kNotSole = ~std::size_t{0};
     Slot pop(PortId p, int q);
     // ECMP: the member a flow hash `h` picks out of n.
     static uint32_t hashed_member(uint64_t h, std::size_t n) { return static_cast<uint32_t>(((h >> 32) * n) >> 32); }
@@ -245,13 +252,15 @@ private:
     void send_pfc(PortId port, uint8_t bits, uint16_t quanta, Effects& fx);
     void xoff(PortId in, int pg, Nanos now, Effects& fx);
     void release(PortId out, int q, const Slot& s, Effects& fx);
+    // The frame's ingress PG, and XON out of its port if that lets it resume.
+    void release_pg(const Slot& s, Effects& fx);
     void arm_tx(PortId port, Nanos at, Effects& fx);
     void drop(PortId counted_at, uint32_t handle, DropReason r, Effects& fx);
     // The next effect slot with kind and port set; a scratch slot (counted
     // in effects_overflow) when fx is full.
     Effect& emit(Effects& fx, EffectKind kind, PortId port);
     // Serialisation of a frame plus preamble and IFG at the port's speed, rounded up.
-    Nanos wire_time(PortId port, Bytes frame_len) const;
+    static Nanos wire_time(const ExactDiv& speed, Bytes frame_len);
     void watchdog_detect(PortId port, int q, Nanos now, Effects& fx);
     void watchdog_restore(PortId port, int q, Effects& fx);
 

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <tuple>
 #include <vector>
 
@@ -241,8 +242,10 @@ struct Drained {
 
 // The runtime's loop either with one dequeue per frame at its TxReady time
 // (burst == 0) or with dequeue_burst of at most `burst` frames. A PFC pause
-// of priority 3 reaches the port at 5 us in both.
-Drained drain_turns(Rig& r, PortId port, Nanos ready, int turns, std::size_t burst) {
+// of priority 3 reaches the port at 5 us in both. `arrive`, if set, runs at
+// the start of every turn (packets received then).
+Drained drain_turns(Rig& r, PortId port, Nanos ready, int turns, std::size_t burst,
+                    const std::function<void(int turn, Effects& fx)>& arrive = {}) {
     Drained d;
     const auto take = [&](Effects& fx, Nanos& next) {
         for (const Effect& e : fx) {
@@ -254,6 +257,10 @@ Drained drain_turns(Rig& r, PortId port, Nanos ready, int turns, std::size_t bur
     Effects fx;
     for (int turn = 0; turn <= turns; ++turn) {
         const Nanos now = Nanos::from_us(turn);
+        if (arrive) {
+            arrive(turn, fx);
+            take(fx, ready);
+        }
         if (turn == 5) {
             PfcFrameDesc pause;
             pause.class_enable = 1u << 3;
@@ -324,6 +331,64 @@ TEST(SwitchBurst, DequeueBurstSendsWhatSuccessiveDequeuesWould) {
             EXPECT_EQ(b.txs[i].end, one.txs[i].end) << "burst " << burst << " frame " << i;
         }
         EXPECT_EQ(b.effects, one.effects) << "burst " << burst;
+    }
+}
+
+TEST(SwitchBurst, ASoleQueueRunSendsWhatSuccessiveDequeuesWould) {
+    // dequeue_burst sends a run from the one queue holding frames in one go
+    // (MMU bytes, counters and DWRR state updated once). Its frames, times
+    // and effects must be those of one dequeue per frame: XONs while two
+    // ingress PGs drain below their threshold, a pause on that queue, a
+    // second and third queue filling mid-run (DWRR then resumes from the
+    // state the run left), and a refill that reuses the run's freed slots.
+    SwitchConfig cfg = sonic_default_config(3, BitsPerSec::gbps(100));
+    cfg.pg_lossless = PgProfile{Bytes{0}, Bytes{0}, Bytes{40000}, Bytes{5000}, Threshold{false, 0, Bytes{20000}}};
+    const auto run = [&](std::size_t burst) {
+        Rig r(cfg);
+        const auto send = [&](int n, uint8_t dscp, Nanos now, Effects& fx) {
+            for (int i = 0; i < n; ++i)
+                r.sw->on_packet(r.pkt(static_cast<PortId>(i % 2), host_ip(2), dscp, 600 + 50 * (i % 9)), now, r.rng,
+                                fx);
+        };
+        Drained d = drain_turns(r, 2, Nanos::max(), 40, burst, [&](int turn, Effects& fx) {
+            const Nanos now = Nanos::from_us(turn);
+            if (turn == 0) send(70, kDscpLossless3, now, fx);
+            if (turn == 8) {
+                send(8, kDscpTc0, now, fx);
+                send(8, kDscpTc1, now, fx);
+            }
+            if (turn == 12) {
+                send(40, kDscpLossless3, now, fx);
+                send(30, kDscpTc0, now, fx);
+            }
+            if (turn == 20) send(30, kDscpTc1, now, fx);
+            if (turn == 21) send(5, kDscpTc0, now, fx);
+            // A sole queue emptied by a run, then two queues at once: DWRR
+            // starts after the emptied one.
+            if (turn == 30) send(3, kDscpLossless3, now, fx);
+            if (turn == 32) {
+                send(4, kDscpLossless3, now, fx);
+                send(4, kDscpTc0, now, fx);
+            }
+        });
+        const uint64_t xons = r.sw->port_counters(0).pfc_tx_xon[3] + r.sw->port_counters(1).pfc_tx_xon[3];
+        return std::tuple{std::move(d), r.sw->dump(Nanos::from_us(50)), xons};
+    };
+    const auto [one, one_dump, one_xons] = run(0);
+    ASSERT_EQ(one.txs.size(), 202u);
+    ASSERT_GE(one_xons, 2u) << "the PGs of ports 0 and 1 went over the threshold and back";
+    for (const std::size_t burst : {1u, 3u, 32u}) {
+        const auto [b, b_dump, b_xons] = run(burst);
+        ASSERT_EQ(b.txs.size(), one.txs.size()) << "burst " << burst;
+        for (std::size_t i = 0; i < one.txs.size(); ++i) {
+            EXPECT_EQ(b.txs[i].handle, one.txs[i].handle) << "burst " << burst << " frame " << i;
+            EXPECT_EQ(b.txs[i].queue, one.txs[i].queue) << "burst " << burst << " frame " << i;
+            EXPECT_EQ(b.txs[i].start, one.txs[i].start) << "burst " << burst << " frame " << i;
+            EXPECT_EQ(b.txs[i].end, one.txs[i].end) << "burst " << burst << " frame " << i;
+        }
+        EXPECT_EQ(b.effects, one.effects) << "burst " << burst;
+        EXPECT_EQ(b_dump, one_dump) << "burst " << burst;
+        EXPECT_EQ(b_xons, one_xons) << "burst " << burst;
     }
 }
 
