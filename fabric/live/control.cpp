@@ -1,4 +1,5 @@
 #include "fabric/live/control.hpp"
+#include "fabric/live/monotonic.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -15,12 +16,6 @@
 #include <ctime>
 
 namespace rocemu::fabric::live {
-
-int64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 namespace {
 

@@ -17,10 +17,6 @@
 
 namespace rocemu::fabric::live {
 
-// CLOCK_MONOTONIC in ns: comparable between the processes of one machine
-// (SwitchSnapshot::at_ns), not across machines.
-int64_t monotonic_ns();
-
 // "HOST:PORT" (an IPv4 address or a name, port 1-65535; port 0 allowed
 // with `allow_any_port`, for a server that picks one).
 struct HostPort {

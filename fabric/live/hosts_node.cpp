@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "fabric/live/control.hpp"
+#include "fabric/live/monotonic.hpp"
 #include "fabric/live/node.hpp"
 #include "fabric/live/split.hpp"
 
@@ -53,15 +54,18 @@ struct SwitchSource {
             std::stringstream ss;
             ss << f.rdbuf();
             s = parse_snapshot(ss.str());
-            if (!s) last_error = "no whole snapshot in the file";
-            return s;
-        }
-        const std::optional<std::string> text = fetch_control(*at, kFetchTimeout, last_error);
-        if (!text) return std::nullopt;
-        s = parse_snapshot(*text);
-        if (!s) {
-            last_error = "its reply is not a counter snapshot: is that address a rocemu switch node's --control-listen?";
-            return std::nullopt;
+            if (!s) {
+                last_error = "no whole snapshot in the file";
+                return s;
+            }
+        } else {
+            const std::optional<std::string> text = fetch_control(*at, kFetchTimeout, last_error);
+            if (!text) return std::nullopt;
+            s = parse_snapshot(*text);
+            if (!s) {
+                last_error = "its reply is not a counter snapshot: is that address a rocemu switch node's --control-listen?";
+                return std::nullopt;
+            }
         }
         if (s->node != name || s->fabric != expect)
             throw std::runtime_error(fmt::format(
@@ -72,10 +76,11 @@ struct SwitchSource {
         return s;
     }
 
-    // True once the switch said it is ready; asks at most every kAskEvery.
+    // True once the switch said it is ready, in a snapshot of this fabric
+    // (fetch throws for another); asks at most every kAskEvery.
     bool poll_ready() {
         if (ready) return true;
-        if (!at) return ready = std::filesystem::exists(ready_file);
+        if (!at && !std::filesystem::exists(ready_file)) return false;
         const int64_t t = monotonic_ns();
         if (t < next_ask) return false;
         next_ask = t + kAskEvery.v;
@@ -212,6 +217,8 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     lo.seed = o.seed;
     lo.idle_sleep = o.busy_poll ? Nanos{} : kNodeIdleSleep;
     lo.eal_args = o.eal_args;
+    lo.pcap_link = o.pcap_link;
+    if (!o.pcap_link.empty()) lo.pcap_path = capture_path(o.link_dir, o.pcap_link, kHostsNode);
     return run_live_sweep(t, p, sizes, lo);
 }
 

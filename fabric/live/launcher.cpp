@@ -10,7 +10,7 @@
 #include <ctime>
 #include <fstream>
 
-#include "fabric/live/control.hpp"
+#include "fabric/live/monotonic.hpp"
 #include "fabric/live/node.hpp"
 
 namespace rocemu::fabric::live {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fabric/scenario.hpp"
@@ -87,6 +88,11 @@ struct LiveOptions {
     // The hosts node of a split fabric (split.hpp): set, the fabric holds
     // only the NICs, each on its cable end's device.
     SplitHosts split;
+    // --pcap: the frames of this link, as its ends here receive them
+    // (capture.hpp), into `pcap_path`; empty path: live_<workload>_<link>.pcap
+    // in `out_dir`.
+    std::string pcap_link;
+    std::string pcap_path;
 };
 
 struct LiveRow {
@@ -108,6 +114,10 @@ struct LiveResult {
     std::vector<std::string> notes;  // what the run reports beyond the table (loop speed, headroom)
     std::string error;               // set when the fabric could not be built or run
 };
+
+// Why `link` cannot be captured (it names no link of `t`, and here are the
+// ones it could name), or empty.
+std::string pcap_link_error(const Topology& t, std::string_view link);
 
 // nccl-tests style: one workload per size on one live fabric (built once,
 // QPs reused across sizes), counters taken per size.

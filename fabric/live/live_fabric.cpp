@@ -1,5 +1,6 @@
 #include "fabric/live/live_fabric.hpp"
 
+#include "fabric/live/capture.hpp"
 #include "fabric/live/nic_wire.hpp"
 #include "fabric/live/fabric_clock.hpp"
 #include "fabric/live/live_switch.hpp"
@@ -131,8 +132,12 @@ struct LiveFabric::Impl {
     std::vector<Host> hosts;
     std::map<std::tuple<uint32_t, uint32_t, uint16_t>, std::unique_ptr<Conn>> conns;
     std::vector<uint64_t> scratch;
+    // Per link, the ethdevs of its ends in this process (--pcap taps them).
+    std::vector<std::vector<uint16_t>> link_ports;
+    std::unique_ptr<LinkCapture> capture;
 
     ~Impl() {
+        capture.reset();
         // Runtimes hold mbufs of every pool: free them while the pools exist.
         for (LiveSwitch& s : switches) s.rt.reset();
         for (Host& h : hosts) h.wire.reset();
@@ -163,6 +168,7 @@ struct LiveFabric::Impl {
     }
     bool build(std::string& error);
     bool build_split(std::string& error);
+    bool start_capture(std::string& error);
     bool open_nic(uint32_t n, int attach_port, const std::string& devspec, std::string& error);
     bool prime_arp(uint32_t nic, uint32_t ip, std::string& error);
     bool connect_qp(Host& h, Qpn qp, Qpn remote, const NicSpec& peer, uint16_t sport, std::string& error);
@@ -193,6 +199,7 @@ bool LiveFabric::Impl::build(std::string& error) {
         Nanos delay{};
     };
     std::vector<NicCable> nic_cable(topo.nics.size());
+    link_ports.assign(topo.links.size(), {});
     const auto ring = [&](const std::string& name) {
         rte_ring* r = rte_ring_create(fmt::format("{}_{}", tag, name).c_str(), kRingSize, SOCKET_ID_ANY,
                                       RING_F_SP_ENQ | RING_F_SC_DEQ);
@@ -222,6 +229,7 @@ bool LiveFabric::Impl::build(std::string& error) {
             }
             switch_end(link.a, ia);
             switch_end(link.b, ib);
+            link_ports[l] = {static_cast<uint16_t>(ia), static_cast<uint16_t>(ib)};
             continue;
         }
         // A NIC's cable: the NIC's MAC (NicWire) sits between two ring pairs.
@@ -242,6 +250,7 @@ bool LiveFabric::Impl::build(std::string& error) {
         }
         nic_port[n.index] = in;
         switch_end(s, is);
+        link_ports[l] = {static_cast<uint16_t>(in), static_cast<uint16_t>(is)};
     }
 
     switches.resize(topo.switches.size());
@@ -315,6 +324,14 @@ bool LiveFabric::Impl::build_split(std::string& error) {
             return false;
         }
         if (!open_nic(n, -1, sp.nic_devspecs[n], error)) return false;
+    }
+    link_ports.assign(topo.links.size(), {});
+    for (uint32_t l = 0; l < topo.links.size(); ++l) {
+        const LinkSpec& link = topo.links[l];
+        if (link.a.is_switch && link.b.is_switch) continue;
+        uint16_t port = 0;
+        const Endpoint& n = link.a.is_switch ? link.b : link.a;
+        if (rte_eth_dev_get_port_by_name(hosts[n.index].ctx->name().c_str(), &port) == 0) link_ports[l] = {port};
     }
     // Real time: the fabric clock leaves out long gaps, and asking a switch
     // over the network may take one.
@@ -454,6 +471,26 @@ bool LiveFabric::Impl::connect_qp(Host& h, Qpn qp, Qpn remote, const NicSpec& pe
     return true;
 }
 
+bool LiveFabric::Impl::start_capture(std::string& error) {
+    if (opts.pcap_link.empty()) return true;
+    const std::optional<uint32_t> l = topo.find_link(opts.pcap_link);
+    if (!l) {
+        error = pcap_link_error(topo, opts.pcap_link);
+        return false;
+    }
+    if (link_ports[*l].empty()) return true;
+    capture = LinkCapture::open(opts.pcap_path, error);
+    if (!capture) return false;
+    for (const uint16_t port : link_ports[*l])
+        if (!capture->tap(port, error)) return false;
+    return true;
+}
+
+std::optional<uint64_t> LiveFabric::captured_frames() const {
+    if (!impl_->capture) return std::nullopt;
+    return impl_->capture->frames();
+}
+
 LiveFabric::LiveFabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 LiveFabric::~LiveFabric() = default;
 
@@ -474,6 +511,7 @@ std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOp
     m->rc_timeout = scaled_rc_timeout(scale);
     m->clock.emplace(FabricClock::max_step_for(topo));
     if (!(m->split() ? m->build_split(error) : m->build(error))) return nullptr;
+    if (!m->start_capture(error)) return nullptr;
     m->scratch.resize(sw::live::port_counter_names().size());
     return std::unique_ptr<LiveFabric>(new LiveFabric(std::move(m)));
 }

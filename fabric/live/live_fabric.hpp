@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,9 @@ public:
     // Mean and largest time of one turn of the loop in the last run.
     Nanos mean_turn() const { return turns_ ? Nanos{turn_sum_.v / static_cast<int64_t>(turns_)} : Nanos{}; }
     Nanos max_turn() const { return max_turn_; }
+    // Frames written by --pcap so far; nullopt when this process has no end
+    // of the captured link (or nothing is captured).
+    std::optional<uint64_t> captured_frames() const;
 
     struct Impl;
 

@@ -27,6 +27,9 @@ struct NodeOptions {
     // another machine needs a --port, a switch there a --control.
     std::vector<std::string> machines;
     Nanos wait = Nanos::from_s(30);  // hosts: for the NICs' links and the switch nodes to be ready
+    // --pcap: what this node's ends of that link receive, into
+    // split.hpp's capture_path() (the launcher merges the nodes' files).
+    std::string pcap_link;
 };
 
 // Ethdevs one process can have (RTE_MAX_ETHPORTS): split.hpp's

@@ -43,6 +43,13 @@ void write_csv(const std::string& dir, const std::string& name, const std::vecto
 
 }  // namespace
 
+std::string pcap_link_error(const Topology& t, std::string_view link) {
+    if (t.find_link(link)) return "";
+    std::string names;
+    for (const LinkSpec& l : t.links) names += (names.empty() ? "" : ", ") + l.name;
+    return fmt::format("--pcap: fabric '{}' has no link '{}'; its links: {}", t.cfg.name, link, names);
+}
+
 LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes, const LiveOptions& o) {
     LiveResult res;
     res.ranks = topo.nic_count() / (topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1);
@@ -67,8 +74,20 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
             return res;
         }
     }
+    LiveOptions opts = o;
+    if (!o.pcap_link.empty()) {
+        res.error = pcap_link_error(topo, o.pcap_link);
+        if (!res.error.empty()) return res;
+        if (opts.pcap_path.empty() && o.out_dir.empty()) {
+            res.error = "--pcap needs a report folder (-o DIR)";
+            return res;
+        }
+        if (opts.pcap_path.empty())
+            opts.pcap_path = (std::filesystem::path(o.out_dir) /
+                              fmt::format("live_{}_{}.pcap", pattern_name(p), o.pcap_link)).string();
+    }
     std::string error;
-    std::unique_ptr<LiveFabric> fab = LiveFabric::build(live, o, res.scale, error);
+    std::unique_ptr<LiveFabric> fab = LiveFabric::build(live, opts, res.scale, error);
     if (!fab) {
         res.error = error;
         return res;
@@ -165,6 +184,12 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         write_csv(o.out_dir, prefix + "_nics.csv", nics, res.files);
     }
     if (!o.out_dir.empty()) write_csv(o.out_dir, fmt::format("live_{}_sweep.csv", pattern_name(p)), sweep_csv, res.files);
+    if (const std::optional<uint64_t> frames = fab->captured_frames()) {
+        fab.reset();  // closes the capture
+        res.notes.push_back(fmt::format("pcap: {} frames of link {} received by its ends here in {}", *frames,
+                                        o.pcap_link, opts.pcap_path));
+        if (o.pcap_path.empty()) res.files.push_back(opts.pcap_path);
+    }
     return res;
 }
 

@@ -7,8 +7,10 @@
 #include <charconv>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 
+#include "dataplane/pcap/pcap.hpp"
 #include "fabric/live/live.hpp"
 
 namespace rocemu::fabric::live {
@@ -145,8 +147,57 @@ std::string counters_path(const std::string& link_dir, std::string_view node) {
     return path_in(link_dir, node, "counters");
 }
 
+namespace {
+
+std::string threshold_text(const sw::Threshold& t) {
+    return fmt::format("{}/{}/{}", t.dynamic, t.dynamic_th, t.static_th.v);
+}
+
+std::string pg_text(const sw::PgProfile& p) {
+    return fmt::format("{} {} {} {} {}", p.size.v, p.xon.v, p.xoff.v, p.xon_offset.v, threshold_text(p.th));
+}
+
+// What a switch node runs beyond its ports: QoS maps, scheduling, WRED/ECN,
+// the shared buffer and PG profiles, PFC, the watchdog and routing.
+std::string switch_settings_text(const sw::SwitchConfig& c) {
+    std::string s = fmt::format(" maps {} | {} | {} pfc {:#x}\n", fmt::join(c.dscp_to_tc, ","),
+                                fmt::join(c.tc_to_queue, ","), fmt::join(c.tc_to_pg, ","), c.pfc_enable);
+    for (size_t q = 0; q < c.scheduler.size(); ++q) {
+        const sw::WredProfile& w = c.wred[q];
+        s += fmt::format(" q{} {} {} wred {} {} {} {} {}\n", q, c.scheduler[q].strict, c.scheduler[q].weight,
+                         w.wred_green_enable, static_cast<int>(w.ecn), w.green_min_threshold.v,
+                         w.green_max_threshold.v, w.green_drop_probability);
+    }
+    const sw::RoutingConfig& r = c.routing;
+    std::string ar;
+    for (const sw::ArMode m : r.adaptive) ar += static_cast<char>('0' + static_cast<int>(m));
+    s += fmt::format(" wred_stage {} pool {} pg_lossless {} pg_lossy {} queue_lossy {} {} pause {} {}\n",
+                     static_cast<int>(c.wred_stage), c.pool_size.v, pg_text(c.pg_lossless), pg_text(c.pg_lossy),
+                     c.queue_lossy.size.v, threshold_text(c.queue_lossy.th), c.pause_quanta, c.refresh_percent);
+    s += fmt::format(" wd {} {} {} {} routing {} {} {} {} {}\n", c.pfc_wd.enabled, c.pfc_wd.detection_time.v,
+                     c.pfc_wd.restoration_time.v, static_cast<int>(c.pfc_wd.action), r.hash_fields, r.hash_seed, ar,
+                     r.flowlet_gap.v, r.flowlet_table_size);
+    return s;
+}
+
+// The NICs' profile as the hosts node runs it and the switch nodes' MACs
+// read it (MTU, DSCP and so the PFC priority), CC included.
+std::string nic_settings_text(const NicProfile& n) {
+    const cc::DcqcnConfig& d = n.cc.dcqcn;
+    return fmt::format(
+        "nics {} {} {} {} cc {} {} dcqcn {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+        static_cast<int>(n.model), n.spraying, n.mtu, n.dscp, static_cast<int>(n.cc.algorithm),
+        n.cc.adaptive_routing, d.rpg_time_reset.v, d.rpg_byte_reset.v, d.byte_stages_enabled, d.rpg_threshold,
+        d.rpg_ai_rate.v, d.rpg_hai_rate.v, d.rpg_max_rate.v, d.clamp_tgt_rate, d.clamp_tgt_rate_after_time_inc,
+        d.rpg_gd, d.rpg_min_dec_fac, d.rpg_min_rate.v, d.rate_to_set_on_first_cnp.v, d.rate_reduce_monitor_period.v,
+        d.dce_tcp_g, d.dce_tcp_rtt.v, d.initial_alpha_value, d.min_time_between_cnps.v, d.cnp_dscp,
+        d.cnp_802p_prio);
+}
+
+}  // namespace
+
 std::string fabric_identity(const Topology& t, double scale, uint64_t seed) {
-    std::string canon = t.cfg.name + '\n';
+    std::string canon = t.cfg.name + '\n' + nic_settings_text(t.cfg.nic);
     const auto mac = [](const std::array<uint8_t, 6>& m) {
         return fmt::format("{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
     };
@@ -157,6 +208,7 @@ std::string fabric_identity(const Topology& t, double scale, uint64_t seed) {
         for (size_t p = 0; p < s.cfg.ports.size(); ++p)
             canon += fmt::format(" {} {} {} {}\n", s.cfg.ports[p].name, s.cfg.ports[p].speed.v, s.cfg.ports[p].mtu,
                                  mac(s.port_mac[p]));
+        canon += switch_settings_text(s.cfg);
     }
     for (const LinkSpec& l : t.links)
         canon += fmt::format("link {} {}.{}.{} {}.{}.{} {} {} {}\n", l.name, l.a.is_switch, l.a.index, l.a.port,
@@ -166,11 +218,15 @@ std::string fabric_identity(const Topology& t, double scale, uint64_t seed) {
     return fmt::format("{} topology {:016x} scale {:g} seed {}", t.cfg.name, h, scale, seed);
 }
 
+namespace {
+constexpr std::string_view kSnapshotEnd = "# end ";
+}  // namespace
+
 std::string format_snapshot(const SwitchSnapshot& s) {
     std::string out = fmt::format("# at_ns {}\n# node {}\n# fabric {}\n# ready {}\n", s.at_ns, s.node, s.fabric,
                                   s.ready ? 1 : 0);
     for (const std::string& r : s.rows) out += r + '\n';
-    return out;
+    return out + fmt::format("{}{}\n", kSnapshotEnd, s.rows.size());
 }
 
 std::optional<SwitchSnapshot> parse_snapshot(std::string_view text) {
@@ -181,12 +237,21 @@ std::optional<SwitchSnapshot> parse_snapshot(std::string_view text) {
     if (eol == std::string_view::npos) return std::nullopt;
     const std::string_view num = text.substr(kHead.size(), eol - kHead.size());
     if (std::from_chars(num.data(), num.data() + num.size(), s.at_ns).ec != std::errc{}) return std::nullopt;
-    // A file cut short (its writer killed) ends without a newline: no row is taken from it.
+    // A reply or file cut short, even at a line boundary, lacks the end line
+    // (or its row count): none of its rows is taken.
     size_t pos = eol + 1;
     while (pos < text.size()) {
         const size_t e = text.find('\n', pos);
         if (e == std::string_view::npos) return std::nullopt;
         const std::string_view line = text.substr(pos, e - pos);
+        if (line.starts_with(kSnapshotEnd)) {
+            const std::string_view n = line.substr(kSnapshotEnd.size());
+            size_t rows = 0;
+            const auto r = std::from_chars(n.data(), n.data() + n.size(), rows);
+            if (r.ec != std::errc{} || r.ptr != n.data() + n.size() || rows != s.rows.size() || e + 1 != text.size())
+                return std::nullopt;
+            return s;
+        }
         if (line.starts_with("# ")) {
             const std::string_view kv = line.substr(2);
             const size_t sp = kv.find(' ');
@@ -199,7 +264,7 @@ std::optional<SwitchSnapshot> parse_snapshot(std::string_view text) {
         }
         pos = e + 1;
     }
-    return s;
+    return std::nullopt;
 }
 
 std::map<std::string, std::string> parse_machines(const Topology& t, const std::vector<std::string>& values) {
@@ -271,6 +336,58 @@ SwitchRowTotals sum_rows(const std::vector<std::string>& rows) {
         else if (counter.starts_with("drop_")) t.drops += v;
     }
     return t;
+}
+
+std::string capture_path(const std::string& link_dir, std::string_view link, std::string_view node) {
+    return (std::filesystem::path(link_dir) / fmt::format("{}@{}.pcap", link, node)).string();
+}
+
+std::vector<std::string> capture_parts(const std::string& link_dir, std::string_view link) {
+    std::vector<std::string> parts;
+    const std::string prefix = fmt::format("{}@", link);
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(link_dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.starts_with(prefix) && name.ends_with(".pcap")) parts.push_back(e.path().string());
+    }
+    std::sort(parts.begin(), parts.end());
+    return parts;
+}
+
+std::optional<uint64_t> merge_pcaps(const std::vector<std::string>& in, const std::string& out, std::string& error) {
+    std::vector<std::unique_ptr<pcap::Reader>> readers;
+    std::vector<pcap::Frame> head(in.size());
+    std::vector<bool> more(in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+        readers.push_back(std::make_unique<pcap::Reader>(in[i]));
+        if (!readers[i]->ok()) {
+            error = fmt::format("cannot read {}: {}", in[i], readers[i]->error());
+            return std::nullopt;
+        }
+        more[i] = readers[i]->next(head[i]);
+    }
+    pcap::Writer w(out);
+    if (!w.ok()) {
+        error = fmt::format("cannot write {}: {}", out, w.error());
+        return std::nullopt;
+    }
+    uint64_t frames = 0;
+    for (;;) {
+        size_t pick = in.size();
+        for (size_t i = 0; i < in.size(); ++i)
+            if (more[i] && (pick == in.size() || head[i].ts < head[pick].ts)) pick = i;
+        if (pick == in.size()) break;
+        w.write(head[pick].ts, head[pick].data);
+        ++frames;
+        more[pick] = readers[pick]->next(head[pick]);
+    }
+    for (size_t i = 0; i < in.size(); ++i)
+        if (!readers[i]->error().empty()) {
+            error = fmt::format("{}: {}", in[i], readers[i]->error());
+            return std::nullopt;
+        }
+    w.flush();
+    return frames;
 }
 
 }  // namespace rocemu::fabric::live

@@ -103,14 +103,18 @@ std::string counters_path(const std::string& link_dir, std::string_view node);
 
 // What two nodes must share to be one fabric: the fabric's name, a hash of
 // its (unscaled) topology (names, ports, speeds, delays, MACs, addresses),
-// the scale and the seed, as one line, e.g.
+// of every switch's settings (QoS maps, scheduler, WRED/ECN, buffer pool and
+// PG profiles, PFC, watchdog, routing) and of the NIC profile (MTU, DSCP,
+// CC), the scale and the seed, as one line, e.g.
 // "incast topology 9f3c2a0b1d4e5f60 scale 225 seed 1".
 std::string fabric_identity(const Topology& t, double scale, uint64_t seed);
 
 // A switch's counter snapshot: the CLOCK_MONOTONIC time it was taken (of
 // the switch's machine), the switch, its fabric_identity(), whether every
 // port of it is up, and "switch,port,counter,value" rows of every non-zero
-// port counter, plus a "lossless_drops" row per port that had any.
+// port counter, plus a "lossless_drops" row per port that had any. The text
+// ends with "# end <rows>": parse_snapshot refuses one without it (a reply
+// or file cut short, even at a line boundary).
 struct SwitchSnapshot {
     int64_t at_ns = 0;
     std::string node;
@@ -145,5 +149,14 @@ struct SwitchRowTotals {
     uint64_t lossless_drops = 0;  // lossless_drops
 };
 SwitchRowTotals sum_rows(const std::vector<std::string>& rows);
+
+// `--pcap LINK` split: each node that owns an end of LINK writes the frames
+// that end receives to DIR/<LINK>@<node>.pcap (capture.hpp).
+std::string capture_path(const std::string& link_dir, std::string_view link, std::string_view node);
+// Those files of LINK in `link_dir`, in name order.
+std::vector<std::string> capture_parts(const std::string& link_dir, std::string_view link);
+// Merges pcap files into `out` in time-stamp order (a tie keeps the order of
+// `in`). The frame count, or nullopt and `error` naming the file that failed.
+std::optional<uint64_t> merge_pcaps(const std::vector<std::string>& in, const std::string& out, std::string& error);
 
 }  // namespace rocemu::fabric::live

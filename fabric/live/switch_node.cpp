@@ -21,7 +21,9 @@
 #include "dataplane/dpdk/eal_args.hpp"
 #include "dataplane/dpdk/port.hpp"
 #include "dataplane/wire/l2.hpp"
+#include "fabric/live/capture.hpp"
 #include "fabric/live/control.hpp"
+#include "fabric/live/monotonic.hpp"
 #include "fabric/live/fabric_clock.hpp"
 #include "fabric/live/live_switch.hpp"
 #include "fabric/live/nic_wire.hpp"
@@ -299,6 +301,8 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         const std::vector<std::string> why =
             cables_without_port(t, name, nodes_elsewhere(parse_machines(t, o.machines), name), overrides);
         if (!why.empty()) return fail(fmt::format("{}", fmt::join(why, "\n  ")));
+        if (!o.pcap_link.empty() && !pcap_link_error(t, o.pcap_link).empty())
+            return fail(pcap_link_error(t, o.pcap_link));
     } catch (const std::invalid_argument& e) {
         return fail(e.what());
     }
@@ -328,6 +332,14 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     }
     if (!dpdk::Eal::init(eal, error)) return fail(error);
     if (!node.build(ends, o.link_dir, o.seed, error)) return fail(error);
+    std::unique_ptr<LinkCapture> capture;
+    if (!o.pcap_link.empty()) {
+        for (const CableEnd& e : ends) {
+            if (t.links[e.link].name != o.pcap_link) continue;
+            if (!capture) capture = LinkCapture::open(capture_path(o.link_dir, o.pcap_link, name), error);
+            if (!capture || !capture->tap(node.ports[e.end.port]->id(), error)) return fail(error);
+        }
+    }
 
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
@@ -380,6 +392,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
                clock.held_back().seconds() * 1e3, clock.held_back_turns(), c.arp_replied, c.arp_taken,
                c.tx_full_turns);
     std::fflush(stdout);
+    capture.reset();
     // Closing a memif port whose peer has gone can block for seconds (seen:
     // more than the launcher's 5 s grace), and nothing is left to hand over:
     // leave without tearing the ports down, removing only the EAL's per-pid

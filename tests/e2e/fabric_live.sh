@@ -2,7 +2,8 @@
 # rocemu fabric run --live on the command line: the 8:1 incast dumbbell
 # (configs/fabrics/incast.yaml) in one process on DPDK. Every flow completes
 # with its bytes verified, the left switch sends PFC, nothing lossless is
-# dropped, the report folder has its CSVs, and bad options are refused.
+# dropped, the report folder has its CSVs, --pcap h1-left captures that
+# cable and only it, and bad options (an unknown --pcap link) are refused.
 # Usage: fabric_live.sh ROCEMU REPO_ROOT
 set -uo pipefail
 ROCEMU=$1
@@ -10,9 +11,10 @@ ROOT=$2
 OUT=$(mktemp -d /tmp/fab_live_e2e.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+source "$ROOT/tests/e2e/fabric_pcap.sh"
 
 "$ROCEMU" fabric run --live -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 4M --qps 8 -o "$OUT/rep" \
-  -- --log-level lib.eal:error >"$OUT/out.txt" 2>"$OUT/err.txt"
+  --pcap h1-left -- --log-level lib.eal:error >"$OUT/out.txt" 2>"$OUT/err.txt"
 rc=$?
 cat "$OUT/out.txt"
 [ $rc -eq 0 ] || { cat "$OUT/err.txt"; fail "exit status $rc"; }
@@ -32,6 +34,9 @@ for f in flows totals switch_ports nics; do
   [ -s "$OUT/rep/live_incast_4194304B_$f.csv" ] || fail "no $f CSV"
 done
 grep -q "^left,Ethernet0,pfc_tx_xoff_p3," "$OUT/rep/live_incast_4194304B_switch_ports.csv" || fail "no XOFF from left:Ethernet0"
+h1=$("$ROCEMU" fabric show -c "$ROOT/configs/fabrics/incast.yaml" | awk '$1 == "h1" { print $2 }')
+check_link_pcap "$ROCEMU" "$OUT/rep/live_incast_h1-left.pcap" "$h1"
+grep -q "pcap: [0-9]* frames of link h1-left" "$OUT/out.txt" || fail "no pcap note"
 
 "$ROCEMU" fabric run --live --default --scale 0.5 >"$OUT/bad.txt" 2>&1
 rc=$?
@@ -39,4 +44,7 @@ rc=$?
 grep -q -- "--scale 0.5 must be at least 1" "$OUT/bad.txt" || fail "--scale 0.5 message: $(cat "$OUT/bad.txt")"
 "$ROCEMU" fabric run --live --default --nic-model generator >"$OUT/bad.txt" 2>&1
 [ $? -eq 2 ] || fail "--nic-model generator accepted with --live"
+"$ROCEMU" fabric run --live --default --pcap nosuch -o "$OUT/x" >"$OUT/bad.txt" 2>&1
+[ $? -eq 2 ] || fail "--pcap nosuch accepted with --live"
+grep -q "no link 'nosuch'; its links: h0-leaf0, " "$OUT/bad.txt" || fail "--pcap nosuch message: $(cat "$OUT/bad.txt")"
 echo "PASS"

@@ -4,7 +4,9 @@
 # switch right) cabled by memif. Every flow completes with its bytes
 # verified, the left switch sends PFC, nothing is dropped, each switch
 # node's summary and counters reach the launcher's output and the report
-# (the file says nic.model generator, --nic-model rc reaches every node);
+# (the file says nic.model generator, --nic-model rc reaches every node),
+# --pcap h0-left merges the hosts node's and switch left's captures of that
+# cable into one file of that cable only;
 # then a switch node killed mid-run makes the launcher fail, naming it, and
 # leaves no node behind.
 # Usage: fabric_split.sh ROCEMU REPO_ROOT
@@ -19,12 +21,13 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+source "$ROOT/tests/e2e/fabric_pcap.sh"
 EAL=(-- --log-level lib.eal:error)
 sed 's/^nic:$/nic:\n  model: generator/' "$ROOT/configs/fabrics/incast.yaml" >"$OUT/incast_generator.yaml"
 grep -q "^  model: generator$" "$OUT/incast_generator.yaml" || fail "no generator copy of incast.yaml"
 
 "$ROCEMU" fabric run --live --processes -c "$OUT/incast_generator.yaml" --nic-model rc -w incast --sizes 4M --qps 8 \
-  -o "$OUT/rep" --link-dir "$OUT/links" "${EAL[@]}" >"$OUT/out.txt" 2>"$OUT/err.txt"
+  -o "$OUT/rep" --link-dir "$OUT/links" --pcap h0-left "${EAL[@]}" >"$OUT/out.txt" 2>"$OUT/err.txt"
 rc=$?
 cat "$OUT/out.txt"
 [ $rc -eq 0 ] || { cat "$OUT/err.txt" "$OUT"/links/*.log; fail "exit status $rc"; }
@@ -48,6 +51,10 @@ echo "$row" | awk -v p="$pfc" '{ exit !($6 == p) }' || fail "table PFC is not th
 ports="$OUT/rep/live_incast_4194304B_switch_ports.csv"
 grep -q "^left,Ethernet0,pfc_tx_xoff_p3," "$ports" || fail "no XOFF from left:Ethernet0 in $ports"
 grep -q "^right," "$ports" || fail "no counters of switch right in $ports"
+[ -s "$OUT/links/h0-left@hosts.pcap" ] && [ -s "$OUT/links/h0-left@left.pcap" ] || fail "no capture of each end of h0-left"
+grep -q "pcap: [0-9]* frames of link h0-left in .* (from 2 node files)" "$OUT/out.txt" || fail "no merged capture line"
+h0=$("$ROCEMU" fabric show -c "$ROOT/configs/fabrics/incast.yaml" | awk '$1 == "h0" { print $2 }')
+check_link_pcap "$ROCEMU" "$OUT/rep/live_incast_h0-left.pcap" "$h0"
 
 # A node killed mid-run: the launcher stops the others and names it.
 "$ROCEMU" fabric run --live --processes -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 256M \

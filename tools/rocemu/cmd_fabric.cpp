@@ -168,8 +168,8 @@ void add_live_options(CLI::App* run, LiveCliArgs& l) {
 
 // The checks and the topology every live mode shares; nullopt after printing why.
 std::optional<Topology> live_topology(const FabricConfig& cfg, const FabricArgs& a, const LiveCliArgs& l) {
-    if (!a.scenario.empty() || !a.pcap.empty() || cfg.nic.model != NicModel::Rc) {
-        fmt::print(stderr, "rocemu fabric run --live: runs a workload sweep on RC NICs; --scenario, --pcap and "
+    if (!a.scenario.empty() || cfg.nic.model != NicModel::Rc) {
+        fmt::print(stderr, "rocemu fabric run --live: runs a workload sweep on RC NICs; --scenario and "
                            "--nic-model generator are virtual-time only\n");
         return std::nullopt;
     }
@@ -182,7 +182,12 @@ std::optional<Topology> live_topology(const FabricConfig& cfg, const FabricArgs&
         return std::nullopt;
     }
     try {
-        return generate(cfg);
+        Topology t = generate(cfg);
+        if (!a.pcap.empty() && !live::pcap_link_error(t, a.pcap).empty()) {
+            fmt::print(stderr, "rocemu fabric run --live: {}\n", live::pcap_link_error(t, a.pcap));
+            return std::nullopt;
+        }
+        return t;
     } catch (const std::exception& e) {
         fmt::print(stderr, "rocemu fabric run --live: {}\n", e.what());
         return std::nullopt;
@@ -198,6 +203,7 @@ live::LiveOptions live_options(const FabricArgs& a, const LiveCliArgs& l) {
     o.timeout_s = l.timeout_s;
     o.eal_args = l.eal_args;
     o.progress = progress_line;
+    o.pcap_link = a.pcap;
     return o;
 }
 
@@ -227,7 +233,7 @@ std::string join_sizes(const std::vector<std::string>& sizes) {
 }
 
 // `--processes`: one `rocemu fabric node` per switch and one for the NICs.
-int launch_split(const Topology& t, const FabricArgs& a, const LiveCliArgs& l) {
+int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCliArgs& l) {
     const char* me = "rocemu fabric run --live --processes";
     std::vector<std::string> nodes;
     try {
@@ -274,6 +280,7 @@ int launch_split(const Topology& t, const FabricArgs& a, const LiveCliArgs& l) {
                                  std::to_string(a.seed)});
     if (l.busy_poll) common.push_back("--busy-poll");
     if (!a.nic_model.empty()) common.insert(common.end(), {"--nic-model", a.nic_model});
+    if (!a.pcap.empty()) common.insert(common.end(), {"--pcap", a.pcap});
     std::vector<live::NodeCommand> cmds;
     for (const std::string& n : nodes) {
         live::NodeCommand c{n, common, ""};
@@ -307,6 +314,18 @@ int launch_split(const Topology& t, const FabricArgs& a, const LiveCliArgs& l) {
         fmt::print(stderr, "{}: {}\n  logs and counters kept in {}\n", me, r.error, dir);
         return r.status;
     }
+    if (!a.pcap.empty()) {
+        // Each node wrote what its ends of the link received; one file, in time order.
+        const std::vector<std::string> parts = live::capture_parts(dir, a.pcap);
+        const std::string out = (std::filesystem::path(a.out) / fmt::format("live_{}_{}.pcap", pattern_name(p), a.pcap)).string();
+        std::string why;
+        const std::optional<uint64_t> frames = live::merge_pcaps(parts, out, why);
+        if (!frames) {
+            fmt::print(stderr, "{}: --pcap: {}\n  logs, counters and captures kept in {}\n", me, why, dir);
+            return 2;
+        }
+        fmt::print("pcap: {} frames of link {} in {} (from {} node files)\n", *frames, a.pcap, out, parts.size());
+    }
     if (own_dir && r.status == 0) std::filesystem::remove_all(dir, ec);
     return r.status;
 }
@@ -315,7 +334,7 @@ int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& s
                  const LiveCliArgs& l) {
     const std::optional<Topology> t = live_topology(cfg, a, l);
     if (!t) return 2;
-    if (l.processes) return launch_split(*t, a, l);
+    if (l.processes) return launch_split(*t, p, a, l);
     fmt::print("{}\n", t->summary());
     live::LiveResult r;
     try {
@@ -405,6 +424,9 @@ void add_node_subcommand(CLI::App& fab, int& status) {
                      "--hosts: SWITCH=HOST:PORT: read that switch node's state from its --control-listen instead of "
                      "the link folder (repeatable)")
         ->allow_extra_args(false);
+    node->add_option("--pcap", a->pcap,
+                     "write what this node's ends of that link receive to LINK-DIR/LINK@NODE.pcap (run --processes "
+                     "merges them)");
     node->add_option("--nic-model", a->nic_model, "override the file's nic.model (a live node runs rc only)")
         ->check(CLI::IsMember({"rc", "generator"}));
     node->add_option("--wait", l->wait_s, "--hosts: seconds to wait for the NICs' links and the switch nodes")
@@ -433,6 +455,7 @@ void add_node_subcommand(CLI::App& fab, int& status) {
         n->scale = l->scale;
         n->seed = a->seed;
         n->eal_args = l->eal_args;
+        n->pcap_link = a->pcap;
         if (!sw->empty()) {
             const std::optional<Topology> t = live_topology(*cfg, *a, *l);
             status = t ? live::run_switch_node(*t, *sw, *n) : 2;
@@ -619,7 +642,9 @@ void add_fabric_command(CLI::App& app, int& status) {
     CLI::App* run = fab->add_subcommand("run", "Run a workload size sweep (nccl-tests columns) or a scenario");
     add_sweep_options(run, *a, "");
     run->add_option("--scenario", a->scenario, "run this scenario on the fabric instead of a sweep");
-    run->add_option("--pcap", a->pcap, "capture this link (e.g. leaf0-spine1) into the report folder");
+    run->add_option("--pcap", a->pcap,
+                    "capture this link (e.g. leaf0-spine1) into the report folder (--live: live_<workload>_<link>.pcap, "
+                    "frames as its ends receive them, real time stamps)");
     run->add_option("--nic-model", a->nic_model, "override the file's nic.model: rc or generator")
         ->check(CLI::IsMember({"rc", "generator"}));
     auto live = std::make_shared<LiveCliArgs>();

@@ -3,9 +3,12 @@
 // budgets, and the counter snapshots they exchange. No DPDK ports needed.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <functional>
 #include <set>
 #include <stdexcept>
 
+#include "dataplane/pcap/pcap.hpp"
 #include "fabric/embedded.hpp"
 #include "fabric/live/live.hpp"
 #include "fabric/live/node.hpp"
@@ -155,6 +158,16 @@ TEST(FabricLiveSplit, SnapshotsRoundTripAndTruncatedOnesAreRejected) {
     s.ready = false;
     EXPECT_FALSE(parse_snapshot(format_snapshot(s))->ready);
     EXPECT_FALSE(parse_snapshot(text.substr(0, text.size() - 1)));
+    // Cut at any line boundary (the end line or rows missing), or with a
+    // row count that does not match, or with more after the end: refused.
+    for (size_t cut = text.find('\n'); cut + 1 < text.size(); cut = text.find('\n', cut + 1))
+        EXPECT_FALSE(parse_snapshot(text.substr(0, cut + 1))) << "cut after byte " << cut;
+    const std::string no_row = text.substr(0, text.find("leaf0,Ethernet4"));
+    EXPECT_FALSE(parse_snapshot(no_row + "# end 2\n"));
+    const auto one = parse_snapshot(no_row + "# end 1\n");
+    ASSERT_TRUE(one);
+    EXPECT_EQ(one->rows.size(), 1u);
+    EXPECT_FALSE(parse_snapshot(text + "leaf0,Ethernet8,ecn_marks,1\n"));
     EXPECT_FALSE(parse_snapshot("leaf0,Ethernet0,ecn_marks,1\n"));
     EXPECT_FALSE(parse_snapshot("# at_ns x\n"));
 }
@@ -197,6 +210,35 @@ TEST(FabricLiveSplit, TheFabricIdentityChangesWithTheTopologyTheScaleAndTheSeed)
     Topology renamed = t;
     renamed.switches[0].cfg.ports[0].name = "Ethernet99";
     EXPECT_NE(fabric_identity(renamed, 225, 1), id);
+}
+
+// A switch node started with another QoS or buffer profile, or a hosts node
+// with another NIC profile, runs another fabric on the same cables: each
+// setting the nodes use changes the identity, so the hosts node refuses it.
+TEST(FabricLiveSplit, TheFabricIdentityCoversBufferQosAndNicSettings) {
+    const Topology t = embedded("incast");
+    const std::string id = fabric_identity(t, 225, 1);
+    const auto differs = [&](const char* what, const std::function<void(Topology&)>& change) {
+        Topology o = t;
+        change(o);
+        EXPECT_NE(fabric_identity(o, 225, 1), id) << what;
+    };
+    differs("xoff", [](Topology& o) { o.switches[1].cfg.pg_lossless.xoff = Bytes{o.switches[1].cfg.pg_lossless.xoff.v + 1}; });
+    differs("xon", [](Topology& o) { o.switches[0].cfg.pg_lossless.xon = Bytes{1}; });
+    differs("alpha", [](Topology& o) { o.switches[0].cfg.pg_lossless.th.dynamic_th += 1; });
+    differs("pool", [](Topology& o) { o.switches[0].cfg.pool_size = Bytes{1 << 20}; });
+    differs("kmin", [](Topology& o) { o.switches[0].cfg.wred[3].green_min_threshold = Bytes{12345}; });
+    differs("pfc_enable", [](Topology& o) { o.switches[0].cfg.pfc_enable ^= 1; });
+    differs("dscp map", [](Topology& o) { o.switches[0].cfg.dscp_to_tc[3] = 1; });
+    differs("dwrr", [](Topology& o) { o.switches[0].cfg.scheduler[3].weight += 1; });
+    differs("watchdog", [](Topology& o) { o.switches[0].cfg.pfc_wd.enabled = !o.switches[0].cfg.pfc_wd.enabled; });
+    differs("flowlet", [](Topology& o) { o.switches[0].cfg.routing.flowlet_gap = Nanos{1}; });
+    differs("pause quanta", [](Topology& o) { o.switches[0].cfg.pause_quanta = 100; });
+    differs("nic mtu", [](Topology& o) { o.cfg.nic.mtu = 1500; });
+    differs("nic dscp", [](Topology& o) { o.cfg.nic.dscp = 4; });
+    differs("cc algorithm", [](Topology& o) { o.cfg.nic.cc.algorithm = cc::CcAlgorithm::kNone; });
+    differs("dcqcn", [](Topology& o) { o.cfg.nic.cc.dcqcn.rpg_ai_rate = BitsPerSec::mbps(6); });
+    differs("cnp spacing", [](Topology& o) { o.cfg.nic.cc.dcqcn.min_time_between_cnps = Nanos{3000}; });
 }
 
 TEST(FabricLiveSplit, MachinesPlaceEveryNodeOnce) {
@@ -263,4 +305,46 @@ TEST(FabricLiveSplit, LauncherPassesOnAFinishedSweepsStatusAndNamesASwitchThatDi
 }
 
 }  // namespace
+// --pcap split: each node's file of the link is found by name and the
+// files merge into one in time order, whatever order the nodes wrote them.
+TEST(FabricLiveSplit, CapturePartsMergeInTimeOrder) {
+    const std::string dir = ::testing::TempDir() + "/fabric_live_pcap_merge";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    EXPECT_EQ(capture_path(dir, "h0-left", "hosts"), dir + "/h0-left@hosts.pcap");
+    const auto frame = [](uint8_t tag) { return std::vector<uint8_t>(60, tag); };
+    {
+        pcap::Writer a(capture_path(dir, "h0-left", "hosts"));
+        pcap::Writer b(capture_path(dir, "h0-left", "left"));
+        pcap::Writer other(capture_path(dir, "h1-left", "left"));
+        ASSERT_TRUE(a.ok() && b.ok() && other.ok());
+        a.write(Nanos{10}, frame(1));
+        a.write(Nanos{40}, frame(4));
+        b.write(Nanos{20}, frame(2));
+        b.write(Nanos{30}, frame(3));
+        b.write(Nanos{50}, frame(5));
+        other.write(Nanos{25}, frame(9));
+    }
+    const std::vector<std::string> parts = capture_parts(dir, "h0-left");
+    ASSERT_EQ(parts, (std::vector<std::string>{capture_path(dir, "h0-left", "hosts"), capture_path(dir, "h0-left", "left")}));
+    std::string error;
+    const std::optional<uint64_t> n = merge_pcaps(parts, dir + "/merged.pcap", error);
+    ASSERT_TRUE(n) << error;
+    EXPECT_EQ(*n, 5u);
+    pcap::Reader r(dir + "/merged.pcap");
+    ASSERT_TRUE(r.ok());
+    pcap::Frame f;
+    std::vector<int64_t> ts;
+    std::vector<uint8_t> tags;
+    while (r.next(f)) {
+        ts.push_back(f.ts.v);
+        tags.push_back(f.data.at(0));
+    }
+    EXPECT_EQ(ts, (std::vector<int64_t>{10, 20, 30, 40, 50}));
+    EXPECT_EQ(tags, (std::vector<uint8_t>{1, 2, 3, 4, 5}));
+    EXPECT_FALSE(merge_pcaps({dir + "/none.pcap"}, dir + "/x.pcap", error));
+    EXPECT_NE(error.find("none.pcap"), std::string::npos) << error;
+    std::filesystem::remove_all(dir);
+}
+
 }  // namespace rocemu::fabric::live
