@@ -100,7 +100,7 @@ public:
     }
     ~Nic() {
         while (backlog_n_) rte_pktmbuf_free(backlog_pop());
-        rte_pktmbuf_free_bulk(stash_, stash_n_);
+        rte_pktmbuf_free_bulk(stash_ + stash_lo_, kBurst - stash_lo_);
         flush();
         stats_.add(PortStat::DropTxFull, tx_n_ + (pfc_ != nullptr));
         rte_pktmbuf_free_bulk(tx_, tx_n_);
@@ -156,6 +156,7 @@ public:
         if (pfc_ && !send_pfc()) return;
         if (!tx_n_) return;
         const uint16_t sent = rte_eth_tx_burst(port_.id(), 0, tx_, tx_n_);
+        if (sent) stats_.add(PortStat::TxBursts);
         for (uint16_t i = 0; i < sent; ++i) stats_.add(PortStat::TxBytes, tx_len_[i]);
         stats_.add(PortStat::TxPackets, sent);
         tx_n_ -= sent;
@@ -348,32 +349,52 @@ private:
     // One burst per turn at most, so the frames of a turn are still in cache
     // when the peer (or the PMD) reads them: pulling the engine's whole
     // window at once walks megabytes of mbufs through the cache. Mbufs come
-    // from a stash refilled in bulk, so an idle turn allocates nothing. The
-    // bulk refill is all or nothing: when the pool is short, the turn lends
-    // what the stash still holds.
+    // from a stash refilled in bulk, so an idle turn allocates nothing, and
+    // each stashed mbuf's slot is set once, when it is allocated: a turn
+    // that lends one frame does not describe 32 (a busy-polling requester
+    // lends about one a turn).
     void pull_from_upper() {
         uint16_t room = kBurst - tx_n_;
         if (room == 0) return;
-        if (stash_n_ < room) {
-            if (rte_pktmbuf_alloc_bulk(port_.pool(), stash_ + stash_n_, kBurst - stash_n_) == 0) {
-                stash_n_ = kBurst;
-            } else {
-                stats_.add(PortStat::DropNoMbuf);
-                room = stash_n_;
-                if (room == 0) return;
-            }
+        if (stashed() < room) {
+            refill_stash(room);
+            room = std::min(room, stashed());
+            if (room == 0) return;
         }
-        for (uint16_t i = 0; i < room; ++i) {
-            rte_mbuf* m = stash_[stash_n_ - 1 - i];
-            tx_slot_[i] = {std::span(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m)), 0};
-        }
-        const size_t n = upper_.pull_tx(std::span(tx_slot_, room), now_);
-        for (size_t i = 0; i < n; ++i) {
-            rte_mbuf* m = stash_[--stash_n_];
-            m->data_len = static_cast<uint16_t>(tx_slot_[i].len);
-            m->pkt_len = tx_slot_[i].len;
+        const size_t n = upper_.pull_tx(std::span(stash_slot_ + stash_lo_, room), now_);
+        if (n) stats_.add(PortStat::TxPulls);
+        for (size_t i = 0; i < n; ++i, ++stash_lo_) {
+            rte_mbuf* m = stash_[stash_lo_];
+            m->data_len = static_cast<uint16_t>(stash_slot_[stash_lo_].len);
+            m->pkt_len = stash_slot_[stash_lo_].len;
             enqueue(m);
         }
+    }
+
+    uint16_t stashed() const { return kBurst - stash_lo_; }
+
+    // Lent mbufs leave the stash from the front, so the refill goes in
+    // front of the ones left. The bulk refill is all or nothing. When the
+    // pool is too short for it, the mbufs it still has are taken one by one,
+    // up to what this turn can lend: a pool with a few free mbufs sends a few
+    // frames, not none.
+    void refill_stash(uint16_t want) {
+        if (rte_pktmbuf_alloc_bulk(port_.pool(), stash_, stash_lo_) == 0) {
+            for (uint16_t i = 0; i < stash_lo_; ++i) set_slot(i);
+            stash_lo_ = 0;
+            return;
+        }
+        stats_.add(PortStat::DropNoMbuf);
+        while (stashed() < want) {
+            rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
+            if (!m) return;
+            stash_[--stash_lo_] = m;
+            set_slot(stash_lo_);
+        }
+    }
+    void set_slot(uint16_t i) {
+        rte_mbuf* m = stash_[i];
+        stash_slot_[i] = {std::span(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m)), 0};
     }
 
     void enqueue(rte_mbuf* m) {
@@ -402,9 +423,9 @@ private:
     uint32_t tx_len_[kBurst];
     rte_mbuf* rx_done_[kBurst];  // handled, not yet freed
     uint16_t rx_done_n_ = 0;
-    rte_mbuf* stash_[kBurst];  // allocated, not yet lent to the upper
-    uint16_t stash_n_ = 0;
-    TxSlot tx_slot_[kBurst];
+    rte_mbuf* stash_[kBurst];  // [stash_lo_, kBurst): allocated, not yet lent to the upper
+    TxSlot stash_slot_[kBurst];  // each stashed mbuf's data area
+    uint16_t stash_lo_ = kBurst;
     uint16_t tx_n_ = 0;
     Nanos now_;
     Nanos last_flush_;

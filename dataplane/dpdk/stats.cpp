@@ -12,6 +12,8 @@ const char* to_string(PortStat s) {
         case PortStat::TxPackets: return "tx_packets";
         case PortStat::TxBytes: return "tx_bytes";
         case PortStat::RxBursts: return "rx_bursts";
+        case PortStat::TxBursts: return "tx_bursts";
+        case PortStat::TxPulls: return "tx_pulls";
         case PortStat::DropTxFull: return "drop_tx_full";
         case PortStat::DropNoMbuf: return "drop_no_mbuf";
         case PortStat::DropMultiSegment: return "drop_multi_segment";

@@ -22,6 +22,8 @@ enum class PortStat : uint8_t {
     TxPackets,
     TxBytes,
     RxBursts,
+    TxBursts,  // PMD tx_burst calls that took frames
+    TxPulls,   // turns in which the upper lent frames to send
     DropTxFull,        // a frame found the TX buffer full of frames the PMD's queue would not take
     DropNoMbuf,        // no mbuf for a frame the NIC originates
     DropMultiSegment,  // received frames spread over several mbufs

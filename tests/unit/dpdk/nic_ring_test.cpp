@@ -274,6 +274,42 @@ TEST(DpdkNicRing, AShortPoolStillSendsWhatTheStashHolds) {
     EXPECT_EQ(a.stats()[PortStat::DropTxFull], 0u);
 }
 
+// An empty stash and a pool with fewer free mbufs than a bulk refill: the
+// turn still lends what the pool has, one mbuf at a time.
+TEST(DpdkNicRing, AnEmptyStashSendsWhatAShortPoolStillHas) {
+    RingPair ports;
+    ASSERT_TRUE(ports.a && ports.b);
+    const TscClock clock = TscClock::starting_now();
+    host::HostStack ha(host_config(kMacA, kIpA));
+    Recorder ua;
+    Nic<Recorder> a(*ports.a, ha, ua, clock);  // no NIC on B: its loop would free A's mbufs back to A's pool
+    std::vector<std::vector<uint8_t>> frames = numbered_frames(kMacA, kMacB, 40);
+    a.poll();  // fills the stash
+    std::vector<rte_mbuf*> held;
+    while (rte_mbuf* x = rte_pktmbuf_alloc(ports.a->pool())) held.push_back(x);
+    ua.to_send.assign(frames.begin(), frames.begin() + Nic<Recorder>::kBurst);
+    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == Nic<Recorder>::kBurst; }));
+
+    constexpr unsigned kFree = 5;  // the stash is empty; the pool gets back this many
+    ASSERT_GT(held.size(), kFree);
+    rte_pktmbuf_free_bulk(held.data() + held.size() - kFree, kFree);
+    held.resize(held.size() - kFree);
+    ua.to_send.assign(frames.begin() + Nic<Recorder>::kBurst, frames.end());
+    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == Nic<Recorder>::kBurst + kFree; }));
+    EXPECT_EQ(ua.to_send.size(), 40u - Nic<Recorder>::kBurst - kFree);
+
+    rte_pktmbuf_free_bulk(held.data(), static_cast<unsigned>(held.size()));
+    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == 40; }));
+    rte_mbuf* m[64];
+    const unsigned got = rte_ring_dequeue_burst(ports.ab, reinterpret_cast<void**>(m), 64, nullptr);
+    ASSERT_EQ(got, 40u);
+    for (unsigned i = 0; i < got; ++i) {
+        const uint8_t* f = rte_pktmbuf_mtod(m[i], const uint8_t*);
+        EXPECT_EQ(f[14] << 8 | f[15], static_cast<int>(i)) << "in order";
+    }
+    rte_pktmbuf_free_bulk(m, got);
+}
+
 TEST(DpdkNicRing, RoceFramesBuiltFromAResolvedPathReachThePeersTransport) {
     RingPair ports;
     ASSERT_TRUE(ports.a && ports.b);
