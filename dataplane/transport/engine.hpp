@@ -231,7 +231,7 @@ private:
     uint32_t tx_rr_ = 0;
     uint8_t key_gen_ = 0;
     wire::RocePacket rx_pkt_, tx_pkt_;  // scratch: the frame being parsed, the frame being built
-    wire::AckIcrc rx_ack_icrc_, tx_ack_icrc_;
+    wire::AckIcrc rx_ack_icrc_;
     wire::RxIcrc rx_icrc_;  // every other received IPv4 frame
 };
 

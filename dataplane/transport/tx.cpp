@@ -115,15 +115,11 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
         }
     }
     if (!encode_headers(tpl, p, f.buf, lay)) return false;
-    if (p.bth.opcode == op::ACKNOWLEDGE && !lay.v6) {
-        store_le32(f.buf.data() + lay.frame_len - kIcrcLen, tx_ack_icrc_(f.buf.data() + lay.l3_off));
-    } else {
-        FrameWriter fw(f.buf, lay);
-        if (p.payload_len)
-            fw.put(reinterpret_cast<const uint8_t*>(src), p.payload_len,
-                   reinterpret_cast<const uint8_t*>(it.va + it.length));
-        fw.finish();
-    }
+    // An ACK's ICRC continues from its template's state over IP..BTH: only the AETH is left.
+    FrameWriter fw(f.buf, lay);
+    if (p.payload_len)
+        fw.put(reinterpret_cast<const uint8_t*>(src), p.payload_len, reinterpret_cast<const uint8_t*>(it.va + it.length));
+    fw.finish();
     f.len = static_cast<uint32_t>(lay.frame_len);
     f.qpn = qp.qpn;
     f.data = it.kind == RespItem::Kind::ReadResp;

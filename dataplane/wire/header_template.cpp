@@ -58,16 +58,7 @@ static_assert(RxIcrc::kLen == kV4.span);
 
 }  // namespace
 
-uint32_t RxIcrc::state(const uint8_t* l3) {
-    if (valid_ && crc_tables::agree(l3, last_, kRxFixed)) {
-        state_ = crc_tables::update(state_, l3, last_, kV4.off, kV4Tables);
-    } else {
-        state_ = icrc_begin(l3, kLen, false);
-        valid_ = true;
-    }
-    std::memcpy(last_, l3, kLen);
-    return state_;
-}
+uint32_t RxIcrc::state(const uint8_t* l3) { return follow_.state(l3, kRxFixed, kV4.off, kV4Tables); }
 
 uint32_t RxIcrc::operator()(const uint8_t* l3, size_t len) {
     const uint32_t s = state(l3);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <span>
 
+#include "dataplane/wire/icrc.hpp"
 #include "dataplane/wire/packet.hpp"
 
 namespace rocemu::wire {
@@ -66,9 +67,7 @@ public:
     uint32_t operator()(const uint8_t* l3, size_t len);
 
 private:
-    uint8_t last_[kLen] = {};
-    uint32_t state_ = 0;
-    bool valid_ = false;
+    IcrcFollower<kLen> follow_;
 };
 
 }  // namespace rocemu::wire

@@ -78,16 +78,7 @@ constexpr std::array<uint8_t, AckIcrc::kLen> kAckFixed = ack_fixed_mask();
 
 }  // namespace
 
-uint32_t AckIcrc::operator()(const uint8_t* l3) {
-    if (valid_ && crc_tables::agree(l3, last_, kAckFixed)) {
-        state_ = crc_tables::update(state_, l3, last_, kAckVarying, kAckTables);
-    } else {
-        state_ = icrc_begin(l3, kLen, false);
-        valid_ = true;
-    }
-    std::memcpy(last_, l3, kLen);
-    return ~state_;
-}
+uint32_t AckIcrc::operator()(const uint8_t* l3) { return ~follow_.state(l3, kAckFixed, kAckVarying, kAckTables); }
 
 uint32_t compute_icrc(const uint8_t* l3, size_t len, bool v6) {
     const size_t head = len <= kOneCall ? len : masked_len(v6);

@@ -9,6 +9,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#include "dataplane/wire/crc_tables.hpp"
 
 namespace rocemu::wire {
 
@@ -35,22 +38,46 @@ inline constexpr std::array<uint8_t, 7> kIcrcMaskedIpv4 = {1, 8, 10, 11, 26, 27,
 // of the final state.
 uint32_t icrc_begin(const uint8_t* l3, size_t len, bool v6);
 
-// The ICRC of an IPv4 ACKNOWLEDGE (44 bytes from the IP header to the ICRC)
-// worked out from the last one this object saw. ACKs in a row differ only in
-// the IP ID, the UDP source port, the destination QP, the PSN and the AETH;
-// the CRC is linear, so each of those bytes changes the last CRC state by a
-// table lookup, where a CRC call costs about as much as 200 bytes of CRC.
-// Any other difference (another peer, a corrupted byte) takes the full CRC,
-// and the result is always the frame's own ICRC.
+// The raw ICRC state over the first Len bytes from an IPv4 header, worked
+// out from the last frame this object saw. When the two agree wherever
+// `fixed` is 0xFF they differ only at the `varying` offsets, and the CRC is
+// linear, so each of those bytes changes the last state by a table lookup,
+// where a CRC call costs about as much as 200 bytes of CRC. Any other
+// difference (another peer, a corrupted byte) takes the full CRC, and the
+// result is always the frame's own state.
+template <size_t Len>
+class IcrcFollower {
+public:
+    template <size_t N>
+    uint32_t state(const uint8_t* l3, const std::array<uint8_t, Len>& fixed, const std::array<uint8_t, N>& varying,
+                   const std::array<crc_tables::Table, N>& tables) {
+        if (valid_ && crc_tables::agree(l3, last_, fixed)) {
+            state_ = crc_tables::update(state_, l3, last_, varying, tables);
+        } else {
+            state_ = icrc_begin(l3, Len, false);
+            valid_ = true;
+        }
+        std::memcpy(last_, l3, Len);
+        return state_;
+    }
+
+private:
+    uint8_t last_[Len] = {};
+    uint32_t state_ = 0;
+    bool valid_ = false;
+};
+
+// The ICRC of a received IPv4 ACKNOWLEDGE (44 bytes from the IP header to
+// the ICRC). ACKs in a row differ only in the IP ID, the UDP source port,
+// the destination QP, the PSN and the AETH. (A sent ACK needs none of this:
+// its header template hands over the state up to the AETH.)
 class AckIcrc {
 public:
     static constexpr size_t kLen = 44;
     uint32_t operator()(const uint8_t* l3);
 
 private:
-    uint8_t last_[kLen] = {};  // the last ACK's bytes
-    uint32_t state_ = 0;                 // raw CRC state after them
-    bool valid_ = false;
+    IcrcFollower<kLen> follow_;
 };
 
 }  // namespace rocemu::wire
