@@ -213,6 +213,7 @@ private:
 };
 
 namespace detail {
+inline constexpr uint64_t kHashMul = 0x9E3779B97F4A7C15ull;
 // The murmur3 64-bit finaliser: full avalanche, so every input bit (notably
 // the low bits of the UDP source port) moves every output bit.
 constexpr uint64_t fmix64(uint64_t k) {
@@ -234,19 +235,26 @@ inline uint64_t fold(const std::array<uint8_t, 16>& a) {
 // that consecutive UDP source ports spread evenly over any member count.
 // Inline (forced: left to itself GCC made it a call from the switch core's
 // admission path): every ECMP-routed packet needs it.
-[[gnu::always_inline]] inline uint64_t flow_hash(const PacketDesc& d, uint8_t fields, uint64_t seed) {
+// In two halves, so that a burst whose packets share their addresses folds
+// them in once: the addresses (the seed with SRC_IP and DST_IP), then the rest.
+[[gnu::always_inline]] inline uint64_t flow_hash_addrs(const PacketDesc& d, uint8_t fields, uint64_t seed) {
     // Fields are folded in with one multiply each; the final avalanche makes
     // every input bit (notably the low bits of the UDP source port) reach
     // the high bits that pick the member.
-    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
     uint64_t h = seed ^ 0x5bd1e9955bd1e995ull;
-    if (fields & kHashSrcIp) h = (h ^ (d.ipv6 ? detail::fold(d.src_v6) : d.src_v4)) * kMul;
-    if (fields & kHashDstIp) h = (h ^ (d.ipv6 ? detail::fold(d.dst_v6) : d.dst_v4)) * kMul;
+    if (fields & kHashSrcIp) h = (h ^ (d.ipv6 ? detail::fold(d.src_v6) : d.src_v4)) * detail::kHashMul;
+    if (fields & kHashDstIp) h = (h ^ (d.ipv6 ? detail::fold(d.dst_v6) : d.dst_v4)) * detail::kHashMul;
+    return h;
+}
+[[gnu::always_inline]] inline uint64_t flow_hash_rest(uint64_t addrs, const PacketDesc& d, uint8_t fields) {
     const uint64_t l4 = (fields & kHashProto ? uint64_t{d.ip_proto} << 48 : 0) |
                         (fields & kHashInPort ? uint64_t{d.in_port} << 32 : 0) |
                         (fields & kHashSrcPort ? uint64_t{d.src_port} << 16 : 0) |
                         (fields & kHashDstPort ? uint64_t{d.dst_port} : 0);
-    return detail::fmix64((h ^ l4) * kMul);
+    return detail::fmix64((addrs ^ l4) * detail::kHashMul);
+}
+[[gnu::always_inline]] inline uint64_t flow_hash(const PacketDesc& d, uint8_t fields, uint64_t seed) {
+    return flow_hash_rest(flow_hash_addrs(d, fields, seed), d, fields);
 }
 
 }  // namespace rocemu::sw

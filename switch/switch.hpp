@@ -226,7 +226,18 @@ private:
         uint64_t hash;
     };
     static constexpr std::size_t kBatch = 32;
-    Routed route_packet(const PacketDesc& d) const;
+    // What route_packet keeps of the packets before it in a burst: a run to
+    // one IPv4 destination looks its route up once, and from one source
+    // folds the two addresses into the flow hash once.
+    struct RouteMemo {
+        bool valid = false;   // dst and group are set
+        bool hashed = false;  // src and addrs are set (for this dst)
+        uint32_t dst = 0;
+        uint32_t src = 0;
+        uint32_t group = 0;
+        uint64_t addrs = 0;  // flow_hash_addrs
+    };
+    Routed route_packet(const PacketDesc& d, RouteMemo& memo) const;
     // Starts loading the lines admit() will touch for this packet.
     void prefetch(const PacketDesc& d, const Routed& r) const;
     // The second half of on_packet: MMU admission, enqueue, PFC, watchdog.
