@@ -1,8 +1,10 @@
 #include "fabric/gen_nic.hpp"
 
 #include <algorithm>
-#include <cstring>
 
+#include "dataplane/wire/bytes.hpp"
+#include "dataplane/wire/crc_zero.hpp"
+#include "dataplane/wire/icrc.hpp"
 #include "dataplane/wire/l2.hpp"
 
 namespace rocemu::fabric {
@@ -27,7 +29,7 @@ sim::FrameHandle StuckPause::take(sim::FramePool& pool, Nanos now, Nanos& wire_t
     pfc.src = wire::MacAddr{mac_};
     pfc.class_enable = static_cast<uint8_t>(1u << prio_);
     pfc.quanta[prio_] = kPauseQuanta;
-    const auto len = static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h)));
+    const auto len = static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h, wire::kPfcFrameLen)));
     pool.set_len(h, len);
     wire_time = speed_.serialise(Bytes{len} + kWireOverhead);
     return h;
@@ -116,7 +118,7 @@ void GenNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
                 break;
             }
             wire::RocePacket p;
-            if (wire::parse_roce(f, p) != wire::ParseError::Ok) {
+            if (wire::parse_roce(f, p, {.verify_icrc = false}) != wire::ParseError::Ok || !icrc_ok(p, h)) {
                 ++c_.bad_frame_drops;
                 break;
             }
@@ -128,6 +130,21 @@ void GenNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
     pool.free(h);
     try_send(now);
     rearm(now);
+}
+
+bool GenNic::icrc_ok(const wire::RocePacket& p, sim::FrameHandle h) const {
+    const sim::FramePool& pool = sim_.pool();
+    const uint8_t* f = pool.frame(h).data();
+    const auto payload_off = static_cast<uint32_t>(p.payload - f);
+    const uint32_t icrc_off = p.frame_len - wire::kIcrcLen;
+    // A payload the pool knows to be zero is not read: the headers' CRC is
+    // extended over it. A frame anything wrote into (a corrupting link) is
+    // not known to be zero and takes the full CRC.
+    const uint32_t icrc = pool.zero_between(h, payload_off, icrc_off)
+                              ? wire::icrc_zero_payload(f + p.l3_off, payload_off - p.l3_off, icrc_off - payload_off,
+                                                        p.l3.v6)
+                              : wire::compute_icrc(f + p.l3_off, icrc_off - p.l3_off, p.l3.v6);
+    return icrc == p.icrc;
 }
 
 void GenNic::receive_roce(const wire::RocePacket& p, Nanos now) {
@@ -222,7 +239,8 @@ bool GenNic::send_cnp(Nanos now) {
     p.bth.opcode = wire::op::CNP;
     p.bth.becn = true;
     p.bth.dqpn = Qpn{kFlowQpnBase + flow};
-    const auto len = static_cast<uint32_t>(wire::encode_roce(p, pool.buffer(h)));
+    const auto frame_len = static_cast<uint32_t>(wire::roce_frame_len(p));
+    const auto len = static_cast<uint32_t>(wire::encode_roce(p, pool.buffer(h, frame_len)));
     pool.set_len(h, len);
     busy_until_ = now + line_rate_.serialise(Bytes{len} + kWireOverhead);
     ++stats_[flow].cnp_tx;
@@ -261,13 +279,16 @@ bool GenNic::send_data(Nanos now) {
         if (profile_.spraying) p.udp_sport = static_cast<uint16_t>(0xC000 | ((t.spec.sport + t.psn.value()) & 0x3FFF));
         p.payload = nullptr;
         p.payload_len = len;
+        // The payload is zeros: the pool clears only what it does not know
+        // to be zero, and the ICRC extends the headers' CRC over the zeros.
+        const auto frame_len = static_cast<uint32_t>(wire::roce_frame_len(p));
+        const uint32_t zeros = len + ((4 - (len & 3)) & 3);
+        const uint32_t payload_off = frame_len - wire::kIcrcLen - zeros;
+        const std::span<uint8_t> buf = pool.with_zero_payload(h, payload_off, frame_len);
         wire::EncodeLayout lay;
-        const std::span<uint8_t> buf = pool.buffer(h);
         wire::encode_roce_headers(p, buf, lay);
-        std::memset(buf.data() + lay.payload_off, 0, lay.payload_len);
-        wire::finish_roce(buf, lay);
-        const auto frame_len = static_cast<uint32_t>(lay.frame_len);
-        pool.set_len(h, frame_len);
+        wire::store_le32(buf.data() + payload_off + zeros,
+                         wire::icrc_zero_payload(buf.data() + lay.l3_off, payload_off - lay.l3_off, zeros, lay.v6));
 
         const Bytes wire_bytes = Bytes{frame_len} + kWireOverhead;
         busy_until_ = now + line_rate_.serialise(wire_bytes);

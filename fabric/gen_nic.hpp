@@ -182,6 +182,7 @@ private:
     bool send_data(Nanos now);
     void send_pause(Nanos now);
     void rearm(Nanos now);
+    bool icrc_ok(const wire::RocePacket& p, sim::FrameHandle h) const;
     void receive_roce(const wire::RocePacket& p, Nanos now);
 
     sim::Simulator& sim_;

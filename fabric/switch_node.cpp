@@ -34,6 +34,14 @@ bool describe_ipv4(std::span<const uint8_t> f, sw::PacketDesc& d) {
     return true;
 }
 
+// Where the IPv4 header of a frame describe_ipv4 accepted ends: the bytes a
+// hop rewrites, and all the pool counts as written (not the payload).
+uint32_t ipv4_header_end(std::span<const uint8_t> f) {
+    wire::EthView eth;
+    if (!wire::parse_eth(f, eth)) return 0;
+    return static_cast<uint32_t>(eth.l3_off + (f[eth.l3_off] & 0x0F) * 4u);
+}
+
 // A routed hop: new L2 addresses and one less TTL (ICRC does not cover TTL).
 void rewrite_l3_hop(std::span<uint8_t> f, const std::array<uint8_t, 6>& dst, const std::array<uint8_t, 6>& src) {
     std::copy(dst.begin(), dst.end(), f.data());
@@ -121,7 +129,7 @@ void SwitchNode::send_pfc(sim::PortId port, const sw::PfcFrameDesc& d) {
     pfc.src = wire::MacAddr{port_mac_[port]};
     pfc.class_enable = d.class_enable;
     pfc.quanta = d.quanta;
-    pool.set_len(h, static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h))));
+    pool.set_len(h, static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h, wire::kPfcFrameLen))));
     ++c_.pfc_frames_sent;
     sim_.transmit(id_, port, h);
 }
@@ -166,11 +174,11 @@ void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
     switch (e.kind) {
         case sw::EffectKind::Enqueued: {
             const sw::Neighbor& nb = sw_.routes().neighbor(e.neighbor);
-            rewrite_l3_hop(pool.frame(h), nb.mac, port_mac_[e.port]);
+            rewrite_l3_hop(pool.header(h, ipv4_header_end(pool.frame(h))), nb.mac, port_mac_[e.port]);
             break;
         }
         case sw::EffectKind::MarkCe:
-            wire::set_ip_ecn(pool.frame(h), wire::ecn::kCe);
+            wire::set_ip_ecn(pool.header(h, ipv4_header_end(pool.frame(h))), wire::ecn::kCe);
             ++c_.ce_marked;
             break;
         case sw::EffectKind::Drop: pool.free(h); break;

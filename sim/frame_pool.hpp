@@ -9,6 +9,16 @@
 // large fabric keeps thousands of frames queued, one every 9 KiB, and with
 // 4 KiB pages nearly every header a switch or NIC reads costs a TLB miss
 // (and a page walk) on top of the cache miss.
+//
+// The pool also knows which bytes of each buffer may be non-zero: a prefix
+// (up to `dirty_end`) and one 4-byte island (the ICRC last written behind a
+// zero payload); every other byte of the buffer is zero (fresh pages are).
+// Every way to write into a buffer goes through the pool and widens what it
+// counts as written, so the knowledge stays true. A generator frame with an
+// all-zero payload then costs neither a memset nor a CRC pass over its
+// payload, at the sender (with_zero_payload) or the receiver (zero_between):
+// with thousands of 4 KiB frames in flight those passes evicted everything
+// else from the cache.
 #pragma once
 
 #include <algorithm>
@@ -61,7 +71,7 @@ public:
         }
         const FrameHandle h{free_.back()};
         free_.pop_back();
-        lens_[h.v] = 0;
+        state_[h.v].len = 0;
         ++in_use_;
         return h;
     }
@@ -71,22 +81,57 @@ public:
         --in_use_;
     }
 
-    // The whole buffer, for writing a frame into.
-    std::span<uint8_t> buffer(FrameHandle h) { return {slot(h), kFrameCapacity}; }
-    // The frame as set by set_len().
-    std::span<uint8_t> frame(FrameHandle h) { return {slot(h), lens_[h.v]}; }
-    std::span<const uint8_t> frame(FrameHandle h) const { return {slot(h), lens_[h.v]}; }
-    uint32_t len(FrameHandle h) const { return lens_[h.v]; }
+    // The first `n` bytes of the buffer, for writing a frame into; from now
+    // on they count as possibly non-zero. Precondition: n <= kFrameCapacity.
+    std::span<uint8_t> buffer(FrameHandle h, uint32_t n = kFrameCapacity) {
+        mark_written(state_[h.v], n);
+        return {slot(h), n};
+    }
+    // The first `n` bytes of the frame (fewer if it is shorter), for editing
+    // headers in place: only those count as written.
+    std::span<uint8_t> header(FrameHandle h, uint32_t n) {
+        n = std::min<uint32_t>(n, state_[h.v].len);
+        mark_written(state_[h.v], n);
+        return {slot(h), n};
+    }
+    // The frame as set by set_len(), to read.
+    std::span<const uint8_t> frame(FrameHandle h) const { return {slot(h), state_[h.v].len}; }
+    uint32_t len(FrameHandle h) const { return state_[h.v].len; }
     // Precondition: len <= kFrameCapacity.
-    void set_len(FrameHandle h, uint32_t len) { lens_[h.v] = static_cast<uint16_t>(len); }
+    void set_len(FrameHandle h, uint32_t len) { state_[h.v].len = static_cast<uint16_t>(len); }
+
+    // Makes `h` a frame of `frame_len` bytes whose bytes [payload_off,
+    // frame_len - 4) are zero, zeroing only what is not known to be zero (an
+    // older, longer prefix; an older island), and returns its bytes. The
+    // caller writes [0, payload_off) and the last 4 bytes (the ICRC), and
+    // nothing else: that is what the pool now counts as written.
+    // Precondition: payload_off <= frame_len - 4, frame_len <= kFrameCapacity.
+    std::span<uint8_t> with_zero_payload(FrameHandle h, uint32_t payload_off, uint32_t frame_len) {
+        State& s = state_[h.v];
+        uint8_t* p = slot(h);
+        const uint32_t icrc = frame_len - 4;
+        if (s.dirty_end > payload_off) std::fill(p + payload_off, p + s.dirty_end, uint8_t{0});
+        if (s.island != kNoIsland && s.island != icrc && s.island + 4u > payload_off)
+            std::fill_n(p + s.island, 4, uint8_t{0});
+        s.dirty_end = static_cast<uint16_t>(payload_off);
+        s.island = static_cast<uint16_t>(icrc);
+        s.len = static_cast<uint16_t>(frame_len);
+        return {p, frame_len};
+    }
+
+    // True if every byte of [from, to) is known to be zero.
+    bool zero_between(FrameHandle h, uint32_t from, uint32_t to) const {
+        const State& s = state_[h.v];
+        return s.dirty_end <= from && (s.island == kNoIsland || s.island >= to || s.island + 4u <= from);
+    }
 
     // A new frame holding the same bytes as `h`; invalid if exhausted.
     FrameHandle clone(FrameHandle h) {
         const FrameHandle c = alloc();
         if (c.valid()) {
-            const uint32_t n = lens_[h.v];
-            std::copy_n(slot(h), n, slot(c));
-            lens_[c.v] = static_cast<uint16_t>(n);
+            const uint32_t n = state_[h.v].len;
+            std::copy_n(slot(h), n, buffer(c, n).data());
+            state_[c.v].len = static_cast<uint16_t>(n);
         }
         return c;
     }
@@ -104,6 +149,24 @@ public:
 
 private:
     static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+    static constexpr uint16_t kNoIsland = UINT16_MAX;
+
+    // Bytes [0, dirty_end) and [island, island + 4) may be non-zero, the
+    // rest of the buffer is zero; island >= dirty_end when there is one.
+    struct State {
+        uint16_t len = 0;
+        uint16_t dirty_end = 0;
+        uint16_t island = kNoIsland;
+    };
+
+    static void mark_written(State& s, uint32_t n) {
+        if (n <= s.dirty_end) return;
+        s.dirty_end = static_cast<uint16_t>(n);
+        if (s.island != kNoIsland && s.island < n) {
+            s.dirty_end = static_cast<uint16_t>(std::max<uint32_t>(n, s.island + 4u));
+            s.island = kNoIsland;
+        }
+    }
 
     uint8_t* slot(FrameHandle h) const { return base_ + std::size_t{h.v} * kFrameCapacity; }
 
@@ -111,7 +174,7 @@ private:
         if (chunks_ >= max_chunks_) return false;
         const uint32_t base = allocated();
         ++chunks_;
-        lens_.resize(base + kChunkFrames);
+        state_.resize(base + kChunkFrames);
         free_.reserve(base + kChunkFrames);
         // Pushed in reverse so the lowest index is handed out first.
         for (uint32_t i = kChunkFrames; i-- > 0;) free_.push_back(base + i);
@@ -123,7 +186,7 @@ private:
     std::size_t map_bytes_;
     uint8_t* map_ = nullptr;
     uint8_t* base_ = nullptr;  // map_ rounded up to a huge page
-    std::vector<uint16_t> lens_;
+    std::vector<State> state_;
     std::vector<uint32_t> free_;
     uint32_t in_use_ = 0;
     uint64_t alloc_failures_ = 0;

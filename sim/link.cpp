@@ -107,7 +107,9 @@ uint32_t Link::path_key(std::span<const uint8_t> frame) const {
 }
 
 bool Link::corrupt_icrc(FrameHandle h, FramePool& pool) {
-    const std::span<uint8_t> f = pool.frame(h);
+    // The whole frame counts as written: a receiver that skips reading a
+    // payload it knows to be zero must not skip this one.
+    const std::span<uint8_t> f = pool.buffer(h, pool.len(h));
     wire::RocePacket pkt;
     if (wire::parse_roce(f, pkt, wire::ParseOptions{.verify_icrc = false}) != wire::ParseError::Ok) return false;
     // Payload bytes, or else the PSN: the parser checks neither against

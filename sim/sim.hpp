@@ -76,6 +76,7 @@ public:
     // --- What nodes call ------------------------------------------------------
     Nanos now() const { return now_; }
     FramePool& pool() { return pool_; }
+    const FramePool& pool() const { return pool_; }
     // Hands `h` (a valid handle the node owns) to the link out of `port`;
     // the link owns it from here on, including when it drops it (the result
     // says so, a counter says why).

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fabric/fabric.hpp"
+#include "fabric/gen_nic.hpp"
 #include "fabric/workload.hpp"
 
 namespace rocemu::fabric {
@@ -226,6 +227,54 @@ TEST(FabricRun, SameSeedGivesIdenticalCountersAndPcaps) {
     EXPECT_EQ(totals[0], totals[1]);
     EXPECT_GT(pcaps[0].size(), 1000u);
     EXPECT_TRUE(pcaps[0] == pcaps[1]);
+}
+
+// Two generator NICs joined by one cable whose a->b direction corrupts the
+// ICRC of a fraction of the frames. The receiver skips reading payloads the
+// frame pool knows to be zero; a frame the link wrote into is not one of
+// them, so every corrupted frame is still dropped as a bad frame, and every
+// other one is received.
+struct CorruptedCable {
+    uint64_t corrupted = 0, tx_pkts = 0, rx_pkts = 0, bad_frames = 0;
+};
+CorruptedCable run_corrupted_cable(double rate) {
+    const Topology topo = make(std::string(kLeafSpine) + "nic: {cc: none, model: generator}\n");
+    sim::Simulator sim(sim::SimConfig{5, 1u << 12});
+    std::vector<FlowStats> stats(1);
+    uint32_t done = 0;
+    GenNic a(sim, topo, 0, stats, done), b(sim, topo, 1, stats, done);
+    a.attach();
+    b.attach();
+    sim::LinkConfig ab = link_config(topo.cfg.host_link);
+    ab.corrupt_rate = rate;
+    ab.corrupt_as = sim::Corruption::BadIcrc;
+    const sim::LinkId to_b = sim.add_link(a.id(), 0, b.id(), 0, ab);
+    sim.add_link(b.id(), 0, a.id(), 0, link_config(topo.cfg.host_link));
+    // Payloads of 4096 and a last one of 1001 bytes (with pad).
+    const FlowSpec f{0, 1, Bytes{200 * 4096 + 1001}, Nanos{0}, 0xC001};
+    a.add_tx_flow(0, f, topo.nics[1]);
+    b.add_rx_flow(0, f);
+    a.start();
+    b.start();
+    sim.run_until_idle();
+    return {sim.link(to_b).counters().corrupted, stats[0].tx_pkts, stats[0].rx_pkts, b.counters().bad_frame_drops};
+}
+
+TEST(FabricRun, GeneratorDropsEveryFrameACorruptingLinkChangedAsABadIcrc) {
+    const CorruptedCable clean = run_corrupted_cable(0.0);
+    EXPECT_GT(clean.tx_pkts, 200u);
+    EXPECT_EQ(clean.rx_pkts, clean.tx_pkts);
+    EXPECT_EQ(clean.bad_frames, 0u);
+
+    const CorruptedCable some = run_corrupted_cable(0.3);
+    EXPECT_GT(some.corrupted, 20u);
+    EXPECT_LT(some.corrupted, some.tx_pkts);
+    EXPECT_EQ(some.bad_frames, some.corrupted);
+    EXPECT_EQ(some.rx_pkts + some.bad_frames, some.tx_pkts);
+
+    const CorruptedCable all = run_corrupted_cable(1.0);
+    EXPECT_EQ(all.bad_frames, all.tx_pkts);
+    EXPECT_EQ(all.rx_pkts, 0u);
 }
 
 TEST(FabricRun, UnknownCaptureLinkIsAnError) {

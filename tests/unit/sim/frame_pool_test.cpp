@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace rocemu::sim {
@@ -72,9 +74,187 @@ TEST(SimFramePool, CloneCopiesBytesAndLength) {
     ASSERT_TRUE(b.valid());
     EXPECT_NE(a, b);
     EXPECT_TRUE(std::ranges::equal(pool.frame(a), pool.frame(b)));
-    pool.frame(a)[0] = 0xFF;
+    pool.buffer(a, 1)[0] = 0xFF;
     EXPECT_EQ(pool.frame(b)[0], 0);
     EXPECT_EQ(pool.in_use(), 2u);
+}
+
+// --- What the pool knows to be zero --------------------------------------
+
+// The first byte of the buffer that is not zero although the pool says it
+// is, or -1 if what the pool knows holds for the whole buffer.
+int wrongly_zero(FramePool& pool, FrameHandle h) {
+    const uint32_t len = pool.len(h);
+    pool.set_len(h, FramePool::kFrameCapacity);
+    const std::span<const uint8_t> all = std::as_const(pool).frame(h);
+    int bad = -1;
+    for (uint32_t i = 0; i < all.size() && bad < 0; ++i)
+        if (all[i] != 0 && pool.zero_between(h, i, i + 1)) bad = static_cast<int>(i);
+    pool.set_len(h, len);
+    return bad;
+}
+
+bool all_zero(std::span<const uint8_t> s) {
+    return std::ranges::all_of(s, [](uint8_t b) { return b == 0; });
+}
+
+TEST(SimFramePoolZero, AFreshFrameIsKnownZero) {
+    FramePool pool(256);
+    const FrameHandle h = pool.alloc();
+    EXPECT_TRUE(pool.zero_between(h, 0, FramePool::kFrameCapacity));
+}
+
+TEST(SimFramePoolZero, BufferCountsWhatItHandsOutAsWritten) {
+    FramePool pool(256);
+    const FrameHandle h = pool.alloc();
+    const auto b = pool.buffer(h, 100);
+    ASSERT_EQ(b.size(), 100u);
+    std::fill(b.begin(), b.end(), uint8_t{0x5A});
+    EXPECT_FALSE(pool.zero_between(h, 99, 100));
+    EXPECT_TRUE(pool.zero_between(h, 100, FramePool::kFrameCapacity));
+    EXPECT_EQ(wrongly_zero(pool, h), -1);
+    // The whole buffer by default.
+    pool.buffer(h)[FramePool::kFrameCapacity - 1] = 1;
+    EXPECT_FALSE(pool.zero_between(h, FramePool::kFrameCapacity - 1, FramePool::kFrameCapacity));
+    EXPECT_EQ(wrongly_zero(pool, h), -1);
+}
+
+TEST(SimFramePoolZero, HeaderEditsCountOnlyTheHeaderAndStopAtTheFrame) {
+    FramePool pool(256);
+    const FrameHandle h = pool.alloc();
+    const auto f = pool.with_zero_payload(h, 54, 1078);
+    std::fill_n(f.begin(), 54, uint8_t{0x11});
+    std::fill_n(f.begin() + 1074, 4, uint8_t{0x22});
+    EXPECT_EQ(pool.header(h, 34).size(), 34u);
+    EXPECT_TRUE(pool.zero_between(h, 54, 1074));
+    // Asked for more than the frame: only the frame's bytes.
+    pool.set_len(h, 40);
+    EXPECT_EQ(pool.header(h, 100).size(), 40u);
+    EXPECT_TRUE(pool.zero_between(h, 54, 1074));
+    pool.set_len(h, 1078);
+    const auto more = pool.header(h, 60);
+    more[59] = 7;
+    EXPECT_FALSE(pool.zero_between(h, 54, 1074));
+    EXPECT_TRUE(pool.zero_between(h, 60, 1074));
+    EXPECT_EQ(wrongly_zero(pool, h), -1);
+}
+
+TEST(SimFramePoolZero, ZeroPayloadClearsALongerOldPrefix) {
+    FramePool pool(256);
+    const FrameHandle h = pool.alloc();
+    const auto b = pool.buffer(h);
+    std::fill(b.begin(), b.end(), uint8_t{0xAB});
+    const auto f = pool.with_zero_payload(h, 70, 4170);
+    ASSERT_EQ(f.size(), 4170u);
+    EXPECT_EQ(pool.len(h), 4170u);
+    EXPECT_TRUE(all_zero(f.subspan(70, 4096)));
+    EXPECT_TRUE(pool.zero_between(h, 70, 4166));
+    // The island (ICRC) is the caller's to write; everything past the frame is zero now.
+    EXPECT_TRUE(pool.zero_between(h, 4170, FramePool::kFrameCapacity));
+    std::fill_n(f.begin() + 4166, 4, uint8_t{0xCD});
+    EXPECT_FALSE(pool.zero_between(h, 70, 4167));
+    EXPECT_EQ(wrongly_zero(pool, h), -1);
+}
+
+TEST(SimFramePoolZero, ZeroPayloadClearsAnOldIslandInsideTheNewPayload) {
+    FramePool pool(256);
+    const FrameHandle h = pool.alloc();
+    auto f = pool.with_zero_payload(h, 54, 4154);
+    std::fill_n(f.begin(), 54, uint8_t{0x11});
+    std::fill_n(f.begin() + 4150, 4, uint8_t{0xEE});
+    pool.free(h);
+    ASSERT_EQ(pool.alloc(), h);  // LIFO: the same buffer, old bytes and all
+    // A longer frame: the old ICRC now sits in the middle of the payload.
+    f = pool.with_zero_payload(h, 54, 8246);
+    EXPECT_TRUE(all_zero(f.subspan(54, 8246 - 4 - 54)));
+    std::fill_n(f.begin() + 8242, 4, uint8_t{0xEE});
+    EXPECT_EQ(wrongly_zero(pool, h), -1);
+    // A shorter one: the old ICRC lies past it and is cleared too.
+    f = pool.with_zero_payload(h, 54, 1078);
+    EXPECT_TRUE(all_zero(f.subspan(54, 1078 - 4 - 54)));
+    std::fill_n(f.begin() + 1074, 4, uint8_t{0xEE});
+    EXPECT_EQ(wrongly_zero(pool, h), -1);
+    EXPECT_TRUE(pool.zero_between(h, 1078, FramePool::kFrameCapacity));
+}
+
+TEST(SimFramePoolZero, AWriteOverTheIslandSwallowsIt) {
+    FramePool pool(256);
+    const FrameHandle h = pool.alloc();
+    auto f = pool.with_zero_payload(h, 54, 1078);
+    std::fill_n(f.begin() + 1074, 4, uint8_t{0xEE});
+    pool.buffer(h, 1076);  // ends inside the island
+    EXPECT_FALSE(pool.zero_between(h, 1077, 1078));
+    EXPECT_TRUE(pool.zero_between(h, 1078, FramePool::kFrameCapacity));
+    EXPECT_EQ(wrongly_zero(pool, h), -1);
+}
+
+TEST(SimFramePoolZero, ACloneIsWrittenUpToItsLength) {
+    FramePool pool(256);
+    const FrameHandle a = pool.alloc();
+    auto f = pool.with_zero_payload(a, 54, 1078);
+    std::fill_n(f.begin(), 54, uint8_t{0x11});
+    std::fill_n(f.begin() + 1074, 4, uint8_t{0xEE});
+    const FrameHandle b = pool.clone(a);
+    ASSERT_TRUE(b.valid());
+    EXPECT_FALSE(pool.zero_between(b, 1074, 1078));
+    EXPECT_TRUE(pool.zero_between(b, 1078, FramePool::kFrameCapacity));
+    EXPECT_EQ(wrongly_zero(pool, b), -1);
+}
+
+// Every writer, in random order with random sizes, writing non-zero bytes
+// wherever it is allowed to: what the pool knows must stay true, and a zero
+// payload must read zero.
+TEST(SimFramePoolZero, RandomWritersKeepTheKnowledgeTrue) {
+    FramePool pool(256);
+    std::mt19937 rng(11);
+    std::vector<FrameHandle> hs;
+    for (int i = 0; i < 4; ++i) hs.push_back(pool.alloc());
+    auto pick = [&](uint32_t lo, uint32_t hi) { return lo + static_cast<uint32_t>(rng() % (hi - lo + 1)); };
+    for (int step = 0; step < 3000; ++step) {
+        FrameHandle& h = hs[rng() % hs.size()];
+        switch (rng() % 6) {
+            case 0: {  // a whole-buffer writer (engine frame, PFC, encode_roce)
+                const uint32_t n = pick(1, FramePool::kFrameCapacity);
+                const auto b = pool.buffer(h, n);
+                for (int k = 0; k < 8; ++k) b[rng() % n] = static_cast<uint8_t>(1 + rng() % 255);
+                pool.set_len(h, pick(0, n));
+                break;
+            }
+            case 1: {  // a header edit
+                const auto b = pool.header(h, pick(0, 80));
+                if (!b.empty()) b[rng() % b.size()] = 0x7F;
+                break;
+            }
+            case 2: {  // a generator frame
+                const uint32_t flen = pick(64, FramePool::kFrameCapacity);
+                const uint32_t off = pick(30, std::min<uint32_t>(90, flen - 4));
+                const auto f = pool.with_zero_payload(h, off, flen);
+                ASSERT_TRUE(all_zero(f.subspan(off, flen - 4 - off))) << step;
+                std::fill_n(f.begin(), off, uint8_t{0x33});
+                std::fill_n(f.begin() + flen - 4, 4, uint8_t{0x44});
+                ASSERT_TRUE(pool.zero_between(h, off, flen - 4));
+                break;
+            }
+            case 3: {  // a duplicate on a link
+                const FrameHandle c = pool.clone(h);
+                ASSERT_TRUE(c.valid());
+                pool.free(h);
+                h = c;
+                break;
+            }
+            case 4:  // back to the pool and out again: the same bytes
+                pool.free(h);
+                h = pool.alloc();
+                break;
+            default: {  // a corrupting link
+                if (pool.len(h) == 0) break;
+                const auto b = pool.buffer(h, pool.len(h));
+                b[rng() % b.size()] ^= 0x01;
+                break;
+            }
+        }
+        ASSERT_EQ(wrongly_zero(pool, h), -1) << "step " << step;
+    }
 }
 
 }  // namespace
