@@ -294,6 +294,18 @@ Drained drain_turns(Rig& r, PortId port, Nanos ready, int turns, std::size_t bur
     return d;
 }
 
+// The same frames at the same times, and the same effects, as `one` (one dequeue per frame).
+void expect_same(const Drained& b, const Drained& one, std::size_t burst) {
+    ASSERT_EQ(b.txs.size(), one.txs.size()) << "burst " << burst;
+    for (std::size_t i = 0; i < one.txs.size(); ++i) {
+        EXPECT_EQ(b.txs[i].handle, one.txs[i].handle) << "burst " << burst << " frame " << i;
+        EXPECT_EQ(b.txs[i].queue, one.txs[i].queue) << "burst " << burst << " frame " << i;
+        EXPECT_EQ(b.txs[i].start, one.txs[i].start) << "burst " << burst << " frame " << i;
+        EXPECT_EQ(b.txs[i].end, one.txs[i].end) << "burst " << burst << " frame " << i;
+    }
+    EXPECT_EQ(b.effects, one.effects) << "burst " << burst;
+}
+
 TEST(SwitchBurst, DequeueBurstSendsWhatSuccessiveDequeuesWould) {
     // Lossless, lossy and DWRR queues, ECN marks drawn at dequeue (so the
     // random draws must come in the same order) and a pause in the middle.
@@ -323,14 +335,7 @@ TEST(SwitchBurst, DequeueBurstSendsWhatSuccessiveDequeuesWould) {
     ASSERT_GT(marks, 0);
     for (const std::size_t burst : {1u, 5u, 32u}) {
         const Drained b = run(burst);
-        ASSERT_EQ(b.txs.size(), one.txs.size()) << "burst " << burst;
-        for (std::size_t i = 0; i < one.txs.size(); ++i) {
-            EXPECT_EQ(b.txs[i].handle, one.txs[i].handle) << "burst " << burst << " frame " << i;
-            EXPECT_EQ(b.txs[i].queue, one.txs[i].queue) << "burst " << burst << " frame " << i;
-            EXPECT_EQ(b.txs[i].start, one.txs[i].start) << "burst " << burst << " frame " << i;
-            EXPECT_EQ(b.txs[i].end, one.txs[i].end) << "burst " << burst << " frame " << i;
-        }
-        EXPECT_EQ(b.effects, one.effects) << "burst " << burst;
+        expect_same(b, one, burst);
     }
 }
 
@@ -379,14 +384,7 @@ TEST(SwitchBurst, ASoleQueueRunSendsWhatSuccessiveDequeuesWould) {
     ASSERT_GE(one_xons, 2u) << "the PGs of ports 0 and 1 went over the threshold and back";
     for (const std::size_t burst : {1u, 3u, 32u}) {
         const auto [b, b_dump, b_xons] = run(burst);
-        ASSERT_EQ(b.txs.size(), one.txs.size()) << "burst " << burst;
-        for (std::size_t i = 0; i < one.txs.size(); ++i) {
-            EXPECT_EQ(b.txs[i].handle, one.txs[i].handle) << "burst " << burst << " frame " << i;
-            EXPECT_EQ(b.txs[i].queue, one.txs[i].queue) << "burst " << burst << " frame " << i;
-            EXPECT_EQ(b.txs[i].start, one.txs[i].start) << "burst " << burst << " frame " << i;
-            EXPECT_EQ(b.txs[i].end, one.txs[i].end) << "burst " << burst << " frame " << i;
-        }
-        EXPECT_EQ(b.effects, one.effects) << "burst " << burst;
+        expect_same(b, one, burst);
         EXPECT_EQ(b_dump, one_dump) << "burst " << burst;
         EXPECT_EQ(b_xons, one_xons) << "burst " << burst;
     }
