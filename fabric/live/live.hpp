@@ -48,9 +48,25 @@ Topology scale_topology(const Topology& t, double s, uint32_t headroom_frames = 
 // DSCP through the switch profile's DSCP-to-TC and TC-to-PG maps.
 int pfc_priority(const Topology& t);
 
-// The RC retransmission timeout exponent (4.096 us x 2^timeout) for a fabric
-// slowed down by `s`: the virtual-time fabric's 14, plus log2(s), at most 31.
-uint8_t scaled_rc_timeout(double s);
+// The longest a frame and its ACK can take in the (scaled) fabric `t` with
+// every queue on the way full. Each direction crosses the longest shortest
+// path between two NICs; per link, its propagation delay and one NIC-MTU
+// frame at its speed; per switch on it, the switch's shared pool and every
+// port's lossless reserve and headroom drained at its slowest port; and the
+// sender's MAC drains `nic_window` (what the NIC's QPs have in flight) at the
+// slowest host link. Everything in it grows with the scale.
+Nanos rtt_bound(const Topology& t, Bytes nic_window);
+
+// Real time a live process can be descheduled (gaps of 8-90 ms were seen on
+// the shared 2 cores). The NICs' timers run on the TSC while the fabric
+// clock leaves such gaps out, so an ACK can come that much later.
+inline constexpr Nanos kSchedulingSlack = Nanos::from_ms(100);
+
+// The RC ACK timeout exponent (IBTA `timeout`: 4.096 us x 2^t) for a round
+// trip bound: the smallest t whose timeout is at least twice the bound plus
+// kSchedulingSlack, within [1, 31].
+uint8_t rc_timeout_for(Nanos rtt_bound);
+Nanos rc_timeout_time(uint8_t t);
 
 // The NICs' side of a fabric split into processes.
 struct SplitHosts {
@@ -93,6 +109,9 @@ struct LiveOptions {
     // in `out_dir`.
     std::string pcap_link;
     std::string pcap_path;
+    // The QPs' ACK timeout exponent; 0: rc_timeout_for(rtt_bound()) of the
+    // scaled fabric with the NIC's whole window in flight.
+    uint8_t rc_timeout = 0;
 };
 
 struct LiveRow {

@@ -124,7 +124,8 @@ struct LiveFabric::Impl {
     Topology topo;
     LiveOptions opts;
     double scale = 1;
-    uint8_t rc_timeout = 14;
+    uint8_t rc_timeout = 0;
+    Nanos rtt_bound{};
     std::optional<FabricClock> clock;
     uint32_t idle_turns = 0;
     std::vector<rte_ring*> rings;
@@ -486,6 +487,9 @@ bool LiveFabric::Impl::start_capture(std::string& error) {
     return true;
 }
 
+uint8_t LiveFabric::rc_timeout() const { return impl_->rc_timeout; }
+Nanos LiveFabric::rtt_bound() const { return impl_->rtt_bound; }
+
 std::optional<uint64_t> LiveFabric::captured_frames() const {
     if (!impl_->capture) return std::nullopt;
     return impl_->capture->frames();
@@ -508,7 +512,6 @@ std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOp
     m->opts = o;
     m->opts.eal_args = eal;
     m->scale = scale;
-    m->rc_timeout = scaled_rc_timeout(scale);
     m->clock.emplace(FabricClock::max_step_for(topo));
     if (!(m->split() ? m->build_split(error) : m->build(error))) return nullptr;
     if (!m->start_capture(error)) return nullptr;
@@ -527,6 +530,13 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
         m.conns.emplace(key, nullptr);
         fresh.push_back(key);
     }
+    // The new QPs' ACK timeout covers a round trip behind full queues and
+    // the busiest NIC's whole window (every QP of it, kChunksInFlight each).
+    std::vector<uint64_t> qps(t.nics.size());
+    for (const auto& [key, conn] : m.conns) qps[std::get<0>(key)] += std::max(1u, m.opts.qps_per_flow);
+    const Bytes window{*std::max_element(qps.begin(), qps.end()) * kChunksInFlight * kChunk};
+    m.rtt_bound = m.opts.rc_timeout ? Nanos{} : fabric::live::rtt_bound(t, window);
+    m.rc_timeout = m.opts.rc_timeout ? m.opts.rc_timeout : rc_timeout_for(m.rtt_bound);
     // Every NIC reaches everything through its gateway; peers in its own /24
     // are answered with the gateway MAC too. Split, the leaf's node answers
     // the NICs' ARP requests that way instead.

@@ -86,6 +86,10 @@ public:
     // Mean and largest time of one turn of the loop in the last run.
     Nanos mean_turn() const { return turns_ ? Nanos{turn_sum_.v / static_cast<int64_t>(turns_)} : Nanos{}; }
     Nanos max_turn() const { return max_turn_; }
+    // The ACK timeout exponent the QPs were last connected with, and the
+    // round-trip bound it came from (zero when LiveOptions::rc_timeout set it).
+    uint8_t rc_timeout() const;
+    Nanos rtt_bound() const;
     // Frames written by --pcap so far; nullopt when this process has no end
     // of the captured link (or nothing is captured).
     std::optional<uint64_t> captured_frames() const;

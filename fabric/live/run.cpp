@@ -94,10 +94,9 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
     }
     const sw::SwitchConfig& c0 = live.switches.front().cfg;
     res.notes.push_back(fmt::format(
-        "scale 1:{:g}: host links {:g} Mbit/s, fabric links {:g} Mbit/s, delays x{:g}; lossless headroom (xoff) {} B; "
-        "RC timeout {}",
+        "scale 1:{:g}: host links {:g} Mbit/s, fabric links {:g} Mbit/s, delays x{:g}; lossless headroom (xoff) {} B",
         res.scale, live.cfg.host_link.speed.as_mbps(), live.cfg.fabric_link.speed.as_mbps(), res.scale,
-        c0.pg_lossless.xoff.v, scaled_rc_timeout(res.scale)));
+        c0.pg_lossless.xoff.v));
 
     std::vector<std::string> sweep_csv{
         "size_bytes,time_us,algbw_gbs,busbw_gbs,live_time_us,pfc,ecn,cnp,drops,lossless_drops,flows,verified,"
@@ -108,6 +107,15 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         if (!fab->connect(flows, error)) {
             res.error = error;
             return res;
+        }
+        if (size == sizes.front()) {
+            const Nanos rto = rc_timeout_time(fab->rc_timeout());
+            res.notes.push_back(
+                o.rc_timeout ? fmt::format("RC ACK timeout {} ({:.3f} s, as given)", fab->rc_timeout(), rto.seconds())
+                             : fmt::format("RC ACK timeout {} ({:.3f} s): at least twice the round-trip bound {:.3f} s "
+                                           "(full queues, full NIC window) plus {:.0f} ms for scheduling gaps",
+                                           fab->rc_timeout(), rto.seconds(), fab->rtt_bound().seconds(),
+                                           kSchedulingSlack.seconds() * 1e3));
         }
         const LiveTotals before = fab->totals(true);
         std::vector<Sample> samples;

@@ -84,9 +84,64 @@ int pfc_priority(const Topology& t) {
     return base.tc_to_pg[base.dscp_to_tc[t.cfg.nic.dscp & 63]];
 }
 
-uint8_t scaled_rc_timeout(double s) {
-    const double extra = s > 1 ? std::ceil(std::log2(s)) : 0;
-    return static_cast<uint8_t>(std::min(31.0, 14 + extra));
+namespace {
+
+// Links on the longest shortest path between two NICs (breadth first from
+// every NIC; nodes are the switches, then the NICs).
+uint32_t nic_diameter(const Topology& t) {
+    const size_t ns = t.switches.size(), n = ns + t.nics.size();
+    const auto node = [&](const Endpoint& e) { return e.is_switch ? e.index : ns + e.index; };
+    std::vector<std::vector<size_t>> adj(n);
+    for (const LinkSpec& l : t.links) {
+        adj[node(l.a)].push_back(node(l.b));
+        adj[node(l.b)].push_back(node(l.a));
+    }
+    uint32_t longest = 0;
+    std::vector<uint32_t> dist(n);
+    std::vector<size_t> queue;
+    for (size_t src = ns; src < n; ++src) {
+        std::fill(dist.begin(), dist.end(), UINT32_MAX);
+        dist[src] = 0;
+        queue.assign(1, src);
+        for (size_t i = 0; i < queue.size(); ++i)
+            for (const size_t v : adj[queue[i]])
+                if (dist[v] == UINT32_MAX) {
+                    dist[v] = dist[queue[i]] + 1;
+                    queue.push_back(v);
+                }
+        for (size_t d = ns; d < n; ++d)
+            if (dist[d] != UINT32_MAX) longest = std::max(longest, dist[d]);
+    }
+    return longest;
+}
+
+}  // namespace
+
+Nanos rtt_bound(const Topology& t, Bytes nic_window) {
+    const Bytes frame{t.cfg.nic.mtu + 38u};  // with Ethernet header, FCS, preamble and IFG
+    const uint32_t links = nic_diameter(t);
+    Nanos link{}, queue{};
+    for (const LinkSpec& l : t.links) link = std::max(link, l.cls.delay + l.cls.speed.serialise(frame));
+    for (const SwitchSpec& sw : t.switches) {
+        const sw::SwitchConfig& c = sw.cfg;
+        BitsPerSec slowest = c.ports.front().speed;
+        for (const sw::PortConfig& p : c.ports) slowest = std::min(slowest, p.speed);
+        const Bytes per_port{c.pg_lossless.size.v + c.pg_lossless.xoff.v};
+        queue = std::max(queue, slowest.serialise(Bytes{c.pool_size.v + per_port.v * c.ports.size()}));
+    }
+    BitsPerSec host = t.cfg.host_link.speed;
+    for (const NicSpec& n : t.nics) host = std::min(host, t.switches[n.sw].cfg.ports[n.sw_port].speed);
+    const Nanos one_way{link.v * links + queue.v * (links > 0 ? links - 1 : 0)};
+    return Nanos{2 * one_way.v} + host.serialise(nic_window);
+}
+
+Nanos rc_timeout_time(uint8_t t) { return Nanos{static_cast<int64_t>(4096.0 * std::ldexp(1.0, t))}; }
+
+uint8_t rc_timeout_for(Nanos bound) {
+    const Nanos want{2 * bound.v + kSchedulingSlack.v};
+    uint8_t t = 1;
+    while (t < 31 && rc_timeout_time(t) < want) ++t;
+    return t;
 }
 
 }  // namespace rocemu::fabric::live

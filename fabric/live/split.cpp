@@ -338,6 +338,16 @@ SwitchRowTotals sum_rows(const std::vector<std::string>& rows) {
     return t;
 }
 
+std::vector<std::string> node_eal_args(const std::vector<std::string>& eal, std::string_view node) {
+    constexpr std::string_view kOpt = "--file-prefix";
+    std::vector<std::string> out = eal;
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i] == kOpt && i + 1 < out.size()) out[++i] += fmt::format("-{}", node);
+        else if (out[i].starts_with(fmt::format("{}=", kOpt))) out[i] += fmt::format("-{}", node);
+    }
+    return out;
+}
+
 std::string capture_path(const std::string& link_dir, std::string_view link, std::string_view node) {
     return (std::filesystem::path(link_dir) / fmt::format("{}@{}.pcap", link, node)).string();
 }

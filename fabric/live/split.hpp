@@ -150,6 +150,12 @@ struct SwitchRowTotals {
 };
 SwitchRowTotals sum_rows(const std::vector<std::string>& rows);
 
+// The EAL arguments of `node` in a run whose launcher got `eal`: a user's
+// --file-prefix X (either form) becomes X-<node>, since nodes sharing one
+// prefix would share one EAL runtime folder (a secondary process's, or a
+// clash). Everything else is passed as given.
+std::vector<std::string> node_eal_args(const std::vector<std::string>& eal, std::string_view node);
+
 // `--pcap LINK` split: each node that owns an end of LINK writes the frames
 // that end receives to DIR/<LINK>@<node>.pcap (capture.hpp).
 std::string capture_path(const std::string& link_dir, std::string_view link, std::string_view node);

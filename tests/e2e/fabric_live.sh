@@ -3,7 +3,10 @@
 # (configs/fabrics/incast.yaml) in one process on DPDK. Every flow completes
 # with its bytes verified, the left switch sends PFC, nothing lossless is
 # dropped, the report folder has its CSVs, --pcap h1-left captures that
-# cable and only it, and bad options (an unknown --pcap link) are refused.
+# cable and only it, no QP retransmits (the ACK timeout follows the scaled
+# round trip) while the unscaled exponent (14, 67 ms) makes the same incast
+# retransmit and not complete, and bad options (an unknown --pcap link) are
+# refused.
 # Usage: fabric_live.sh ROCEMU REPO_ROOT
 set -uo pipefail
 ROCEMU=$1
@@ -34,6 +37,16 @@ for f in flows totals switch_ports nics; do
   [ -s "$OUT/rep/live_incast_4194304B_$f.csv" ] || fail "no $f CSV"
 done
 grep -q "^left,Ethernet0,pfc_tx_xoff_p3," "$OUT/rep/live_incast_4194304B_switch_ports.csv" || fail "no XOFF from left:Ethernet0"
+grep -qE "RC ACK timeout (19|2[0-9]|3[01]) \(" "$OUT/out.txt" || fail "no scaled RC ACK timeout: $(grep 'RC ACK' "$OUT/out.txt")"
+grep -qE ",(completer_retry_err|duplicate_request)," "$OUT/rep/live_incast_4194304B_nics.csv" &&
+  fail "retransmissions with the scaled timeout: $(grep -E 'retry|duplicate' "$OUT/rep/live_incast_4194304B_nics.csv")"
+"$ROCEMU" fabric run --live -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 1M --qps 8 --timeout 5 \
+  --rc-timeout 14 -o "$OUT/rep14" -- --log-level lib.eal:error >"$OUT/out14.txt" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$OUT/out14.txt"; fail "with the unscaled timeout: exit status $rc, not 1 (incomplete)"; }
+retries=$(awk -F, '$2 == "completer_retry_err" { s += $3 } END { print s + 0 }' "$OUT/rep14/live_incast_1048576B_nics.csv")
+[ "$retries" -gt 0 ] || fail "no retransmission with the unscaled timeout"
+echo "unscaled ACK timeout: $retries retries, incomplete"
 h1=$("$ROCEMU" fabric show -c "$ROOT/configs/fabrics/incast.yaml" | awk '$1 == "h1" { print $2 }')
 check_link_pcap "$ROCEMU" "$OUT/rep/live_incast_h1-left.pcap" "$h1"
 grep -q "pcap: [0-9]* frames of link h1-left" "$OUT/out.txt" || fail "no pcap note"

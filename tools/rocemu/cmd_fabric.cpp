@@ -144,6 +144,7 @@ struct LiveCliArgs {
     std::string link_dir;
     bool busy_poll = false;
     double wait_s = 30;  // fabric node --hosts --wait
+    uint32_t rc_timeout = 0;  // 0: from the scaled fabric's round-trip bound
 };
 
 void add_live_options(CLI::App* run, LiveCliArgs& l) {
@@ -155,6 +156,10 @@ void add_live_options(CLI::App* run, LiveCliArgs& l) {
                     "sum over 4 Gbit/s");
     run->add_option("--qps", l.qps, "--live: RC QPs per flow, 1-64")->capture_default_str();
     run->add_option("--timeout", l.timeout_s, "--live: live seconds per size before giving up")->capture_default_str();
+    run->add_option("--rc-timeout", l.rc_timeout,
+                    "--live: the QPs' ACK timeout exponent (4.096 us x 2^T), 1-31; default: from the scaled fabric's "
+                    "round-trip bound")
+        ->check(CLI::Range(1, 31));
     run->add_option("eal", l.eal_args, "--live: EAL arguments, after --");
     run->add_flag("--processes", l.processes,
                   "--live: one process per switch and one for the NICs, cabled by memif (rocemu fabric node)");
@@ -204,6 +209,7 @@ live::LiveOptions live_options(const FabricArgs& a, const LiveCliArgs& l) {
     o.eal_args = l.eal_args;
     o.progress = progress_line;
     o.pcap_link = a.pcap;
+    o.rc_timeout = static_cast<uint8_t>(l.rc_timeout);
     return o;
 }
 
@@ -288,13 +294,15 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
             c.argv.insert(c.argv.end(), {"--hosts", "-w", a.workload, "--sizes", join_sizes(a.sizes), "--qps",
                                          std::to_string(l.qps), "--timeout", fmt::format("{}", l.timeout_s), "-o",
                                          a.out});
+            if (l.rc_timeout) c.argv.insert(c.argv.end(), {"--rc-timeout", std::to_string(l.rc_timeout)});
         } else {
             c.argv.insert(c.argv.end(), {"--switch", n});
             c.log = (std::filesystem::path(dir) / (n + ".log")).string();
         }
         if (!l.eal_args.empty()) {
+            const std::vector<std::string> eal = live::node_eal_args(l.eal_args, n);
             c.argv.push_back("--");
-            c.argv.insert(c.argv.end(), l.eal_args.begin(), l.eal_args.end());
+            c.argv.insert(c.argv.end(), eal.begin(), eal.end());
         }
         cmds.push_back(std::move(c));
     }
@@ -434,6 +442,8 @@ void add_node_subcommand(CLI::App& fab, int& status) {
     add_sweep_options(node, *a, "--hosts: ");
     node->add_option("--qps", l->qps, "--hosts: RC QPs per flow, 1-64")->capture_default_str();
     node->add_option("--timeout", l->timeout_s, "--hosts: live seconds per size before giving up")->capture_default_str();
+    node->add_option("--rc-timeout", l->rc_timeout, "--hosts: the QPs' ACK timeout exponent, 1-31 (default: from the bound)")
+        ->check(CLI::Range(1, 31));
     node->add_option("eal", l->eal_args, "EAL arguments, after --");
     node->callback([a, l, n, sw, hosts, &status] {
         if (sw->empty() == !*hosts) {

@@ -86,11 +86,38 @@ TEST(FabricLiveScale, BadScalesAreRefusedWithTheReason) {
     }
 }
 
-TEST(FabricLiveScale, RcTimeoutGrowsWithTheScale) {
-    EXPECT_EQ(scaled_rc_timeout(1), 14);
-    EXPECT_EQ(scaled_rc_timeout(2), 15);
-    EXPECT_EQ(scaled_rc_timeout(200), 22);  // 4.096 us x 2^22 = 17 s
-    EXPECT_EQ(scaled_rc_timeout(1e12), 31);
+// The exponent is the smallest whose timeout covers twice the bound plus
+// the scheduling slack.
+TEST(FabricLiveScale, RcTimeoutIsTheSmallestCoveringTwiceTheBound) {
+    EXPECT_EQ(rc_timeout_time(14).v, 67108864);  // 4.096 us x 2^14
+    for (const Nanos bound : {Nanos{0}, Nanos::from_us(10), Nanos::from_ms(30), Nanos::from_ms(500), Nanos::from_s(3)}) {
+        const uint8_t t = rc_timeout_for(bound);
+        const Nanos want{2 * bound.v + kSchedulingSlack.v};
+        EXPECT_GE(rc_timeout_time(t), want) << bound.v;
+        EXPECT_LT(rc_timeout_time(t - 1), want) << bound.v;
+    }
+    EXPECT_EQ(rc_timeout_for(Nanos{0}), 15);  // 134 ms >= 100 ms of slack, 67 ms is not
+    EXPECT_EQ(rc_timeout_for(Nanos::from_s(100000)), 31);
+}
+
+// The bound of a fabric S times slower is S times the bound (speeds divide,
+// delays multiply, the window drains S times slower), so the exponent
+// follows the scale where a fixed one would fire on every full queue.
+TEST(FabricLiveScale, RttBoundGrowsWithTheScaleAndCoversTheQueues) {
+    const Topology t = default_topology();  // leaf-spine: 4 links NIC to NIC, 3 switches on the way
+    const Bytes window{16u * 65536u};
+    const Nanos b1 = rtt_bound(scale_topology(t, 1), window);  // with the live headroom, as every scale has
+    const Nanos b200 = rtt_bound(scale_topology(t, 200), window);
+    EXPECT_NEAR(static_cast<double>(b200.v) / static_cast<double>(b1.v), 200.0, 2.0);
+    // At least three full shared pools each way at the slowest port, and the window at the host link.
+    const Topology s = scale_topology(t, 200);
+    const sw::SwitchConfig& c = s.switches.front().cfg;
+    const Nanos pool = c.ports.front().speed.serialise(c.pool_size);
+    EXPECT_GE(b200.v, 6 * pool.v + s.cfg.host_link.speed.serialise(window).v);
+    EXPECT_GT(rc_timeout_for(b200), rc_timeout_for(b1));
+    EXPECT_GE(rc_timeout_time(rc_timeout_for(b200)).v, 2 * b200.v);
+    // A larger window waits longer in the sender's MAC.
+    EXPECT_GT(rtt_bound(s, Bytes{window.v * 8}), b200);
 }
 
 }  // namespace

@@ -347,4 +347,18 @@ TEST(FabricLiveSplit, CapturePartsMergeInTimeOrder) {
     std::filesystem::remove_all(dir);
 }
 
+// A user's --file-prefix given to a split run: each node gets its own,
+// derived from it, so no two nodes share an EAL runtime folder.
+TEST(FabricLiveSplit, EveryNodeGetsItsOwnFilePrefix) {
+    const std::vector<std::string> eal{"--log-level", "lib.eal:error", "--file-prefix", "mine", "-m", "600"};
+    EXPECT_EQ(node_eal_args(eal, "left"),
+              (std::vector<std::string>{"--log-level", "lib.eal:error", "--file-prefix", "mine-left", "-m", "600"}));
+    EXPECT_EQ(node_eal_args({"--file-prefix=run7"}, "hosts"), (std::vector<std::string>{"--file-prefix=run7-hosts"}));
+    std::set<std::string> prefixes;
+    for (const std::string& n : node_names(embedded("incast"))) prefixes.insert(node_eal_args(eal, n)[3]);
+    EXPECT_EQ(prefixes.size(), 3u);
+    EXPECT_EQ(node_eal_args({"--no-huge", "-m", "512"}, "left"), (std::vector<std::string>{"--no-huge", "-m", "512"}));
+    EXPECT_EQ(node_eal_args({"--file-prefix"}, "left"), (std::vector<std::string>{"--file-prefix"}));
+}
+
 }  // namespace rocemu::fabric::live
