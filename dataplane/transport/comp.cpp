@@ -160,7 +160,6 @@ void Engine::comp_retry(Qp& qp, Psn from, Nanos now, Effects& fx) {
     ++counters_.completer_retry_err;
     req_rewind(qp, from);
     qp.rto_deadline = now + rto_of(qp);
-    fx.tx_ready = true;
 }
 
 void Engine::comp_timers(Qp& qp, Nanos now, Effects& fx) {
@@ -168,7 +167,6 @@ void Engine::comp_timers(Qp& qp, Nanos now, Effects& fx) {
         qp.rnr_deadline = Nanos::max();
         req_rewind(qp, qp.comp_psn);
         qp.rto_deadline = Nanos::max();
-        fx.tx_ready = true;
     }
     if (now >= qp.read_hole_deadline) {
         // Spraying: a READ (or atomic) response has stayed missing for
@@ -245,7 +243,6 @@ void Engine::comp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) 
                     qp.rexmit_pending.set(psn);
                     qp.rexmit[qp.rexmit_tail++ & (qp.rexmit.size() - 1)] = psn;
                     qp.path_penalty[qp.psn_path[psn.value() & (qp.psn_path.size() - 1)]] += 8;
-                    fx.tx_ready = true;
                 } else {
                     drop(&qp, DropReason::StaleResponse);
                 }

@@ -427,7 +427,6 @@ VerbsError Engine::post_send(Qpn qpn, std::span<const SendWr> wrs, Effects& fx, 
         ++qp->sq_head;
         if (qp->state == QpState::Err) flush(*qp, fx);
     }
-    if (qp->has_requests()) fx.tx_ready = true;
     return {};
 }
 

@@ -71,11 +71,9 @@ struct Result {
 struct Effects {
     FixedVec<CqHandle, 64> cq_events;  // CQs that received new entries
     FixedVec<Qpn, 64> cnp_received;    // local QPs named by a received CNP (feed cc's on_cnp)
-    bool tx_ready = false;             // frames are ready: call tx_burst
     void clear() {
         cq_events.clear();
         cnp_received.clear();
-        tx_ready = false;
     }
 };
 

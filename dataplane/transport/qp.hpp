@@ -158,7 +158,6 @@ struct Qp {
     const SendWqe& wqe(uint32_t i) const { return sq[i & (sq.size() - 1)]; }
     uint32_t out_size() const { return out_tail - out_head; }
     RespItem& out_at(uint32_t i) { return out[i & (out.size() - 1)]; }
-    bool has_requests() const;
 };
 
 }  // namespace rocemu::transport

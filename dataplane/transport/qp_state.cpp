@@ -232,7 +232,6 @@ void Engine::apply_modify(Qp& q, const QpAttr& a, uint32_t mask, Effects& fx) {
         return;
     }
     q.state = next;
-    if (next == QpState::Rts) fx.tx_ready = fx.tx_ready || q.has_requests();
 }
 
 void Engine::enter_error(Qp& q, Effects& fx) {
@@ -278,11 +277,6 @@ void Engine::flush(Qp& q, Effects& fx) {
             q.rq.pop();
         }
     }
-}
-
-bool Qp::has_requests() const {
-    return (state == QpState::Rts && sq_req != sq_head) || out_tail != out_head || rexmit_head != rexmit_tail ||
-           cnp_pending;
 }
 
 }  // namespace rocemu::transport

@@ -119,7 +119,6 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
         comp_rx(*qp, p, now, fx);
         if (qp->spraying()) comp_spray_settle(*qp, now, fx);
     }
-    if (qp->has_requests()) fx.tx_ready = true;
 }
 
 }  // namespace rocemu::transport

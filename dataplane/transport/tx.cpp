@@ -173,7 +173,6 @@ uint32_t Engine::tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx) {
             }
         }
     }
-    if (tx_pending(now)) fx.tx_ready = true;
     return n;
 }
 
@@ -198,7 +197,6 @@ void Engine::on_timer(Nanos now, Effects& fx) {
         if (q->state == QpState::Err) continue;
         comp_timers(*q, now, fx);
         if (q->spraying()) resp_timers(*q, now);
-        if (q->has_requests()) fx.tx_ready = true;
     }
 }
 
