@@ -237,77 +237,80 @@ bool poll_until(NicT& nic, Done&& done) {
     return true;
 }
 
+// A NIC on port A alone (a NIC on B would free A's mbufs back to A's pool)
+// after one turn filled its TX stash, with the rest of A's pool held here.
+struct ShortPool {
+    RingPair ports;
+    TscClock clock = TscClock::starting_now();
+    host::HostStack ha{host_config(kMacA, kIpA)};
+    Recorder ua;
+    std::optional<Nic<Recorder>> a;
+    std::vector<std::vector<uint8_t>> frames = numbered_frames(kMacA, kMacB, 40);
+    std::vector<rte_mbuf*> held;
+
+    ShortPool() {
+        EXPECT_TRUE(ports.a && ports.b);
+        a.emplace(*ports.a, ha, ua, clock);
+        a->poll();
+        while (rte_mbuf* x = rte_pktmbuf_alloc(ports.a->pool())) held.push_back(x);
+    }
+    uint64_t sent() const { return a->stats()[PortStat::TxPackets]; }
+    void give_back_all() {
+        rte_pktmbuf_free_bulk(held.data(), static_cast<unsigned>(held.size()));
+        held.clear();
+    }
+    // All 40 frames reached B's side of the ring, in order.
+    void expect_all_in_order() {
+        rte_mbuf* m[64];
+        const unsigned got = rte_ring_dequeue_burst(ports.ab, reinterpret_cast<void**>(m), 64, nullptr);
+        ASSERT_EQ(got, 40u);
+        for (unsigned i = 0; i < got; ++i) {
+            const uint8_t* f = rte_pktmbuf_mtod(m[i], const uint8_t*);
+            EXPECT_EQ(f[14] << 8 | f[15], static_cast<int>(i)) << "in order";
+        }
+        rte_pktmbuf_free_bulk(m, got);
+    }
+};
+
 // The TX stash is refilled in bulk, all or nothing. A pool too short for a
 // refill still lets the turn send what the stash holds; the rest of the
 // upper's frames wait for mbufs and none is lost.
 TEST(DpdkNicRing, AShortPoolStillSendsWhatTheStashHolds) {
-    RingPair ports;
-    ASSERT_TRUE(ports.a && ports.b);
-    const TscClock clock = TscClock::starting_now();
-    host::HostStack ha(host_config(kMacA, kIpA));
-    Recorder ua;
-    Nic<Recorder> a(*ports.a, ha, ua, clock);  // no NIC on B: its loop would free A's mbufs back to A's pool
-    std::vector<std::vector<uint8_t>> frames = numbered_frames(kMacA, kMacB, 40);
-    a.poll();  // fills the stash
-    std::vector<rte_mbuf*> held;  // the whole pool but the stash
-    while (rte_mbuf* x = rte_pktmbuf_alloc(ports.a->pool())) held.push_back(x);
-
-    ua.to_send.assign(frames.begin(), frames.begin() + 10);
-    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == 10; }));
+    ShortPool t;
+    t.ua.to_send.assign(t.frames.begin(), t.frames.begin() + 10);
+    ASSERT_TRUE(poll_until(*t.a, [&] { return t.sent() == 10; }));
     // 22 mbufs left in the stash, and the pool cannot refill it.
-    ua.to_send.assign(frames.begin() + 10, frames.end());
-    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == 32; }));
-    EXPECT_EQ(ua.to_send.size(), 8u);
-    EXPECT_GE(a.stats()[PortStat::DropNoMbuf], 1u) << "the short refill is counted";
+    t.ua.to_send.assign(t.frames.begin() + 10, t.frames.end());
+    ASSERT_TRUE(poll_until(*t.a, [&] { return t.sent() == 32; }));
+    EXPECT_EQ(t.ua.to_send.size(), 8u);
+    EXPECT_GE(t.a->stats()[PortStat::DropNoMbuf], 1u) << "the short refill is counted";
 
-    rte_pktmbuf_free_bulk(held.data(), static_cast<unsigned>(held.size()));
-    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == 40; }));
-    EXPECT_TRUE(ua.to_send.empty());
-    rte_mbuf* m[64];
-    const unsigned got = rte_ring_dequeue_burst(ports.ab, reinterpret_cast<void**>(m), 64, nullptr);
-    ASSERT_EQ(got, 40u);
-    for (unsigned i = 0; i < got; ++i) {
-        const uint8_t* f = rte_pktmbuf_mtod(m[i], const uint8_t*);
-        EXPECT_EQ(f[14] << 8 | f[15], static_cast<int>(i)) << "in order";
-    }
-    rte_pktmbuf_free_bulk(m, got);
-    EXPECT_EQ(a.stats()[PortStat::DropTxFull], 0u);
+    t.give_back_all();
+    ASSERT_TRUE(poll_until(*t.a, [&] { return t.sent() == 40; }));
+    EXPECT_TRUE(t.ua.to_send.empty());
+    t.expect_all_in_order();
+    EXPECT_EQ(t.a->stats()[PortStat::DropTxFull], 0u);
 }
 
 // An empty stash and a pool with fewer free mbufs than a bulk refill: the
 // turn still lends what the pool has, one mbuf at a time.
 TEST(DpdkNicRing, AnEmptyStashSendsWhatAShortPoolStillHas) {
-    RingPair ports;
-    ASSERT_TRUE(ports.a && ports.b);
-    const TscClock clock = TscClock::starting_now();
-    host::HostStack ha(host_config(kMacA, kIpA));
-    Recorder ua;
-    Nic<Recorder> a(*ports.a, ha, ua, clock);  // no NIC on B: its loop would free A's mbufs back to A's pool
-    std::vector<std::vector<uint8_t>> frames = numbered_frames(kMacA, kMacB, 40);
-    a.poll();  // fills the stash
-    std::vector<rte_mbuf*> held;
-    while (rte_mbuf* x = rte_pktmbuf_alloc(ports.a->pool())) held.push_back(x);
-    ua.to_send.assign(frames.begin(), frames.begin() + Nic<Recorder>::kBurst);
-    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == Nic<Recorder>::kBurst; }));
+    ShortPool t;
+    constexpr unsigned kBurst = Nic<Recorder>::kBurst;
+    t.ua.to_send.assign(t.frames.begin(), t.frames.begin() + kBurst);
+    ASSERT_TRUE(poll_until(*t.a, [&] { return t.sent() == kBurst; }));
 
     constexpr unsigned kFree = 5;  // the stash is empty; the pool gets back this many
-    ASSERT_GT(held.size(), kFree);
-    rte_pktmbuf_free_bulk(held.data() + held.size() - kFree, kFree);
-    held.resize(held.size() - kFree);
-    ua.to_send.assign(frames.begin() + Nic<Recorder>::kBurst, frames.end());
-    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == Nic<Recorder>::kBurst + kFree; }));
-    EXPECT_EQ(ua.to_send.size(), 40u - Nic<Recorder>::kBurst - kFree);
+    ASSERT_GT(t.held.size(), kFree);
+    rte_pktmbuf_free_bulk(t.held.data() + t.held.size() - kFree, kFree);
+    t.held.resize(t.held.size() - kFree);
+    t.ua.to_send.assign(t.frames.begin() + kBurst, t.frames.end());
+    ASSERT_TRUE(poll_until(*t.a, [&] { return t.sent() == kBurst + kFree; }));
+    EXPECT_EQ(t.ua.to_send.size(), 40u - kBurst - kFree);
 
-    rte_pktmbuf_free_bulk(held.data(), static_cast<unsigned>(held.size()));
-    ASSERT_TRUE(poll_until(a, [&] { return a.stats()[PortStat::TxPackets] == 40; }));
-    rte_mbuf* m[64];
-    const unsigned got = rte_ring_dequeue_burst(ports.ab, reinterpret_cast<void**>(m), 64, nullptr);
-    ASSERT_EQ(got, 40u);
-    for (unsigned i = 0; i < got; ++i) {
-        const uint8_t* f = rte_pktmbuf_mtod(m[i], const uint8_t*);
-        EXPECT_EQ(f[14] << 8 | f[15], static_cast<int>(i)) << "in order";
-    }
-    rte_pktmbuf_free_bulk(m, got);
+    t.give_back_all();
+    ASSERT_TRUE(poll_until(*t.a, [&] { return t.sent() == 40; }));
+    t.expect_all_in_order();
 }
 
 TEST(DpdkNicRing, RoceFramesBuiltFromAResolvedPathReachThePeersTransport) {
