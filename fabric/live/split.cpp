@@ -53,6 +53,10 @@ std::vector<CableEnd> cable_ends(const Topology& t, std::string_view node, const
                                  const std::map<std::string, std::string>& overrides) {
     if (!known_node(t, node))
         throw std::invalid_argument(fmt::format("no node '{}' in fabric '{}'", node, t.cfg.name));
+    // memif refuses a relative socket path ("Invalid socket directory").
+    std::error_code ec;
+    std::filesystem::path dir = link_dir.empty() ? std::filesystem::path() : std::filesystem::absolute(link_dir, ec);
+    if (ec) dir = link_dir;
     for (const auto& [cable, dev] : overrides) {
         const auto l = t.find_link(cable);
         if (!l || (node_of(t, t.links[*l].a) != node && node_of(t, t.links[*l].b) != node))
@@ -77,10 +81,10 @@ std::vector<CableEnd> cable_ends(const Topology& t, std::string_view node, const
         } else {
             const std::array<uint8_t, 6>& m =
                 e.end.is_switch ? t.switches[e.end.index].port_mac[e.end.port] : t.nics[e.end.index].mac;
+            e.socket = (dir / (link.name + ".sock")).string();
             e.devspec = fmt::format(
                 "net_memif{},role={},socket={},socket-abstract=no,id=0,rsize={},bsize={},mac={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-                ends.size(), e.server ? "server" : "client",
-                (std::filesystem::path(link_dir) / (link.name + ".sock")).string(),
+                ends.size(), e.server ? "server" : "client", e.socket,
                 link.fabric ? kMemifLog2Ring : kMemifLog2NicRing,
                 kMemifBufferBytes, m[0], m[1], m[2], m[3], m[4], m[5]);
         }

@@ -58,6 +58,7 @@ struct CableEnd {
     std::string peer_node;
     bool server = false;    // memif server: this node's name sorts below the peer's
     std::string devspec;    // the DPDK device string to open
+    std::string socket;     // a memif end's socket file (empty for an override)
 };
 
 // The cable ends `node` owns, in link order, with memif device strings:

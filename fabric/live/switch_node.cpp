@@ -395,8 +395,12 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     capture.reset();
     // Closing a memif port whose peer has gone can block for seconds (seen:
     // more than the launcher's 5 s grace), and nothing is left to hand over:
-    // leave without tearing the ports down, removing only the EAL's per-pid
-    // runtime folder, which would otherwise pile up.
+    // the kernel closes the control sockets (the peer takes its link down on
+    // their EOF, as on a close) and frees the shared rings. What it leaves is
+    // on disk: the socket file of each server end, which a close would have
+    // unlinked, and the EAL's per-pid runtime folder; both removed here.
+    for (const CableEnd& e : ends)
+        if (std::error_code ec; e.server && !e.socket.empty()) std::filesystem::remove(e.socket, ec);
     dpdk::Eal::remove_own_runtime_dir();
     std::_Exit(0);
 }

@@ -6,7 +6,8 @@
 # node's summary and counters reach the launcher's output and the report
 # (the file says nic.model generator, --nic-model rc reaches every node),
 # --pcap h0-left merges the hosts node's and switch left's captures of that
-# cable into one file of that cable only;
+# cable into one file of that cable only, a user's --file-prefix gives each
+# node its own EAL prefix, and no switch node leaves a memif socket file;
 # then a switch node killed mid-run makes the launcher fail, naming it, and
 # leaves no node behind.
 # Usage: fabric_split.sh ROCEMU REPO_ROOT
@@ -15,9 +16,10 @@ ROCEMU=$1
 ROOT=$2
 OUT=$(mktemp -d /tmp/fab_split_e2e.XXXXXX)
 bg=
+PREFIX=fab-split-e2e-$$
 cleanup() {
   [ -n "$bg" ] && kill "$bg" 2>/dev/null
-  rm -rf "$OUT"
+  rm -rf "$OUT" /var/run/dpdk/"$PREFIX"-* "${XDG_RUNTIME_DIR:-/tmp}"/dpdk/"$PREFIX"-*
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -27,7 +29,7 @@ sed 's/^nic:$/nic:\n  model: generator/' "$ROOT/configs/fabrics/incast.yaml" >"$
 grep -q "^  model: generator$" "$OUT/incast_generator.yaml" || fail "no generator copy of incast.yaml"
 
 "$ROCEMU" fabric run --live --processes -c "$OUT/incast_generator.yaml" --nic-model rc -w incast --sizes 4M --qps 8 \
-  -o "$OUT/rep" --link-dir "$OUT/links" --pcap h0-left "${EAL[@]}" >"$OUT/out.txt" 2>"$OUT/err.txt"
+  -o "$OUT/rep" --link-dir "$OUT/links" --pcap h0-left "${EAL[@]}" --file-prefix "$PREFIX" >"$OUT/out.txt" 2>"$OUT/err.txt"
 rc=$?
 cat "$OUT/out.txt"
 [ $rc -eq 0 ] || { cat "$OUT/err.txt" "$OUT"/links/*.log; fail "exit status $rc"; }
@@ -51,6 +53,11 @@ echo "$row" | awk -v p="$pfc" '{ exit !($6 == p) }' || fail "table PFC is not th
 ports="$OUT/rep/live_incast_4194304B_switch_ports.csv"
 grep -q "^left,Ethernet0,pfc_tx_xoff_p3," "$ports" || fail "no XOFF from left:Ethernet0 in $ports"
 grep -q "^right," "$ports" || fail "no counters of switch right in $ports"
+for n in hosts left right; do
+  [ -d "/var/run/dpdk/$PREFIX-$n" ] || [ -d "${XDG_RUNTIME_DIR:-/tmp}/dpdk/$PREFIX-$n" ] || fail "no EAL folder $PREFIX-$n"
+done
+leftover=$(ls "$OUT/links" | grep '\.sock$')
+[ -z "$leftover" ] || fail "memif socket files left in the link folder: $leftover"
 [ -s "$OUT/links/h0-left@hosts.pcap" ] && [ -s "$OUT/links/h0-left@left.pcap" ] || fail "no capture of each end of h0-left"
 grep -q "pcap: [0-9]* frames of link h0-left in .* (from 2 node files)" "$OUT/out.txt" || fail "no merged capture line"
 h0=$("$ROCEMU" fabric show -c "$ROOT/configs/fabrics/incast.yaml" | awk '$1 == "h0" { print $2 }')
