@@ -8,6 +8,8 @@
 # --pcap h0-left merges the hosts node's and switch left's captures of that
 # cable into one file of that cable only, a user's --file-prefix gives each
 # node its own EAL prefix, and no switch node leaves a memif socket file;
+# switch nodes started from a file with another switch profile are refused
+# by the hosts node;
 # then a switch node killed mid-run makes the launcher fail, naming it, and
 # leaves no node behind.
 # Usage: fabric_split.sh ROCEMU REPO_ROOT
@@ -83,6 +85,25 @@ cat "$OUT/kill.txt"
 [ $rc -eq 2 ] || fail "exit status $rc after a node was killed"
 grep -q "node right (pid $victim) was killed by signal 9" "$OUT/kill.txt" || fail "the message does not name node right"
 pgrep -f -- "--link-dir $OUT/kill" >/dev/null && fail "a node of the killed run is still running"
+
+# Switch nodes started by hand from a file with another switch profile (QoS
+# and buffers): the hosts node refuses them, naming both fabrics.
+sed 's/profile: lossless-100g/profile: sonic-default/' "$ROOT/configs/fabrics/incast.yaml" >"$OUT/other_qos.yaml"
+grep -q "profile: sonic-default" "$OUT/other_qos.yaml" || fail "no other-QoS copy of incast.yaml"
+qos_pids=()
+for s in left right; do
+  "$ROCEMU" fabric node --switch $s -c "$OUT/other_qos.yaml" --link-dir "$OUT/qos" --scale 225 "${EAL[@]}" \
+    >"$OUT/qos_$s.txt" 2>&1 &
+  qos_pids+=($!)
+done
+timeout 60 "$ROCEMU" fabric node --hosts -c "$ROOT/configs/fabrics/incast.yaml" --link-dir "$OUT/qos" --scale 225 \
+  -w incast --sizes 1M --wait 20 -o "$OUT/rep_qos" "${EAL[@]}" >"$OUT/qos_hosts.txt" 2>&1
+rc=$?
+kill "${qos_pids[@]}" 2>/dev/null
+wait "${qos_pids[@]}" 2>/dev/null
+[ $rc -eq 2 ] || { cat "$OUT/qos_hosts.txt"; fail "hosts node against switches of another QoS file: exit status $rc"; }
+grep -qE "answers as switch node (left|right) of fabric incast topology [0-9a-f]+ scale 225 seed 1; this node runs fabric incast topology [0-9a-f]+ scale 225" \
+  "$OUT/qos_hosts.txt" || fail "the refusal does not name both fabrics: $(tail -1 "$OUT/qos_hosts.txt")"
 
 "$ROCEMU" fabric node --default --link-dir "$OUT/x" >"$OUT/bad.txt" 2>&1
 [ $? -eq 2 ] && grep -q "exactly one of --switch NAME and --hosts" "$OUT/bad.txt" || fail "node without a role accepted"
