@@ -77,6 +77,11 @@ Effect& Switch::emit(Effects& fx, EffectKind kind, PortId port) {
     return *e;
 }
 
+void Switch::egress_drop(PortId out, int q, uint32_t handle, DropReason r, Effects& fx) {
+    ++cold_[out].q[q].drops;
+    drop(out, handle, r, fx);
+}
+
 void Switch::drop(PortId counted_at, uint32_t handle, DropReason r, Effects& fx) {
     ++cold_[counted_at].drops[static_cast<std::size_t>(r)];
     Effect& e = emit(fx, EffectKind::Drop, counted_at);
@@ -280,15 +285,11 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
     PortHot& op = hot_[out];
     QueueHot& qs = qhot(out, q);
 
-    auto egress_drop = [&](DropReason reason) {
-        ++cold_[out].q[q].drops;
-        drop(out, d.handle, reason, fx);
-    };
-    if (d.frame_len.v > max_frame_[out]) return egress_drop(DropReason::MtuExceeded);
+    if (d.frame_len.v > max_frame_[out]) return egress_drop(out, q, d.handle, DropReason::MtuExceeded, fx);
     if ((op.storms | in.storms) & (1u << q)) {
         if (storm_drops(op, q)) {
             ++cold_[out].q[q].wd_drops;
-            return egress_drop(DropReason::PfcWatchdog);
+            return egress_drop(out, q, d.handle, DropReason::PfcWatchdog, fx);
         }
         // SONiC's drop action also discards what the stormed port keeps
         // sending on that priority: its peer is the likely source of the storm.
@@ -299,14 +300,14 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
     }
     const Mmu::Verdict v = mmu_.query_ingress(d.in_port, pg, d.frame_len);
     if (v.region == Mmu::Region::Rejected) return drop(d.in_port, d.handle, v.reason, fx);
-    if (!mmu_.query_egress(out, q, d.frame_len)) return egress_drop(DropReason::EgressQueueLimit);
-    if (free_head_ == kNil) return egress_drop(DropReason::NoDescriptor);
+    if (!mmu_.query_egress(out, q, d.frame_len)) return egress_drop(out, q, d.handle, DropReason::EgressQueueLimit, fx);
+    if (free_head_ == kNil) return egress_drop(out, q, d.handle, DropReason::NoDescriptor, fx);
     bool mark = false;
     // At or below Kmin red_decide passes without a draw: a compare decides
     // the usual short queue.
     if (cfg_.wred_stage == WredStage::Enqueue && mmu_.queue_bytes(out, q) > cfg_.wred[q].green_min_threshold) {
         const RedVerdict rv = red_decide(cfg_.wred[q], mmu_.queue_bytes(out, q), d.ecn, rng);
-        if (rv == RedVerdict::Drop) return egress_drop(DropReason::WredDrop);
+        if (rv == RedVerdict::Drop) return egress_drop(out, q, d.handle, DropReason::WredDrop, fx);
         mark = rv == RedVerdict::Mark && d.ecn != kEcnCe;
     }
 
