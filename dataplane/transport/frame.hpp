@@ -65,9 +65,10 @@ private:
 // read it first), and reading it for ownership would double the memory
 // traffic. A store fence ends them, so whoever sees the completion that
 // follows sees the data.
-inline void place(void* dst, const void* src, size_t n) {
+// `cached`: the destination is known to stay in cache, plain stores.
+inline void place(void* dst, const void* src, size_t n, bool cached = false) {
     constexpr size_t kStreamFrom = 1024;
-    if (n >= kStreamFrom) wire::stream_copy(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
+    if (n >= kStreamFrom && !cached) wire::stream_copy(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
     else std::memcpy(dst, src, n);
 }
 

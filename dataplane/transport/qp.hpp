@@ -136,6 +136,7 @@ struct Qp {
     bool msg_has_wqe = false;
     uint64_t write_va = 0;
     uint32_t write_len = 0;   // RETH DMA length of the WRITE in progress
+    bool write_cached = false;  // its MR takes plain stores (EngineConfig::cached_write_max)
     std::vector<RespResource> resources;  // max_dest_rd_atomic, oldest overwritten
     uint32_t res_next = 0;
     std::vector<RespItem> out;  // power-of-two ring of queued responses

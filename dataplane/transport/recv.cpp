@@ -31,21 +31,24 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
     }
     uint8_t* dst = nullptr;
     bool staged = false;
-    bool placed = resp_place_target(p, dst, staged) != nullptr;
+    const Qp* target = resp_place_target(p, dst, staged);
+    bool placed = target != nullptr;
     const uint8_t* l3 = frame.data() + p.l3_off;
     const size_t icrc_len = p.frame_len - wire::kIcrcLen - p.l3_off;
     uint32_t icrc;
     if (placed) {
         // Staged payload stays in cache for the drain that places it; host
-        // memory takes streaming stores.
+        // memory takes streaming stores unless its MR fits the cache
+        // (EngineConfig::cached_write_max).
         const size_t hdr = static_cast<size_t>(p.payload - l3);
         uint32_t st0;
         if (p.l3.v6) st0 = wire::icrc_begin(l3, hdr, true);
         else if (hdr == wire::RxIcrc::kLen) st0 = rx_icrc_.state(l3);
         else st0 = wire::crc32_update(rx_icrc_.state(l3), l3 + wire::RxIcrc::kLen, hdr - wire::RxIcrc::kLen);
         const uint8_t* end = p.payload + p.payload_len;
-        const uint32_t st = staged ? wire::crc32_copy(st0, dst, p.payload, p.payload_len, end)
-                                   : wire::crc32_place(st0, dst, p.payload, p.payload_len);
+        const uint32_t st = staged || target->write_cached
+                                ? wire::crc32_copy(st0, dst, p.payload, p.payload_len, end)
+                                : wire::crc32_place(st0, dst, p.payload, p.payload_len);
         icrc = ~wire::crc32_update(st, end, icrc_len - hdr - p.payload_len);
     } else if (p.bth.opcode == wire::op::ACKNOWLEDGE && !p.l3.v6) {
         icrc = rx_ack_icrc_(l3);

@@ -245,11 +245,13 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
             if (first) {
                 const Reth& r = p.reth;
                 if (r.dma_len > kMaxMsg) return fail(aeth::kNakInvalidRequest, WcStatus::Success);
+                qp.write_cached = false;
                 if (r.dma_len) {
                     const Mr* m = find_mr(r.rkey);
                     if (m == nullptr || m->pd != qp.init.pd.id || !(m->access & kRemoteWrite) ||
                         !m->covers(r.va, r.dma_len))
                         return fail(aeth::kNakRemoteAccess, WcStatus::Success);
+                    qp.write_cached = m->length <= cfg_.cached_write_max;
                 }
                 if (last ? len != r.dma_len : r.dma_len <= len)
                     return fail(aeth::kNakInvalidRequest, WcStatus::Success);
@@ -263,7 +265,8 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
                 if (!resp_take_recv(qp, qp.msg_wqe)) return rnr();
                 qp.msg_has_wqe = true;
             }
-            if (!placed && len) place(reinterpret_cast<uint8_t*>(qp.write_va + qp.msg_offset), p.payload, len);
+            if (!placed && len)
+                place(reinterpret_cast<uint8_t*>(qp.write_va + qp.msg_offset), p.payload, len, qp.write_cached);
             qp.msg_offset += len;
             if (last) {
                 if (info.flags & kOpImm) {
@@ -529,7 +532,8 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos
     h.placed = false;
     uint64_t off;
     if (direct_offset(qp, p, off)) {
-        if (p.payload_len && !placed) place(reinterpret_cast<uint8_t*>(qp.write_va + off), p.payload, p.payload_len);
+        if (p.payload_len && !placed)
+            place(reinterpret_cast<uint8_t*>(qp.write_va + off), p.payload, p.payload_len, qp.write_cached);
         h.placed = true;
         ++qp.counters.direct_placed;
         ++counters_.direct_placed;

@@ -1,7 +1,9 @@
 // Exact sequences between two engines: every operation type, and the hard
 // cases (lost last ACK, lost middle READ response, RNR then recovery, a
 // duplicated atomic, PSN wrap-around, retry exhaustion and flush).
+#include <array>
 #include <cstring>
+#include <iterator>
 
 #include "tests/unit/transport/harness.hpp"
 
@@ -569,6 +571,45 @@ TEST_F(TransportRc, CeMarkedPacketsTriggerRateLimitedCnp) {
         EXPECT_EQ(p.bth.dqpn, s[0].qpn);
     }
     EXPECT_EQ(cnps, 1u);
+}
+
+// WRITE payload lands the same whether its MR takes plain stores (it fits
+// EngineConfig::cached_write_max) or streaming ones: a WRITE ONLY (placed
+// after its ICRC check) and FIRST, MIDDLE and LAST packets (the continuations
+// placed while their ICRC is computed), with the bytes around them untouched.
+TEST(TransportWrite, PlainAndStreamingStoresPlaceTheSameBytes) {
+    constexpr size_t kMem = 1 << 16;
+    for (const uint64_t cached_max : {uint64_t{0}, uint64_t{1} << 30}) {
+        EngineConfig cfg;
+        cfg.cached_write_max = cached_max;
+        Loop L(cfg);
+        Side s[2];
+        std::vector<uint8_t> mem[2];
+        MrHandle mr[2];
+        for (int i = 0; i < 2; ++i) {
+            s[i] = make_side(L[i]);
+            mem[i].assign(kMem, 0);
+            mr[i] = L[i].reg_mr(s[i].pd, mem[i].data(), kMem, kLocalWrite | kRemoteWrite).value;
+        }
+        connect(L, s);  // path MTU 1024
+        for (size_t i = 0; i < kMem; ++i) mem[0][i] = static_cast<uint8_t>(i * 7 + 3);
+        struct Op {
+            size_t off;
+            uint32_t len;
+        };
+        const Op ops[] = {{0, 1024}, {8192, 5000}};  // ONLY; FIRST, 3 MIDDLE, LAST
+        for (size_t k = 0; k < std::size(ops); ++k) {
+            SendWr w = make_wr(k, WrOpcode::RdmaWrite, mem[0].data() + ops[k].off, ops[k].len, mr[0].lkey);
+            w.remote_addr = reinterpret_cast<uint64_t>(mem[1].data() + ops[k].off);
+            w.rkey = mr[1].rkey;
+            ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+        }
+        size_t done = 0;
+        ASSERT_TRUE(L.run([&] { return (done += drain(L[0], s[0].scq).size()) >= std::size(ops); }));
+        std::vector<uint8_t> want(kMem, 0);
+        for (const Op& o : ops) std::memcpy(want.data() + o.off, mem[0].data() + o.off, o.len);
+        EXPECT_EQ(mem[1], want) << "cached_write_max " << cached_max;
+    }
 }
 
 }  // namespace
