@@ -35,24 +35,32 @@ bool describe_ipv4(std::span<const uint8_t> f, sw::PacketDesc& d) {
 }
 
 // Where the IPv4 header of a frame describe_ipv4 accepted ends: the bytes a
-// hop rewrites, and all the pool counts as written (not the payload).
-uint32_t ipv4_header_end(std::span<const uint8_t> f) {
-    wire::EthView eth;
-    if (!wire::parse_eth(f, eth)) return 0;
+// hop rewrites, and all the pool counts as written (not the payload, which
+// a generator's receiver then need not read).
+uint32_t ipv4_header_end(std::span<const uint8_t> f, const wire::EthView& eth) {
     return static_cast<uint32_t>(eth.l3_off + (f[eth.l3_off] & 0x0F) * 4u);
 }
 
 // A routed hop: new L2 addresses and one less TTL (ICRC does not cover TTL).
-void rewrite_l3_hop(std::span<uint8_t> f, const std::array<uint8_t, 6>& dst, const std::array<uint8_t, 6>& src) {
+void rewrite_l3_hop(sim::FramePool& pool, sim::FrameHandle h, const std::array<uint8_t, 6>& dst,
+                    const std::array<uint8_t, 6>& src) {
+    wire::EthView eth;
+    if (!wire::parse_eth(pool.frame(h), eth)) return;
+    const std::span<uint8_t> f = pool.header(h, ipv4_header_end(pool.frame(h), eth));
     std::copy(dst.begin(), dst.end(), f.data());
     std::copy(src.begin(), src.end(), f.data() + 6);
-    wire::EthView eth;
-    if (!wire::parse_eth(f, eth)) return;
     uint8_t* ip = f.data() + eth.l3_off;
     const std::size_t ihl = static_cast<std::size_t>(ip[0] & 0x0F) * 4;
     if (ip[8] > 0) --ip[8];
     ip[10] = ip[11] = 0;
     wire::store_be16(ip + 10, wire::ip_checksum(ip, ihl));
+}
+
+// ECN marking edits the IP header alone.
+void mark_ce(sim::FramePool& pool, sim::FrameHandle h) {
+    wire::EthView eth;
+    if (!wire::parse_eth(pool.frame(h), eth)) return;
+    wire::set_ip_ecn(pool.header(h, ipv4_header_end(pool.frame(h), eth)), wire::ecn::kCe);
 }
 
 }  // namespace
@@ -174,11 +182,11 @@ void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
     switch (e.kind) {
         case sw::EffectKind::Enqueued: {
             const sw::Neighbor& nb = sw_.routes().neighbor(e.neighbor);
-            rewrite_l3_hop(pool.header(h, ipv4_header_end(pool.frame(h))), nb.mac, port_mac_[e.port]);
+            rewrite_l3_hop(pool, h, nb.mac, port_mac_[e.port]);
             break;
         }
         case sw::EffectKind::MarkCe:
-            wire::set_ip_ecn(pool.header(h, ipv4_header_end(pool.frame(h))), wire::ecn::kCe);
+            mark_ce(pool, h);
             ++c_.ce_marked;
             break;
         case sw::EffectKind::Drop: pool.free(h); break;
