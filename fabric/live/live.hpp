@@ -123,6 +123,7 @@ struct LiveRow {
     uint64_t mismatched = 0;  // flows whose destination region did not
     uint64_t bad_completions = 0;  // CQEs with a status other than success
     uint64_t lossless_drops = 0;   // switch headroom overruns and lossless queue drops
+    uint64_t nic_drops = 0;        // the NICs' share of row.drops: engine and port drops (none on a lossless fabric)
 };
 
 struct LiveResult {

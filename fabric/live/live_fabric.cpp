@@ -37,6 +37,16 @@ namespace {
 using rocemu::Qpn;
 
 constexpr uint32_t kRingSize = 8192;  // holds a NIC's whole mbuf pool
+constexpr uint32_t kNicMbufs = 4095;  // per NIC, jumbo (about 38 MB)
+// A NIC's TX queue, the frames its MAC has not taken: a quarter of its pool,
+// so the NIC meets a full queue and holds its frames (back-pressure) before
+// its pool runs dry. The rest of the pool is for what else holds the NIC's
+// mbufs: the switches' queues and the receiver's backlog. A queue as deep as
+// the pool let a window larger than the pool (incast.yaml, 64 MiB, --qps 64)
+// take every mbuf: 383k failed refills a sender, each counted drop_no_mbuf
+// with nothing lost. 1024 frames still keep the MAC busy for 1024 frame times.
+constexpr uint32_t kNicTxRing = 1024;
+static_assert(kNicTxRing <= (kNicMbufs + 1) / 4);
 constexpr uint64_t kChunk = 64 * 1024;     // bytes per WRITE, as the virtual-time RC NIC posts
 constexpr uint32_t kChunksInFlight = 16;   // per QP
 constexpr uint32_t kGatewayHost = 254;     // the leaf port's address in each /24 (hosts use .1 to .251)
@@ -201,8 +211,8 @@ bool LiveFabric::Impl::build(std::string& error) {
     };
     std::vector<NicCable> nic_cable(topo.nics.size());
     link_ports.assign(topo.links.size(), {});
-    const auto ring = [&](const std::string& name) {
-        rte_ring* r = rte_ring_create(fmt::format("{}_{}", tag, name).c_str(), kRingSize, SOCKET_ID_ANY,
+    const auto ring = [&](const std::string& name, uint32_t size = kRingSize) {
+        rte_ring* r = rte_ring_create(fmt::format("{}_{}", tag, name).c_str(), size, SOCKET_ID_ANY,
                                       RING_F_SP_ENQ | RING_F_SC_DEQ);
         if (r) rings.push_back(r);
         return r;
@@ -237,7 +247,7 @@ bool LiveFabric::Impl::build(std::string& error) {
         const Endpoint& n = link.a.is_switch ? link.b : link.a;
         const Endpoint& s = link.a.is_switch ? link.a : link.b;
         NicCable& c = nic_cable[n.index];
-        c.from_nic = ring(fmt::format("{}fn", l));
+        c.from_nic = ring(fmt::format("{}fn", l), kNicTxRing);
         c.to_switch = ring(fmt::format("{}ts", l));
         c.from_switch = ring(fmt::format("{}fs", l));
         c.to_nic = ring(fmt::format("{}tn", l));
@@ -379,7 +389,7 @@ bool LiveFabric::Impl::open_nic(uint32_t n, int attach_port, const std::string& 
     o.host.gateway = dotted(gateway_of(nic.ip));
     o.host.port_mtu = static_cast<int>(topo.cfg.nic.mtu);
     o.mtu_set = topo.cfg.nic.mtu != 1500;
-    o.mbufs = 4095;
+    o.mbufs = kNicMbufs;
     o.progress = verbs::Progress::App;
     o.tx_drain = Nanos{0};
     o.link_speed = topo.switches[nic.sw].cfg.ports[nic.sw_port].speed;
@@ -501,7 +511,7 @@ LiveFabric::~LiveFabric() = default;
 std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOptions& o, double scale,
                                               std::string& error) {
     std::vector<std::string> eal = o.eal_args;
-    // Every NIC has its own pool of 4095 jumbo mbufs (about 38 MB).
+    // Every NIC has its own pool of kNicMbufs jumbo mbufs.
     if (!dpdk::has_memory_option(eal)) {
         eal.push_back("-m");
         eal.push_back(std::to_string(512 + 40 * topo.nics.size()));

@@ -100,7 +100,7 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
 
     std::vector<std::string> sweep_csv{
         "size_bytes,time_us,algbw_gbs,busbw_gbs,live_time_us,pfc,ecn,cnp,drops,lossless_drops,flows,verified,"
-        "mismatched,complete,scale"};
+        "mismatched,complete,scale,nic_drops"};
     const double busbw_f = busbw_factor(p, res.ranks);
     for (const Bytes size : sizes) {
         const std::vector<FlowSpec> flows = flows_for(topo, p, size, o.seed);
@@ -154,15 +154,16 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         r.ecn = d.ecn_marks;
         r.cnp = d.cnps;
         r.drops = d.switch_drops + d.nic_drops;
+        row.nic_drops = d.nic_drops;
         res.rows.push_back(row);
         res.notes.push_back(fmt::format(
             "{}: loop turn mean {:.2f} us, max {:.0f} us; fabric clock held back {:.1f} ms over {} scheduling gaps{}",
             human_bytes(size.v), fab->mean_turn().us(), fab->max_turn().us(), w.held_back.seconds() * 1e3,
             w.held_back_turns, w.error.empty() ? "" : "; " + w.error));
-        sweep_csv.push_back(fmt::format("{},{:.3f},{:.4f},{:.4f},{:.3f},{},{},{},{},{},{},{},{},{},{:g}", size.v,
+        sweep_csv.push_back(fmt::format("{},{:.3f},{:.4f},{:.4f},{:.3f},{},{},{},{},{},{},{},{},{},{:g},{}", size.v,
                                         r.time.us(), r.algbw_gbs, r.busbw_gbs, w.time.us(), r.pfc, r.ecn, r.cnp,
                                         r.drops, row.lossless_drops, row.flows, row.verified, row.mismatched,
-                                        row.complete ? 1 : 0, res.scale));
+                                        row.complete ? 1 : 0, res.scale, row.nic_drops));
         if (o.out_dir.empty()) continue;
         const std::string prefix = fmt::format("live_{}_{}B", pattern_name(p), size.v);
         std::vector<std::string> fl{"flow,src,dst,bytes,first_post_us,last_cqe_us,goodput_gbps,done,verified"};

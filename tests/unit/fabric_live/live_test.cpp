@@ -54,6 +54,7 @@ void expect_clean(const LiveResult& r) {
         EXPECT_EQ(row.mismatched, 0u);
         EXPECT_EQ(row.bad_completions, 0u);
         EXPECT_EQ(row.lossless_drops, 0u);
+        EXPECT_EQ(row.nic_drops, 0u);
         EXPECT_EQ(row.row.drops, 0u);
         EXPECT_GT(row.live_time.v, 0);
         // Scaled back, the time is the live time over the scale.
@@ -95,6 +96,21 @@ TEST(FabricLive, DumbbellIncastDeliversEveryByteAndTheLeafSendsPfc) {
     const std::string text((std::istreambuf_iterator<char>(ports)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("left,"), std::string::npos);
     EXPECT_NE(text.find(",pfc_tx_xoff_p3,"), std::string::npos);
+}
+
+// Each sender's window (64 QPs x 16 x 64 KiB = 64 MiB, 16384 frames) is
+// four times its NIC's mbuf pool: the NIC must wait for its MAC (a full TX
+// queue holds the frames) rather than drain its pool, which it counted as
+// drop_no_mbuf on every refill that found it empty.
+TEST(FabricLive, AWindowLargerThanTheNicPoolIsHeldBackNotCountedAsDrops) {
+    const Topology t = topology(kDumbbell);
+    LiveOptions o = options();
+    o.qps_per_flow = 64;
+    const Bytes sizes[] = {Bytes{64u << 20}};
+    const LiveResult r = run_live_sweep(t, Pattern::Incast, sizes, o);
+    expect_clean(r);
+    ASSERT_EQ(r.rows.size(), 1u);
+    EXPECT_EQ(r.rows[0].flows, 4u);
 }
 
 TEST(FabricLive, LeafSpinePermutationAndRingAllReduceComplete) {
