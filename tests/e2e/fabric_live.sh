@@ -2,7 +2,7 @@
 # rocemu fabric run --live on the command line: the 8:1 incast dumbbell
 # (configs/fabrics/incast.yaml) in one process on DPDK. Every flow completes
 # with its bytes verified, the left switch sends PFC, nothing lossless is
-# dropped, the report folder has its CSVs, --pcap h1-left captures that
+# dropped and no NIC drops (at 4M --qps 8 and 1M --qps 2), the report folder has its CSVs, --pcap h1-left captures that
 # cable and only it, no QP retransmits (the ACK timeout follows the scaled
 # round trip) while the unscaled exponent (14, 67 ms) makes the same incast
 # retransmit and not complete, and bad options (an unknown --pcap link) are
@@ -15,6 +15,7 @@ OUT=$(mktemp -d /tmp/fab_live_e2e.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 source "$ROOT/tests/e2e/fabric_pcap.sh"
+source "$ROOT/tests/e2e/fabric_checks.sh"
 
 "$ROCEMU" fabric run --live -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 4M --qps 8 -o "$OUT/rep" \
   --pcap h1-left -- --log-level lib.eal:error >"$OUT/out.txt" 2>"$OUT/err.txt"
@@ -37,6 +38,14 @@ for f in flows totals switch_ports nics; do
   [ -s "$OUT/rep/live_incast_4194304B_$f.csv" ] || fail "no $f CSV"
 done
 grep -q "^left,Ethernet0,pfc_tx_xoff_p3," "$OUT/rep/live_incast_4194304B_switch_ports.csv" || fail "no XOFF from left:Ethernet0"
+check_no_nic_drops "$OUT/rep" 4194304
+# Few QPs a sender (2), so each QP's window is most of the NIC's traffic.
+"$ROCEMU" fabric run --live -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 1M --qps 2 -o "$OUT/rep2" \
+  -- --log-level lib.eal:error >"$OUT/out2.txt" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { cat "$OUT/out2.txt"; fail "1M --qps 2: exit status $rc"; }
+grep -qE "^ +1048576 .* 8/8$" "$OUT/out2.txt" || fail "1M --qps 2: $(grep -E '^ +1048576 ' "$OUT/out2.txt")"
+check_no_nic_drops "$OUT/rep2" 1048576
 grep -qE "RC ACK timeout (19|2[0-9]|3[01]) \(" "$OUT/out.txt" || fail "no scaled RC ACK timeout: $(grep 'RC ACK' "$OUT/out.txt")"
 grep -qE ",(completer_retry_err|duplicate_request)," "$OUT/rep/live_incast_4194304B_nics.csv" &&
   fail "retransmissions with the scaled timeout: $(grep -E 'retry|duplicate' "$OUT/rep/live_incast_4194304B_nics.csv")"

@@ -26,6 +26,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 source "$ROOT/tests/e2e/fabric_pcap.sh"
+source "$ROOT/tests/e2e/fabric_checks.sh"
 EAL=(-- --log-level lib.eal:error)
 sed 's/^nic:$/nic:\n  model: generator/' "$ROOT/configs/fabrics/incast.yaml" >"$OUT/incast_generator.yaml"
 grep -q "^  model: generator$" "$OUT/incast_generator.yaml" || fail "no generator copy of incast.yaml"
@@ -50,6 +51,7 @@ IFS=, read -r size _ _ _ _ pfc _ _ drops lossless flows verified _ complete _ < 
   fail "sweep row: $(sed -n 2p "$sweep")"
 [ "$pfc" -gt 0 ] || fail "no PFC frame at an 8:1 incast with 64 QPs"
 [ "$lossless" = 0 ] && [ "$drops" = 0 ] || fail "drops $drops, lossless drops $lossless"
+check_no_nic_drops "$OUT/rep" "$size"
 # The table's PFC column is the switch nodes' counters.
 echo "$row" | awk -v p="$pfc" '{ exit !($6 == p) }' || fail "table PFC is not the CSV's $pfc: $row"
 ports="$OUT/rep/live_incast_4194304B_switch_ports.csv"
