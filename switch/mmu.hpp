@@ -29,12 +29,9 @@ public:
     // (their bound is the ingress PG and PFC).
     bool query_egress(PortId out, int q, Bytes len) const;
     void commit(PortId in, int pg, PortId out, int q, Bytes len, Region r);
-    void release(PortId in, int pg, PortId out, int q, Bytes len) {
-        release_pg(in, pg, len);
-        release_queue(out, q, len);
-    }
-    // release in two halves, for a run of frames leaving one queue: each
-    // frame's PG (which decides XON) one by one, the queue's total once.
+    // Release comes in two halves, so that a run of frames leaving one queue
+    // settles each frame's PG (which decides XON) one by one and the queue's
+    // total once.
     void release_pg(PortId in, int pg, Bytes len);
     void release_queue(PortId out, int q, Bytes total) {
         queue_[out * kNumTc + q] -= total;
