@@ -98,6 +98,15 @@ bool all_zero(std::span<const uint8_t> s) {
     return std::ranges::all_of(s, [](uint8_t b) { return b == 0; });
 }
 
+// A generator-style frame: a zero payload after `hdr` header bytes of 0x11,
+// and its last 4 bytes (the ICRC) 0xEE.
+std::span<uint8_t> written_frame(FramePool& pool, FrameHandle h, uint32_t hdr, uint32_t len) {
+    const auto f = pool.with_zero_payload(h, hdr, len);
+    std::fill_n(f.begin(), hdr, uint8_t{0x11});
+    std::fill_n(f.begin() + len - 4, 4, uint8_t{0xEE});
+    return f;
+}
+
 TEST(SimFramePoolZero, AFreshFrameIsKnownZero) {
     FramePool pool(256);
     const FrameHandle h = pool.alloc();
@@ -159,9 +168,7 @@ TEST(SimFramePoolZero, ZeroPayloadClearsALongerOldPrefix) {
 TEST(SimFramePoolZero, ZeroPayloadClearsAnOldIslandInsideTheNewPayload) {
     FramePool pool(256);
     const FrameHandle h = pool.alloc();
-    auto f = pool.with_zero_payload(h, 54, 4154);
-    std::fill_n(f.begin(), 54, uint8_t{0x11});
-    std::fill_n(f.begin() + 4150, 4, uint8_t{0xEE});
+    auto f = written_frame(pool, h, 54, 4154);
     pool.free(h);
     ASSERT_EQ(pool.alloc(), h);  // LIFO: the same buffer, old bytes and all
     // A longer frame: the old ICRC now sits in the middle of the payload.
@@ -191,9 +198,7 @@ TEST(SimFramePoolZero, AWriteOverTheIslandSwallowsIt) {
 TEST(SimFramePoolZero, ACloneIsWrittenUpToItsLength) {
     FramePool pool(256);
     const FrameHandle a = pool.alloc();
-    auto f = pool.with_zero_payload(a, 54, 1078);
-    std::fill_n(f.begin(), 54, uint8_t{0x11});
-    std::fill_n(f.begin() + 1074, 4, uint8_t{0xEE});
+    written_frame(pool, a, 54, 1078);
     const FrameHandle b = pool.clone(a);
     ASSERT_TRUE(b.valid());
     EXPECT_FALSE(pool.zero_between(b, 1074, 1078));
