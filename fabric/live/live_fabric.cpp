@@ -38,15 +38,15 @@ using rocemu::Qpn;
 
 constexpr uint32_t kRingSize = 8192;  // holds a NIC's whole mbuf pool
 constexpr uint32_t kNicMbufs = 4095;  // per NIC, jumbo (about 38 MB)
-// A NIC's TX queue, the frames its MAC has not taken: a quarter of its pool,
-// so the NIC meets a full queue and holds its frames (back-pressure) before
-// its pool runs dry. The rest of the pool is for what else holds the NIC's
-// mbufs: the switches' queues and the receiver's backlog. A queue as deep as
-// the pool let a window larger than the pool (incast.yaml, 64 MiB, --qps 64)
-// take every mbuf: 383k failed refills a sender, each counted drop_no_mbuf
-// with nothing lost. 1024 frames still keep the MAC busy for 1024 frame times.
-constexpr uint32_t kNicTxRing = 1024;
-static_assert(kNicTxRing <= (kNicMbufs + 1) / 4);
+// A NIC's TX queue, the frames its MAC has not taken: half its pool, so
+// the NIC meets a full queue and holds its frames (back-pressure) before its
+// pool runs dry. The other half is for what else holds the NIC's mbufs: the
+// switches' queues and the receiver's backlog. A queue as deep as the pool
+// let a window larger than the pool (incast.yaml, 64 MiB, --qps 64) take
+// every mbuf: 383k failed refills a sender, each counted drop_no_mbuf with
+// nothing lost. 2048 frames hold about a whole 8-QP window (8 x 16 x 64 KiB).
+constexpr uint32_t kNicTxRing = 2048;
+static_assert(kNicTxRing <= (kNicMbufs + 1) / 2);
 constexpr uint64_t kChunk = 64 * 1024;     // bytes per WRITE, as the virtual-time RC NIC posts
 constexpr uint32_t kChunksInFlight = 16;   // per QP
 constexpr uint32_t kGatewayHost = 254;     // the leaf port's address in each /24 (hosts use .1 to .251)

@@ -5,7 +5,7 @@
 # dropped and no NIC drops (at 4M --qps 8 and 1M --qps 2), the report folder has its CSVs, --pcap h1-left captures that
 # cable and only it, no QP retransmits (the ACK timeout follows the scaled
 # round trip) while the unscaled exponent (14, 67 ms) makes the same incast
-# retransmit and not complete, and bad options (an unknown --pcap link) are
+# retransmit, and bad options (an unknown --pcap link) are
 # refused.
 # Usage: fabric_live.sh ROCEMU REPO_ROOT
 set -uo pipefail
@@ -52,10 +52,12 @@ grep -qE ",(completer_retry_err|duplicate_request)," "$OUT/rep/live_incast_41943
 "$ROCEMU" fabric run --live -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 1M --qps 8 --timeout 5 \
   --rc-timeout 14 -o "$OUT/rep14" -- --log-level lib.eal:error >"$OUT/out14.txt" 2>&1
 rc=$?
-[ $rc -eq 1 ] || { cat "$OUT/out14.txt"; fail "with the unscaled timeout: exit status $rc, not 1 (incomplete)"; }
+# Whether it then completes within --timeout depends on the machine's load
+# (it did not at load 8-9, it did at 2-3): only the retransmissions are checked.
+[ $rc -le 1 ] || { cat "$OUT/out14.txt"; fail "with the unscaled timeout: exit status $rc"; }
 retries=$(awk -F, '$2 == "completer_retry_err" { s += $3 } END { print s + 0 }' "$OUT/rep14/live_incast_1048576B_nics.csv")
 [ "$retries" -gt 0 ] || fail "no retransmission with the unscaled timeout"
-echo "unscaled ACK timeout: $retries retries, incomplete"
+echo "unscaled ACK timeout: $retries retries, exit status $rc"
 h1=$("$ROCEMU" fabric show -c "$ROOT/configs/fabrics/incast.yaml" | awk '$1 == "h1" { print $2 }')
 check_link_pcap "$ROCEMU" "$OUT/rep/live_incast_h1-left.pcap" "$h1"
 grep -q "pcap: [0-9]* frames of link h1-left" "$OUT/out.txt" || fail "no pcap note"
