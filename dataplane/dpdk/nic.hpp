@@ -384,7 +384,7 @@ private:
             stash_lo_ = 0;
             return;
         }
-        stats_.add(PortStat::DropNoMbuf);
+        stats_.add(PortStat::TxPoolShort);
         while (stashed() < want) {
             rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
             if (!m) return;

@@ -24,6 +24,9 @@ enum class PortStat : uint8_t {
     RxBursts,
     TxBursts,  // PMD tx_burst calls that took frames
     TxPulls,   // turns in which the upper lent frames to send
+    // Turns in which the pool could not refill the TX stash in bulk. Nothing
+    // is lost: the upper keeps what it could not lend until mbufs return.
+    TxPoolShort,
     DropTxFull,        // a frame found the TX buffer full of frames the PMD's queue would not take
     DropNoMbuf,        // no mbuf for a frame the NIC originates
     DropMultiSegment,  // received frames spread over several mbufs
