@@ -9,7 +9,6 @@ namespace rocemu::link {
 
 namespace {
 
-constexpr uint64_t kPsPerSecond = 1000000000000ull;
 // Speeds outside this range are not links anyone builds; the upper bound
 // also keeps the picosecond arithmetic of any frame under 1 MiB within 64
 // bits.
@@ -73,26 +72,8 @@ bool Model::up(Nanos now) const {
     return state;
 }
 
-void Model::serialise(Bytes frame_len) {
-    if (ps_per_byte_) {
-        busy_ps_ += static_cast<int64_t>((frame_len.v + wire_overhead_) * ps_per_byte_);
-    } else {
-        const uint64_t total = busy_frac_ + (frame_len.v + wire_overhead_) * 8 * kPsPerSecond;
-        busy_ps_ += static_cast<int64_t>(total / cfg_.speed.v);
-        busy_frac_ = total % cfg_.speed.v;
-    }
-    ++c_.frames;
-    c_.bytes += frame_len.v;
-}
-
 Delivery Model::transmit(Bytes frame_len, Nanos now, Rng& rng, uint32_t path_key) {
-    // A frame offered in the nanosecond the previous one ended follows it
-    // back to back from its exact end, so a sender that refills the wire as
-    // soon as it is free loses nothing to rounding.
-    if (busy_until() < now) {
-        busy_ps_ = now.v * 1000;
-        busy_frac_ = 0;
-    }
+    offer(now);
     Delivery d;
     d.tx_start = Nanos{busy_ps_ / 1000};
     if (plain_) {

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,6 +117,20 @@ public:
     // sequence depends only on the Rng's seed and the frames offered.
     Delivery transmit(Bytes frame_len, Nanos now, Rng& rng, uint32_t path_key = 0);
 
+    // True when transmit() only times a frame (no paths, down/up schedule,
+    // loss, corruption, reorder, jitter or duplication): every frame is
+    // Delivered whole, draws nothing and arrives propagation_delay() after
+    // its tx_end.
+    bool plain() const { return plain_; }
+    Nanos propagation_delay() const { return propagation_delay_; }
+    // A burst on a plain() link in one call: frame i offered at at(frames[i])
+    // with length len(frames[i]), in order. The wire and the counters end as
+    // frames.size() transmit() calls leave them, to the picosecond; a caller
+    // that needs a frame's times beyond "start + propagation_delay()" calls
+    // transmit() instead.
+    template <class T, class Len, class At>
+    void transmit_plain(std::span<const T> frames, Len len, At at);
+
     bool up(Nanos now) const;
     // When the wire is next free.
     Nanos busy_until() const { return Nanos{(busy_ps_ + (busy_frac_ != 0 ? 1 : 0) + 999) / 1000}; }
@@ -128,8 +143,34 @@ public:
     const Counters& counters() const { return c_; }
 
 private:
-    // Advances the wire by one frame of `frame_len` bytes.
-    void serialise(Bytes frame_len);
+    static constexpr uint64_t kPsPerSecond = 1000000000000ull;
+
+    // A frame offered in the nanosecond the previous one ended follows it
+    // back to back from its exact end, so a sender that refills the wire as
+    // soon as it is free loses nothing to rounding.
+    void offer(Nanos now) {
+        if (busy_until() < now) {
+            busy_ps_ = now.v * 1000;
+            busy_frac_ = 0;
+        }
+    }
+    // Advances the wire by one frame of `frame_len` bytes; counts nothing.
+    // Inline: transmit_plain runs it once a frame.
+    void occupy(Bytes frame_len) {
+        if (ps_per_byte_) {
+            busy_ps_ += static_cast<int64_t>((frame_len.v + wire_overhead_) * ps_per_byte_);
+        } else {
+            const uint64_t total = busy_frac_ + (frame_len.v + wire_overhead_) * 8 * kPsPerSecond;
+            busy_ps_ += static_cast<int64_t>(total / cfg_.speed.v);
+            busy_frac_ = total % cfg_.speed.v;
+        }
+    }
+    // occupy() and count the frame.
+    void serialise(Bytes frame_len) {
+        occupy(frame_len);
+        ++c_.frames;
+        c_.bytes += frame_len.v;
+    }
 
     // Every frame reads and writes these and the first two counters, which
     // share the first cache line; a frame on a plain link reads nothing else.
@@ -150,5 +191,18 @@ private:
     Nanos next_storm_ = Nanos::max();
     std::array<Nanos, kMaxPaths> last_arrival_{};
 };
+
+template <class T, class Len, class At>
+void Model::transmit_plain(std::span<const T> frames, Len len, At at) {
+    uint64_t bytes = 0;
+    for (const T& f : frames) {
+        const Bytes l = len(f);
+        offer(at(f));
+        occupy(l);
+        bytes += l.v;
+    }
+    c_.frames += frames.size();
+    c_.bytes += bytes;
+}
 
 }  // namespace rocemu::link

@@ -213,8 +213,23 @@ void SwitchRuntime::transmit(PortId p, Nanos now) {
         } else {
             apply();
         }
-        for (std::size_t i = 0; i < n; ++i) deliver(p, txs_[i], now);
+        if (!n) continue;
+        if (r.link.plain()) deliver_plain(r, n, now);
+        else
+            for (std::size_t i = 0; i < n; ++i) deliver(p, txs_[i], now);
     }
+}
+
+// A frame due at `release`: into the TX buffer when due and nothing is
+// waiting before it, else onto the delay line.
+[[gnu::always_inline]] inline void SwitchRuntime::hold(PortRt& r, rte_mbuf* m, Nanos release, Nanos now) {
+    if (release <= now && r.delay.empty()) {
+        queue_tx(r, m);
+        return;
+    }
+    r.delay.push_back(Delayed{release, seq_++, m});
+    std::push_heap(r.delay.begin(), r.delay.end(), [](const Delayed& a, const Delayed& b) { return later(a, b); });
+    ++delayed_;
 }
 
 // Inlined into transmit's per-frame loop: as a call it cost 24 more
@@ -235,14 +250,27 @@ void SwitchRuntime::transmit(PortId p, Nanos now) {
     if (d.corruption == Corruption::BadIcrc && corrupt_icrc(bytes(m))) r.st.add(RtStat::CorruptIcrc);
     // Serialisation is the core's pacing; the device gets the frame when it
     // starts on the wire, plus the propagation (and any reordering) delay.
-    const Nanos release = tx.start + (d.arrival - d.tx_end);
-    if (release <= now && r.delay.empty()) {
-        queue_tx(r, m);
+    hold(r, m, tx.start + (d.arrival - d.tx_end), now);
+}
+
+// txs_[0, n) on a link that only times frames (Link::plain()): the link
+// times the burst in one call and every frame is released
+// propagation_delay() after it starts. Starts rise through a burst, so when
+// the last frame is due and the delay line is empty the whole burst goes to
+// the TX buffer, captured in one call.
+void SwitchRuntime::deliver_plain(PortRt& r, std::size_t n, Nanos now) {
+    const std::span<const TxDesc> burst(txs_.data(), n);
+    r.link.transmit_plain(burst, [](const TxDesc& t) { return t.frame_len; }, [](const TxDesc& t) { return t.start; });
+    const Nanos delay = r.link.propagation_delay();
+    if (r.delay.empty() && burst.back().start + delay <= now) {
+        rte_mbuf** out = r.tx.data() + r.tx_n;
+        for (std::size_t i = 0; i < n; ++i) out[i] = take(burst[i].handle);
+        if (capture_) capture_->record(r.port->id(), out, static_cast<uint16_t>(n), true);
+        r.tx_n = static_cast<uint16_t>(r.tx_n + n);
+        buffered_ += n;
         return;
     }
-    r.delay.push_back(Delayed{release, seq_++, m});
-    std::push_heap(r.delay.begin(), r.delay.end(), [](const Delayed& a, const Delayed& b) { return later(a, b); });
-    ++delayed_;
+    for (const TxDesc& t : burst) hold(r, take(t.handle), t.start + delay, now);
 }
 
 // PFC first, data only once every PFC frame is out. What the device does not

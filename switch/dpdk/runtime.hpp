@@ -85,6 +85,8 @@ private:
     void send_pfc(PortId p, const PfcFrameDesc& pfc);
     void transmit(PortId p, Nanos now);
     void deliver(PortId p, const TxDesc& tx, Nanos now);
+    void deliver_plain(PortRt& r, std::size_t n, Nanos now);
+    void hold(PortRt& r, rte_mbuf* m, Nanos release, Nanos now);
     void flush(PortId p, Nanos now);
     void queue_tx(PortRt& r, rte_mbuf* m);
     rte_mbuf* take(uint32_t handle);

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <span>
+#include <vector>
 
 #include "switch/link.hpp"
 
@@ -48,6 +51,67 @@ TEST(SwitchLink, BackToBackFramesDoNotDriftFromBitsOverSpeed) {
 void expect_rate(uint64_t k, uint64_t n, double p) {
     const double sd = std::sqrt(static_cast<double>(n) * p * (1 - p));
     EXPECT_NEAR(static_cast<double>(k), static_cast<double>(n) * p, 5 * sd);
+}
+
+// The runtime's burst path: transmit_plain must leave the wire and the
+// counters where one transmit() a frame does, at whole-ps speeds (a
+// multiply a frame) and others (a divide and a remainder), with frames
+// offered back to back, behind a busy wire and after idle gaps.
+TEST(SwitchLink, TransmitPlainTimesABurstAsFrameByFrameTransmitsDo) {
+    struct Offer {
+        Bytes len;
+        Nanos at;
+    };
+    for (const BitsPerSec speed :
+         {BitsPerSec::gbps(100), BitsPerSec::gbps(25), BitsPerSec{3000000000}, BitsPerSec{7000000}}) {
+        LinkConfig cfg;
+        cfg.speed = speed;
+        cfg.propagation_delay = 700_ns;
+        Link one(cfg), burst(cfg);
+        ASSERT_TRUE(burst.plain());
+        EXPECT_EQ(burst.propagation_delay(), 700_ns);
+        Rng rng(1), draw(7);
+        Nanos now{};
+        for (int round = 0; round < 200; ++round) {
+            std::vector<Offer> offers(1 + draw.below(32));
+            for (Offer& o : offers) {
+                o.len = Bytes{60 + draw.below(9000)};
+                // Back to back, a little early (the wire still busy) or after a gap.
+                const Nanos free = one.busy_until();
+                switch (draw.below(3)) {
+                    case 0: o.at = free; break;
+                    case 1: o.at = free - 3_ns; break;
+                    default: o.at = free + Nanos{1 + static_cast<int64_t>(draw.below(5000))}; break;
+                }
+                now = o.at = std::max(o.at, now);
+                const LinkDelivery d = one.transmit(o.len, o.at, rng);
+                ASSERT_EQ(d.arrival - d.tx_end, 700_ns);
+            }
+            burst.transmit_plain(std::span<const Offer>(offers), [](const Offer& o) { return o.len; },
+                                 [](const Offer& o) { return o.at; });
+            ASSERT_EQ(burst.busy_until(), one.busy_until()) << speed.v << " b/s, round " << round;
+            ASSERT_EQ(burst.counters().frames, one.counters().frames);
+            ASSERT_EQ(burst.counters().bytes, one.counters().bytes);
+        }
+        // The sub-nanosecond remainder too: the next frame ends at the same time.
+        EXPECT_EQ(burst.transmit(Bytes{1500}, now, rng).tx_end, one.transmit(Bytes{1500}, now, rng).tx_end);
+    }
+}
+
+TEST(SwitchLink, ALinkWithAnyFaultOrPathsIsNotPlain) {
+    const auto plain_with = [](auto set) {
+        LinkConfig cfg;
+        set(cfg);
+        return Link(cfg).plain();
+    };
+    EXPECT_TRUE(plain_with([](LinkConfig& c) { c.propagation_delay = 5_ns; }));
+    EXPECT_FALSE(plain_with([](LinkConfig& c) { c.loss_rate = 0.1; }));
+    EXPECT_FALSE(plain_with([](LinkConfig& c) { c.corrupt_rate = 0.1; }));
+    EXPECT_FALSE(plain_with([](LinkConfig& c) { c.reorder_rate = 0.1; }));
+    EXPECT_FALSE(plain_with([](LinkConfig& c) { c.jitter = 5_ns; }));
+    EXPECT_FALSE(plain_with([](LinkConfig& c) { c.duplicate_rate = 0.1; }));
+    EXPECT_FALSE(plain_with([](LinkConfig& c) { c.paths.push_back(5_ns); }));
+    EXPECT_FALSE(plain_with([](LinkConfig& c) { c.up_down.push_back({100_ns, false}); }));
 }
 
 TEST(SwitchLink, PathsJitterAndDuplicatesAsInVirtualTime) {

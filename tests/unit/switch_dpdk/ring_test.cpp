@@ -203,6 +203,7 @@ struct FaultOutcome {
     uint64_t received = 0, bad_icrc = 0, pfc_at_sender = 0, storm_quanta = 0;
     Nanos first_arrival = Nanos::max();
     RtPortStats egress, ingress;
+    LinkCounters egress_link;
 };
 
 FaultOutcome run_faults(const LinkConfig& ingress_link, const LinkConfig& egress_link, const std::string& tag) {
@@ -247,6 +248,7 @@ FaultOutcome run_faults(const LinkConfig& ingress_link, const LinkConfig& egress
     }
     o.egress = rt.stats(1);
     o.ingress = rt.stats(0);
+    o.egress_link = rt.link(1).counters();
     return o;
 }
 
@@ -284,6 +286,10 @@ TEST(SwitchDpdkRing, LinkFaultsApplyToTheEgressPort) {
     EXPECT_EQ(o.received, 200u);
     EXPECT_GE(o.first_arrival, 21_us) << "the first frame (sent at 1 us) crossed a 20 us link early";
     EXPECT_LT(o.first_arrival, 23_us);
+    // A delay alone leaves the link plain: the runtime times its bursts in one
+    // call (Link::transmit_plain), which must count every frame as transmit does.
+    EXPECT_EQ(o.egress_link.frames, 200u);
+    EXPECT_EQ(o.egress_link.bytes, 200u * roce_frame(0, 512).size());
 }
 
 TEST(SwitchDpdkRing, PfcStormComesOutOfThePort) {
