@@ -34,14 +34,12 @@ public:
     // Writes what libpcap buffers: a process that leaves with _Exit calls it first.
     void flush() { writer_.flush(); }
     uint64_t frames() const { return frames_; }
-    const std::string& path() const { return path_; }
 
 private:
-    explicit LinkCapture(const std::string& path) : writer_(path), path_(path) {}
+    explicit LinkCapture(const std::string& path) : writer_(path) {}
     static uint16_t on_rx(uint16_t port, uint16_t queue, rte_mbuf* pkts[], uint16_t n, uint16_t max, void* self);
 
     pcap::Writer writer_;
-    std::string path_;
     std::vector<std::pair<uint16_t, const rte_eth_rxtx_callback*>> taps_;
     std::vector<uint8_t> copy_;  // a frame in several segments, gathered
     uint64_t frames_ = 0;
