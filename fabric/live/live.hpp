@@ -130,6 +130,7 @@ struct LiveResult {
     double scale = 1;
     uint32_t ranks = 0;
     std::vector<LiveRow> rows;
+    uint8_t rc_timeout = 0;          // the ACK timeout exponent of every QP of the run
     std::vector<std::string> files;  // report files written
     std::vector<std::string> notes;  // what the run reports beyond the table (loop speed, headroom)
     std::string error;               // set when the fabric could not be built or run

@@ -136,6 +136,7 @@ struct LiveFabric::Impl {
     double scale = 1;
     uint8_t rc_timeout = 0;
     Nanos rtt_bound{};
+    bool connected = false;  // connect() ran
     std::optional<FabricClock> clock;
     uint32_t idle_turns = 0;
     std::vector<rte_ring*> rings;
@@ -531,6 +532,11 @@ std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOp
 
 bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error) {
     Impl& m = *impl_;
+    if (m.connected) {
+        error = "connect: the fabric's QPs were already made (one call with every flow of the run)";
+        return false;
+    }
+    m.connected = true;
     const Topology& t = m.topo;
     const NicProfile& prof = t.cfg.nic;
     std::vector<std::tuple<uint32_t, uint32_t, uint16_t>> fresh;
@@ -540,8 +546,8 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
         m.conns.emplace(key, nullptr);
         fresh.push_back(key);
     }
-    // The new QPs' ACK timeout covers a round trip behind full queues and
-    // the busiest NIC's whole window (every QP of it, kChunksInFlight each).
+    // The ACK timeout covers a round trip behind full queues and the busiest
+    // NIC's whole window (every QP of it, kChunksInFlight each).
     std::vector<uint64_t> qps(t.nics.size());
     for (const auto& [key, conn] : m.conns) qps[std::get<0>(key)] += std::max(1u, m.opts.qps_per_flow);
     const Bytes window{*std::max_element(qps.begin(), qps.end()) * kChunksInFlight * kChunk};

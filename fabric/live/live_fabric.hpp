@@ -66,8 +66,11 @@ public:
     LiveFabric(const LiveFabric&) = delete;
     LiveFabric& operator=(const LiveFabric&) = delete;
 
-    // Creates (once per src, dst, UDP source port) the QPs and memory the
-    // flows need. False and `error` on failure.
+    // Creates (once per src, dst, UDP source port) the QPs and memory of
+    // every flow the fabric will run, in one call: their ACK timeout covers
+    // the busiest NIC's window over all of them, so a second call is refused
+    // (its QPs would raise the bound the earlier ones were made with). False
+    // and `error` on failure.
     bool connect(const std::vector<FlowSpec>& flows, std::string& error);
     // Runs the flows (connected first) until all complete or `timeout`;
     // calls `tick` about every `every` with the bytes completed so far, and
@@ -86,7 +89,7 @@ public:
     // Mean and largest time of one turn of the loop in the last run.
     Nanos mean_turn() const { return turns_ ? Nanos{turn_sum_.v / static_cast<int64_t>(turns_)} : Nanos{}; }
     Nanos max_turn() const { return max_turn_; }
-    // The ACK timeout exponent the QPs were last connected with, and the
+    // The ACK timeout exponent of every QP, and the
     // round-trip bound it came from (zero when LiveOptions::rc_timeout set it).
     uint8_t rc_timeout() const;
     Nanos rtt_bound() const;

@@ -102,21 +102,29 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         "size_bytes,time_us,algbw_gbs,busbw_gbs,live_time_us,pfc,ecn,cnp,drops,lossless_drops,flows,verified,"
         "mismatched,complete,scale,nic_drops"};
     const double busbw_f = busbw_factor(p, res.ranks);
+    // Every size's QPs at once: the ACK timeout covers the busiest NIC's
+    // window over all of them, and a QP keeps the timeout it was made with.
+    std::vector<std::vector<FlowSpec>> flows_of;
+    std::vector<FlowSpec> every_flow;
     for (const Bytes size : sizes) {
-        const std::vector<FlowSpec> flows = flows_for(topo, p, size, o.seed);
-        if (!fab->connect(flows, error)) {
-            res.error = error;
-            return res;
-        }
-        if (size == sizes.front()) {
-            const Nanos rto = rc_timeout_time(fab->rc_timeout());
-            res.notes.push_back(
-                o.rc_timeout ? fmt::format("RC ACK timeout {} ({:.3f} s, as given)", fab->rc_timeout(), rto.seconds())
-                             : fmt::format("RC ACK timeout {} ({:.3f} s): at least twice the round-trip bound {:.3f} s "
-                                           "(full queues, full NIC window) plus {:.0f} ms for scheduling gaps",
-                                           fab->rc_timeout(), rto.seconds(), fab->rtt_bound().seconds(),
-                                           kSchedulingSlack.seconds() * 1e3));
-        }
+        flows_of.push_back(flows_for(topo, p, size, o.seed));
+        every_flow.insert(every_flow.end(), flows_of.back().begin(), flows_of.back().end());
+    }
+    if (!fab->connect(every_flow, error)) {
+        res.error = error;
+        return res;
+    }
+    res.rc_timeout = fab->rc_timeout();
+    const Nanos rto = rc_timeout_time(res.rc_timeout);
+    res.notes.push_back(
+        o.rc_timeout ? fmt::format("RC ACK timeout {} ({:.3f} s, as given) on every QP", res.rc_timeout, rto.seconds())
+                     : fmt::format("RC ACK timeout {} ({:.3f} s) on every QP: at least twice the round-trip bound {:.3f} "
+                                   "s (full queues, full NIC window) plus {:.0f} ms for scheduling gaps",
+                                   res.rc_timeout, rto.seconds(), fab->rtt_bound().seconds(),
+                                   kSchedulingSlack.seconds() * 1e3));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        const Bytes size = sizes[i];
+        const std::vector<FlowSpec>& flows = flows_of[i];
         const LiveTotals before = fab->totals(true);
         std::vector<Sample> samples;
         const auto tick = [&](Nanos t, uint64_t done, uint64_t total) {

@@ -1,6 +1,7 @@
 // Small fabrics on DPDK in one process, in real time: a dumbbell incast and
 // a tiny leaf-spine. Every flow's bytes must complete and land intact, with
 // no lossless drop; the incast's bottleneck must make the leaf send PFC.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -127,6 +128,39 @@ TEST(FabricLive, LeafSpinePermutationAndRingAllReduceComplete) {
     ASSERT_EQ(ring.rows.size(), 2u);
     EXPECT_EQ(ring.rows[1].flows, 4u);
     EXPECT_NEAR(ring.rows[1].row.busbw_gbs, ring.rows[1].row.algbw_gbs * 1.5, 1e-9);
+}
+
+// Ring all-reduce over 4 ranks has no flow at 2 B (a chunk per rank is
+// less than a byte) and 4 flows at 256 KiB: the sweep's QPs are all made
+// before the first size, so the ACK timeout covers the 256 KiB flows'
+// window as in a sweep of that size alone, and the run reports it once for
+// every QP (made per size, the 2 B size's empty window set the one shown).
+TEST(FabricLive, EveryQpOfASweepHasTheTimeoutOfItsWholeWindow) {
+    const Topology t = topology(kLeafSpine);
+    LiveOptions o = options();
+    o.qps_per_flow = 64;  // a 64 MiB window: 0.5 s at the scaled 1 Gbit/s host link
+    const Bytes alone[] = {Bytes{256u << 10}};
+    const LiveResult one = run_live_sweep(t, Pattern::RingAllReduce, alone, o);
+    expect_clean(one);
+    ASSERT_GT(one.rc_timeout, 0);
+    ASSERT_NE(rc_timeout_for(rtt_bound(scale_topology(t, one.scale), Bytes{})), one.rc_timeout);
+    const Bytes sizes[] = {Bytes{2}, Bytes{256u << 10}};
+    const LiveResult both = run_live_sweep(t, Pattern::RingAllReduce, sizes, o);
+    ASSERT_TRUE(both.error.empty()) << both.error;
+    ASSERT_EQ(both.rows.size(), 2u);
+    EXPECT_EQ(both.rows[0].flows, 0u);
+    EXPECT_EQ(both.rows[1].flows, 4u);
+    EXPECT_TRUE(both.rows[1].complete);
+    EXPECT_EQ(both.rows[1].verified, 4u);
+    EXPECT_EQ(both.rc_timeout, one.rc_timeout);
+    size_t notes = 0;
+    for (const std::string& n : both.notes)
+        if (n.starts_with("RC ACK timeout")) {
+            ++notes;
+            EXPECT_TRUE(n.starts_with(fmt::format("RC ACK timeout {} (", one.rc_timeout))) << n;
+            EXPECT_NE(n.find("on every QP"), std::string::npos) << n;
+        }
+    EXPECT_EQ(notes, 1u);
 }
 
 TEST(FabricLive, BadOptionsAreReportedNotRun) {
