@@ -184,19 +184,11 @@ std::string switch_settings_text(const sw::SwitchConfig& c) {
     return s;
 }
 
-// The NICs' profile as the hosts node runs it and the switch nodes' MACs
-// read it (MTU, DSCP and so the PFC priority), CC included.
-std::string nic_settings_text(const NicProfile& n) {
-    const cc::DcqcnConfig& d = n.cc.dcqcn;
-    return fmt::format(
-        "nics {} {} {} {} cc {} {} dcqcn {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
-        static_cast<int>(n.model), n.spraying, n.mtu, n.dscp, static_cast<int>(n.cc.algorithm),
-        n.cc.adaptive_routing, d.rpg_time_reset.v, d.rpg_byte_reset.v, d.byte_stages_enabled, d.rpg_threshold,
-        d.rpg_ai_rate.v, d.rpg_hai_rate.v, d.rpg_max_rate.v, d.clamp_tgt_rate, d.clamp_tgt_rate_after_time_inc,
-        d.rpg_gd, d.rpg_min_dec_fac, d.rpg_min_rate.v, d.rate_to_set_on_first_cnp.v, d.rate_reduce_monitor_period.v,
-        d.dce_tcp_g, d.dce_tcp_rtt.v, d.initial_alpha_value, d.min_time_between_cnps.v, d.cnp_dscp,
-        d.cnp_802p_prio);
-}
+// What a switch node reads of the NIC profile: the MTU (its NIC cables' MAC,
+// the headroom in frames) and the DSCP (the lossless PG that headroom is
+// for). The model, spraying and CC only the hosts node runs, so a switch
+// node started without the hosts node's --nic-model is the same fabric.
+std::string nic_settings_text(const NicProfile& n) { return fmt::format("nics mtu {} dscp {}\n", n.mtu, n.dscp); }
 
 }  // namespace
 
@@ -356,15 +348,13 @@ std::string capture_path(const std::string& link_dir, std::string_view link, std
     return (std::filesystem::path(link_dir) / fmt::format("{}@{}.pcap", link, node)).string();
 }
 
-std::vector<std::string> capture_parts(const std::string& link_dir, std::string_view link) {
-    std::vector<std::string> parts;
-    const std::string prefix = fmt::format("{}@", link);
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(link_dir, ec)) {
-        const std::string name = e.path().filename().string();
-        if (name.starts_with(prefix) && name.ends_with(".pcap")) parts.push_back(e.path().string());
-    }
+std::vector<std::string> capture_parts(const Topology& t, const std::string& link_dir, std::string_view link) {
+    const std::optional<uint32_t> l = t.find_link(link);
+    if (!l) return {};
+    std::vector<std::string> parts{capture_path(link_dir, link, node_of(t, t.links[*l].a)),
+                                   capture_path(link_dir, link, node_of(t, t.links[*l].b))};
     std::sort(parts.begin(), parts.end());
+    parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
     return parts;
 }
 

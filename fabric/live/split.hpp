@@ -105,8 +105,9 @@ std::string counters_path(const std::string& link_dir, std::string_view node);
 // What two nodes must share to be one fabric: the fabric's name, a hash of
 // its (unscaled) topology (names, ports, speeds, delays, MACs, addresses),
 // of every switch's settings (QoS maps, scheduler, WRED/ECN, buffer pool and
-// PG profiles, PFC, watchdog, routing) and of the NIC profile (MTU, DSCP,
-// CC), the scale and the seed, as one line, e.g.
+// PG profiles, PFC, watchdog, routing) and of what switch nodes read of the
+// NIC profile (MTU, DSCP; not the model, spraying or CC, which only the hosts
+// node runs), the scale and the seed, as one line, e.g.
 // "incast topology 9f3c2a0b1d4e5f60 scale 225 seed 1".
 std::string fabric_identity(const Topology& t, double scale, uint64_t seed);
 
@@ -160,8 +161,10 @@ std::vector<std::string> node_eal_args(const std::vector<std::string>& eal, std:
 // `--pcap LINK` split: each node that owns an end of LINK writes the frames
 // that end receives to DIR/<LINK>@<node>.pcap (capture.hpp).
 std::string capture_path(const std::string& link_dir, std::string_view link, std::string_view node);
-// Those files of LINK in `link_dir`, in name order.
-std::vector<std::string> capture_parts(const std::string& link_dir, std::string_view link);
+// The files of LINK's owners in `link_dir`, in name order; none for a link
+// `t` lacks. Any other `LINK@*.pcap` there (a reused folder's, an earlier
+// run's) is not one of them.
+std::vector<std::string> capture_parts(const Topology& t, const std::string& link_dir, std::string_view link);
 // Merges pcap files into `out` in time-stamp order (a tie keeps the order of
 // `in`). The frame count, or nullopt and `error` naming the file that failed.
 std::optional<uint64_t> merge_pcaps(const std::vector<std::string>& in, const std::string& out, std::string& error);

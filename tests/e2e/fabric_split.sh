@@ -6,7 +6,7 @@
 # node's summary and counters reach the launcher's output and the report
 # (the file says nic.model generator, --nic-model rc reaches every node),
 # --pcap h0-left merges the hosts node's and switch left's captures of that
-# cable into one file of that cable only, a user's --file-prefix gives each
+# cable into one file of that cable only (not a stale one of switch right), a user's --file-prefix gives each
 # node its own EAL prefix, and no switch node leaves a memif socket file;
 # switch nodes started from a file with another switch profile are refused
 # by the hosts node;
@@ -31,6 +31,10 @@ EAL=(-- --log-level lib.eal:error)
 sed 's/^nic:$/nic:\n  model: generator/' "$ROOT/configs/fabrics/incast.yaml" >"$OUT/incast_generator.yaml"
 grep -q "^  model: generator$" "$OUT/incast_generator.yaml" || fail "no generator copy of incast.yaml"
 
+# A reused link folder holding a capture of h0-left by a node that owns no
+# end of it (an earlier run's, say): not merged.
+mkdir -p "$OUT/links"
+printf '\xd4\xc3\xb2\xa1\x02\x00\x04\x00\0\0\0\0\0\0\0\0\xff\xff\0\0\x01\0\0\0' >"$OUT/links/h0-left@right.pcap"
 "$ROCEMU" fabric run --live --processes -c "$OUT/incast_generator.yaml" --nic-model rc -w incast --sizes 4M --qps 8 \
   -o "$OUT/rep" --link-dir "$OUT/links" --pcap h0-left "${EAL[@]}" --file-prefix "$PREFIX" >"$OUT/out.txt" 2>"$OUT/err.txt"
 rc=$?

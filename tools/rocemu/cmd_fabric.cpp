@@ -324,7 +324,7 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
     }
     if (!a.pcap.empty()) {
         // Each node wrote what its ends of the link received; one file, in time order.
-        const std::vector<std::string> parts = live::capture_parts(dir, a.pcap);
+        const std::vector<std::string> parts = live::capture_parts(t, dir, a.pcap);
         const std::string out = (std::filesystem::path(a.out) / fmt::format("live_{}_{}.pcap", pattern_name(p), a.pcap)).string();
         std::string why;
         const std::optional<uint64_t> frames = live::merge_pcaps(parts, out, why);

@@ -213,9 +213,10 @@ TEST(FabricLiveSplit, TheFabricIdentityChangesWithTheTopologyTheScaleAndTheSeed)
 }
 
 // A switch node started with another QoS or buffer profile, or a hosts node
-// with another NIC profile, runs another fabric on the same cables: each
-// setting the nodes use changes the identity, so the hosts node refuses it.
-TEST(FabricLiveSplit, TheFabricIdentityCoversBufferQosAndNicSettings) {
+// with another NIC MTU or DSCP, runs another fabric on the same cables: each
+// setting the switch nodes use changes the identity, so the hosts node
+// refuses it. The NIC settings only the hosts node uses do not.
+TEST(FabricLiveSplit, TheFabricIdentityCoversWhatSwitchNodesUseAndNotTheNicModelOrCc) {
     const Topology t = embedded("incast");
     const std::string id = fabric_identity(t, 225, 1);
     const auto differs = [&](const char* what, const std::function<void(Topology&)>& change) {
@@ -236,9 +237,13 @@ TEST(FabricLiveSplit, TheFabricIdentityCoversBufferQosAndNicSettings) {
     differs("pause quanta", [](Topology& o) { o.switches[0].cfg.pause_quanta = 100; });
     differs("nic mtu", [](Topology& o) { o.cfg.nic.mtu = 1500; });
     differs("nic dscp", [](Topology& o) { o.cfg.nic.dscp = 4; });
-    differs("cc algorithm", [](Topology& o) { o.cfg.nic.cc.algorithm = cc::CcAlgorithm::kNone; });
-    differs("dcqcn", [](Topology& o) { o.cfg.nic.cc.dcqcn.rpg_ai_rate = BitsPerSec::mbps(6); });
-    differs("cnp spacing", [](Topology& o) { o.cfg.nic.cc.dcqcn.min_time_between_cnps = Nanos{3000}; });
+    Topology hosts_only = t;
+    hosts_only.cfg.nic.model = t.cfg.nic.model == NicModel::Rc ? NicModel::Generator : NicModel::Rc;
+    hosts_only.cfg.nic.spraying = !t.cfg.nic.spraying;
+    hosts_only.cfg.nic.cc.algorithm = cc::CcAlgorithm::kNone;
+    hosts_only.cfg.nic.cc.dcqcn.rpg_ai_rate = BitsPerSec::mbps(6);
+    hosts_only.cfg.nic.cc.dcqcn.min_time_between_cnps = Nanos{3000};
+    EXPECT_EQ(fabric_identity(hosts_only, 225, 1), id);
 }
 
 TEST(FabricLiveSplit, MachinesPlaceEveryNodeOnce) {
@@ -304,29 +309,41 @@ TEST(FabricLiveSplit, LauncherPassesOnAFinishedSweepsStatusAndNamesASwitchThatDi
     EXPECT_NE(died.error.find("exited with status 4 before the run ended"), std::string::npos) << died.error;
 }
 
-}  // namespace
-// --pcap split: each node's file of the link is found by name and the
-// files merge into one in time order, whatever order the nodes wrote them.
-TEST(FabricLiveSplit, CapturePartsMergeInTimeOrder) {
+// --pcap split: the files of the link's two owners are found by name and
+// merge into one in time order, whatever order the nodes wrote them; another
+// node's file of the link in a reused folder, or another link's, is left out.
+TEST(FabricLiveSplit, CapturePartsAreTheOwnersFilesMergedInTimeOrder) {
+    const Topology t = embedded("incast");
+    const LinkSpec& link = t.links.front();
+    ASSERT_FALSE(link.fabric);
+    const std::string hosts = node_of(t, link.a), leaf = node_of(t, link.b);
+    ASSERT_EQ(hosts, kHostsNode);
+    std::string stranger;
+    for (const std::string& n : node_names(t))
+        if (n != hosts && n != leaf) stranger = n;
+    ASSERT_FALSE(stranger.empty());
     const std::string dir = ::testing::TempDir() + "/fabric_live_pcap_merge";
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
-    EXPECT_EQ(capture_path(dir, "h0-left", "hosts"), dir + "/h0-left@hosts.pcap");
+    EXPECT_EQ(capture_path(dir, link.name, hosts), dir + "/" + link.name + "@hosts.pcap");
     const auto frame = [](uint8_t tag) { return std::vector<uint8_t>(60, tag); };
     {
-        pcap::Writer a(capture_path(dir, "h0-left", "hosts"));
-        pcap::Writer b(capture_path(dir, "h0-left", "left"));
-        pcap::Writer other(capture_path(dir, "h1-left", "left"));
-        ASSERT_TRUE(a.ok() && b.ok() && other.ok());
+        pcap::Writer a(capture_path(dir, link.name, hosts));
+        pcap::Writer b(capture_path(dir, link.name, leaf));
+        pcap::Writer stale(capture_path(dir, link.name, stranger));
+        pcap::Writer other(capture_path(dir, t.links.back().name, leaf));
+        ASSERT_TRUE(a.ok() && b.ok() && stale.ok() && other.ok());
         a.write(Nanos{10}, frame(1));
         a.write(Nanos{40}, frame(4));
         b.write(Nanos{20}, frame(2));
         b.write(Nanos{30}, frame(3));
         b.write(Nanos{50}, frame(5));
+        stale.write(Nanos{15}, frame(8));
         other.write(Nanos{25}, frame(9));
     }
-    const std::vector<std::string> parts = capture_parts(dir, "h0-left");
-    ASSERT_EQ(parts, (std::vector<std::string>{capture_path(dir, "h0-left", "hosts"), capture_path(dir, "h0-left", "left")}));
+    const std::vector<std::string> parts = capture_parts(t, dir, link.name);
+    ASSERT_EQ(parts, (std::vector<std::string>{capture_path(dir, link.name, hosts), capture_path(dir, link.name, leaf)}));
+    EXPECT_TRUE(capture_parts(t, dir, "nosuch").empty());
     std::string error;
     const std::optional<uint64_t> n = merge_pcaps(parts, dir + "/merged.pcap", error);
     ASSERT_TRUE(n) << error;
@@ -361,4 +378,5 @@ TEST(FabricLiveSplit, EveryNodeGetsItsOwnFilePrefix) {
     EXPECT_EQ(node_eal_args({"--file-prefix"}, "left"), (std::vector<std::string>{"--file-prefix"}));
 }
 
+}  // namespace
 }  // namespace rocemu::fabric::live
