@@ -219,7 +219,13 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     lo.eal_args = o.eal_args;
     lo.pcap_link = o.pcap_link;
     if (!o.pcap_link.empty()) lo.pcap_path = capture_path(o.link_dir, o.pcap_link, kHostsNode);
-    return run_live_sweep(t, p, sizes, lo);
+    LiveResult r = run_live_sweep(t, p, sizes, lo);
+    // A fabric that failed to come up leaves its ports open (LiveFabric::build)
+    // for the caller's _Exit: what a close would have removed from disk goes here.
+    if (!r.error.empty())
+        for (const CableEnd& e : ends)
+            if (std::error_code ec; e.server && !e.socket.empty()) std::filesystem::remove(e.socket, ec);
+    return r;
 }
 
 }  // namespace rocemu::fabric::live

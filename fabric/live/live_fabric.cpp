@@ -524,7 +524,17 @@ std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOp
     m->opts.eal_args = eal;
     m->scale = scale;
     m->clock.emplace(FabricClock::max_step_for(topo));
-    if (!(m->split() ? m->build_split(error) : m->build(error))) return nullptr;
+    if (!(m->split() ? m->build_split(error) : m->build(error))) {
+        // A split hosts node refused here (a switch of another fabric, a
+        // timeout) has memif server ends whose clients, the switch nodes, may
+        // still be connecting: closing the ports then made DPDK's interrupt
+        // thread spin on the closed listener and crash (SIGSEGV in
+        // rte_intr_fd_get, seen in the e2e's QoS refusal). A close hands
+        // nothing over, so the ports stay open and the hosts node leaves with
+        // _Exit, as switch nodes do (run_hosts_node_cli).
+        if (m->split()) (void)m.release();
+        return nullptr;
+    }
     if (!m->start_capture(error)) return nullptr;
     m->scratch.resize(sw::live::port_counter_names().size());
     return std::unique_ptr<LiveFabric>(new LiveFabric(std::move(m)));

@@ -214,10 +214,10 @@ live::LiveOptions live_options(const FabricArgs& a, const LiveCliArgs& l) {
 }
 
 // Prints the table, the notes and the report folder; the exit status. The
-// fabric is gone by now: the EAL is closed so that its per-pid runtime
-// folder does not pile up in /var/run/dpdk.
-int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a, const char* me) {
-    dpdk::Eal::cleanup();
+// fabric is gone by now: the EAL is closed (unless `close_eal` is false) so
+// that its per-pid runtime folder does not pile up in /var/run/dpdk.
+int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a, const char* me, bool close_eal = true) {
+    if (close_eal) dpdk::Eal::cleanup();
     fmt::print(stderr, "\r{:<110}\r", "");
     if (!r.rows.empty()) fmt::print("{}", live::format_live_sweep(p, r));
     for (const std::string& n : r.notes) fmt::print("  {}\n", n);
@@ -364,7 +364,14 @@ int run_hosts_node_cli(const FabricConfig& cfg, Pattern p, const std::vector<Byt
     } catch (const std::exception& e) {
         r.error = e.what();
     }
-    return report_live(p, r, a, "rocemu fabric node --hosts");
+    if (r.error.empty()) return report_live(p, r, a, "rocemu fabric node --hosts");
+    // Its memif ports may be left open (LiveFabric::build says why): the EAL's
+    // cleanup closes started ports and would crash as a close would. Like a
+    // switch node, leave without it; the socket files are already removed.
+    const int status = report_live(p, r, a, "rocemu fabric node --hosts", false);
+    std::fflush(nullptr);
+    dpdk::Eal::remove_own_runtime_dir();
+    std::_Exit(status);
 }
 #endif
 
