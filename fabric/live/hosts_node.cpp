@@ -222,9 +222,7 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     LiveResult r = run_live_sweep(t, p, sizes, lo);
     // A fabric that failed to come up leaves its ports open (LiveFabric::build)
     // for the caller's _Exit: what a close would have removed from disk goes here.
-    if (!r.error.empty())
-        for (const CableEnd& e : ends)
-            if (std::error_code ec; e.server && !e.socket.empty()) std::filesystem::remove(e.socket, ec);
+    if (!r.error.empty()) remove_server_sockets(ends);
     return r;
 }
 

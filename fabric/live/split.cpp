@@ -49,6 +49,11 @@ std::string node_of(const Topology& t, const Endpoint& e) {
     return e.is_switch ? t.switches[e.index].name : std::string(kHostsNode);
 }
 
+void remove_server_sockets(const std::vector<CableEnd>& ends) {
+    for (const CableEnd& e : ends)
+        if (std::error_code ec; e.server && !e.socket.empty()) std::filesystem::remove(e.socket, ec);
+}
+
 std::vector<CableEnd> cable_ends(const Topology& t, std::string_view node, const std::string& link_dir,
                                  const std::map<std::string, std::string>& overrides) {
     if (!known_node(t, node))

@@ -70,6 +70,10 @@ struct CableEnd {
 std::vector<CableEnd> cable_ends(const Topology& t, std::string_view node, const std::string& link_dir,
                                  const std::map<std::string, std::string>& overrides = {});
 
+// Removes the socket files of the memif server ends in `ends`, as closing
+// those ports would: for a node that leaves with its ports open (_Exit).
+void remove_server_sockets(const std::vector<CableEnd>& ends);
+
 // A memif client end fails to start, or never comes up, when it connects
 // before its server's port is started, and the nodes start in any order. So
 // a node opens its server ends (and non-memif ends) first, then writes

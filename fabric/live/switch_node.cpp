@@ -399,8 +399,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     // their EOF, as on a close) and frees the shared rings. What it leaves is
     // on disk: the socket file of each server end, which a close would have
     // unlinked, and the EAL's per-pid runtime folder; both removed here.
-    for (const CableEnd& e : ends)
-        if (std::error_code ec; e.server && !e.socket.empty()) std::filesystem::remove(e.socket, ec);
+    remove_server_sockets(ends);
     dpdk::Eal::remove_own_runtime_dir();
     std::_Exit(0);
 }
