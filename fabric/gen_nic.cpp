@@ -282,7 +282,7 @@ bool GenNic::send_data(Nanos now) {
         // The payload is zeros: the pool clears only what it does not know
         // to be zero, and the ICRC extends the headers' CRC over the zeros.
         const auto frame_len = static_cast<uint32_t>(wire::roce_frame_len(p));
-        const uint32_t zeros = len + ((4 - (len & 3)) & 3);
+        const uint32_t zeros = len + wire::roce_pad(len);
         const uint32_t payload_off = frame_len - wire::kIcrcLen - zeros;
         const std::span<uint8_t> buf = pool.with_zero_payload(h, payload_off, frame_len);
         wire::EncodeLayout lay;

@@ -104,7 +104,7 @@ void HeaderTemplate::build(const RocePacket& p) {
 bool HeaderTemplate::write(const RocePacket& p, std::span<uint8_t> out, EncodeLayout& lay) const {
     const OpcodeInfo& info = p.info();
     if (!info.valid()) return false;
-    const uint8_t pad = static_cast<uint8_t>((4 - (p.payload_len & 3)) & 3);
+    const uint8_t pad = static_cast<uint8_t>(roce_pad(p.payload_len));
     const size_t len = size_t{len_} - kBthLen + info.hdr_len + p.payload_len + pad + kIcrcLen;
     if (len > out.size() || len > 0xFFFF) return false;
     uint8_t* f = out.data();

@@ -165,7 +165,7 @@ ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOpti
 
 size_t roce_frame_len(const RocePacket& p) {
     const OpcodeInfo& info = p.info();
-    const uint32_t pad = (4 - (p.payload_len & 3)) & 3;
+    const uint32_t pad = roce_pad(p.payload_len);
     return kEthLen + (p.l2.vlan ? kVlanLen : 0) + (p.l3.v6 ? kIpv6Len : kIpv4Len) + kUdpLen + info.hdr_len +
            p.payload_len + pad + kIcrcLen;
 }
@@ -182,7 +182,7 @@ bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayo
     store_be16(f + off - 2, p.l3.v6 ? ethertype::kIpv6 : ethertype::kIpv4);
     lay.l3_off = static_cast<uint16_t>(off);
     lay.v6 = p.l3.v6;
-    lay.pad = static_cast<uint8_t>((4 - (p.payload_len & 3)) & 3);
+    lay.pad = static_cast<uint8_t>(roce_pad(p.payload_len));
     lay.payload_len = p.payload_len;
     lay.frame_len = len;
     lay.crc_off = 0;

@@ -184,6 +184,9 @@ ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOpti
 // Checks that an opcode is one a QP of class `cls` may receive.
 ParseError check_opcode_class(uint8_t opcode, QpClass cls);
 
+// Pad bytes after a payload of `payload_len` (BTH PadCnt): to a multiple of 4.
+constexpr uint32_t roce_pad(uint32_t payload_len) { return (4 - (payload_len & 3)) & 3; }
+
 // Frame length encode_roce() will produce for this packet.
 size_t roce_frame_len(const RocePacket& p);
 
