@@ -328,7 +328,7 @@ void Engine::comp_rx(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx) 
         drop(&qp, DropReason::BadResponse);
         return;
     }
-    if (p.payload_len) sgl_scatter(w.wr.sg_list, off, p.payload, p.payload_len);
+    if (p.payload_len) scatter_payload(p, w.wr.sg_list, off);
     ++w.resp_pkts;
     qp.comp_psn = psn + 1;
     if (last) {
@@ -380,7 +380,7 @@ void Engine::comp_read_spray(Qp& qp, const wire::RocePacket& p, Nanos now, Effec
         drop(&qp, DropReason::BadResponse);
         return;
     }
-    if (p.payload_len) sgl_scatter(w->wr.sg_list, off, p.payload, p.payload_len);
+    if (p.payload_len) scatter_payload(p, w->wr.sg_list, off);
     qp.read_rcvd.set(psn);
     if (Psn::diff(psn, qp.read_highest) > 0) qp.read_highest = psn;
     // The responder answers in PSN order: a response means every request

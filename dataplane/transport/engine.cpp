@@ -24,6 +24,7 @@ constexpr const char* kDropNames[] = {
     "drop_wrong_qp_class", "drop_address_mismatch", "drop_not_for_us", "drop_bad_qkey", "drop_no_recv_wqe",
     "drop_uc_sequence", "drop_duplicate_in_window", "drop_out_of_window", "drop_ghost_response",
     "drop_bad_response", "drop_stale_response", "drop_resource_missing", "drop_qp_error", "drop_oversize", "drop_uc_invalid",
+    "drop_split_headers",
 };
 static_assert(std::size(kDropNames) == static_cast<size_t>(DropReason::kCount));
 
@@ -96,6 +97,8 @@ VerbsError EngineConfig::validate() const {
         return err(EINVAL, "sack_delay", fmt::format("sack_delay: {} ns is outside [100, 1000000000]", sack_delay.v));
     if (auto e = range("cnp_dscp", cnp_dscp, 0, 63)) return e;
     if (auto e = range("cnp_pcp", cnp_pcp, 0, 7)) return e;
+    if (zero_copy_min != 0)
+        if (auto e = range("zero_copy_min", zero_copy_min, FrameWriter::kFusedFrom, mtu_bytes(PathMtu::Mtu4096))) return e;
     if (min_time_between_cnps.v < 0)
         return err(EINVAL, "min_time_between_cnps",
                    fmt::format("min_time_between_cnps: {} ns is outside [0, inf)", min_time_between_cnps.v));
@@ -115,6 +118,17 @@ Engine::Engine(const EngineConfig& cfg) : cfg_(cfg), rng_(cfg.rng_seed) {
     cqs_.resize(1);
     srqs_.resize(1);
     ahs_.resize(1);
+    mr_pins_ = std::make_unique<std::atomic<uint32_t>[]>(size_t{cfg.max_mr} + 1);
+}
+
+Engine::~Engine() {
+    // Frames still in flight decrement their pins when their mbufs are freed,
+    // whenever that is: the counters outlive an engine destroyed before them.
+    for (uint32_t i = 0; i <= cfg_.max_mr; ++i)
+        if (mr_pins_[i].load(std::memory_order_acquire)) {
+            (void)mr_pins_.release();
+            return;
+        }
 }
 
 uint16_t Engine::rxe_udp_sport(Qpn local, Qpn remote, uint32_t flow_label) {
@@ -173,6 +187,10 @@ Result<MrHandle> Engine::reg_mr(PdHandle pd, void* addr, uint64_t length, uint32
 VerbsError Engine::dereg_mr(MrHandle mr) {
     Mr* m = find_mr(mr.lkey);
     if (m == nullptr) return err(EINVAL, "lkey", "unknown MR");
+    // As ibv_dereg_mr with memory windows still bound: the caller may free
+    // the memory once this succeeds, and frames still read it.
+    if (const uint32_t n = mr_pins_[mr.lkey >> 8].load(std::memory_order_acquire))
+        return err(EBUSY, "lkey", fmt::format("MR has {} zero-copy frames in flight that read its memory", n));
     --pds_[m->pd].users;
     m->live = false;
     return {};

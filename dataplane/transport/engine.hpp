@@ -13,6 +13,8 @@
 // attribute mask, and errors name the attribute at fault.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -22,6 +24,7 @@
 #include "common/rng.hpp"
 #include "dataplane/transport/objects.hpp"
 #include "dataplane/transport/qp.hpp"
+#include "dataplane/transport/sgl.hpp"
 #include "dataplane/transport/types.hpp"
 #include "dataplane/wire/header_template.hpp"
 #include "dataplane/wire/icrc.hpp"
@@ -59,6 +62,13 @@ struct EngineConfig {
     // ns plain, 282-289 streaming; through 128 MiB: 472-482 and 415-445;
     // rocemu_pass_bench, dataplane/dpdk/README.md).
     uint64_t cached_write_max = 4u << 20;
+    // Request payload of at least this many bytes that lies in one SGE is
+    // not copied into the frame: the frame lends the MR's bytes
+    // (TxFrame::ext), read once for the ICRC, and the runtime sends them as a
+    // segment of their own. 0 (the default): always copied, as the
+    // simulator and runtimes whose ports cannot send chains need. At least
+    // FrameWriter::kFusedFrom when set.
+    uint32_t zero_copy_min = 0;
 
     // Empty on success; else names the key, the value and the allowed range.
     VerbsError validate() const;
@@ -84,12 +94,46 @@ struct Effects {
     }
 };
 
+// A frame received in several segments (an mbuf chain), in order.
+using FrameSegs = std::span<const std::span<const uint8_t>>;
+
+// Calls f(piece, n, pos) for the bytes [from, from + len) of a chain, one
+// contiguous piece at a time, pos counted from `from`; stops when f returns
+// false, and returns whether every call returned true.
+template <typename F>
+bool for_each_piece(FrameSegs segs, size_t from, size_t len, F&& f) {
+    size_t pos = 0;
+    for (const std::span<const uint8_t> s : segs) {
+        if (len == pos) break;
+        if (from >= s.size()) {
+            from -= s.size();
+            continue;
+        }
+        const size_t n = std::min(s.size() - from, len - pos);
+        if (!f(s.data() + from, n, pos)) return false;
+        pos += n;
+        from = 0;
+    }
+    return true;
+}
+
 // One caller-owned frame buffer for tx_burst (capacity >= 9216 bytes).
 struct TxFrame {
     std::span<uint8_t> buf;
     uint32_t len = 0;  // filled by the engine
     Qpn qpn;           // the local QP that produced the frame
     bool data = false; // a request or READ response (paced), not an ACK/NAK/CNP
+    // Zero copy (EngineConfig::zero_copy_min): buf holds only the headers
+    // (len bytes), the payload is the ext_len bytes at ext, inside an MR,
+    // and the frame ends with the tail_len bytes of pad and ICRC in tail.
+    // The engine counted the frame in *pin; the runtime takes one off
+    // (release order) once nothing reads ext any more, and dereg_mr refuses
+    // the MR (EBUSY) until every such frame is gone. Null ext: a whole frame.
+    const uint8_t* ext = nullptr;
+    uint32_t ext_len = 0;
+    std::atomic<uint32_t>* pin = nullptr;
+    uint8_t tail[8] = {};
+    uint8_t tail_len = 0;
 };
 
 class Engine {
@@ -99,6 +143,7 @@ public:
 
     // The config must pass validate(); `error` says why not.
     static std::unique_ptr<Engine> create(const EngineConfig& cfg, VerbsError& error);
+    ~Engine();
     // Never copied or moved: the runtimes hold it by pointer (see README, Invariants).
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
@@ -129,6 +174,11 @@ public:
 
     // ---- I/O ----
     void on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx);
+    // The same for a frame received as a chain of segments: every header
+    // must lie in the first (else a split_headers drop); payload, pad and
+    // ICRC may be split anywhere after. The payload is checked and placed
+    // piece by piece, never gathered into one buffer first.
+    void on_frame_chain(FrameSegs segs, Nanos now, Effects& fx);
     void on_timer(Nanos now, Effects& fx);
     // When on_timer is next needed (retransmit, RNR wait, pacing gate);
     // Nanos::max() when nothing is pending.
@@ -167,6 +217,32 @@ private:
         return false;
     }
     void drop(Qp* qp, DropReason r);
+    // recv.cpp: the ICRC state over a received frame's headers (l3 to the
+    // payload), and what follows a passed ICRC check.
+    uint32_t rx_header_state(const uint8_t* l3, size_t hdr, bool v6);
+    void rx_deliver(wire::RocePacket& p, bool placed, Nanos now, Effects& fx);
+    // Calls f(src, n, pos) for each contiguous piece of a received packet's
+    // payload: one call for a flat frame or a held packet, one per segment
+    // for the chained frame being received, whose payload is null.
+    template <typename F>
+    bool for_payload(const wire::RocePacket& p, F&& f) const {
+        if (p.payload || !p.payload_len) return f(p.payload, size_t{p.payload_len}, size_t{0});
+        return for_each_piece(rx_segs_, rx_pay_off_, p.payload_len, f);
+    }
+    // A received packet's payload into host memory at `va` (WRITE), or into
+    // a scatter/gather list from byte `off` (READ responses).
+    void place_payload(const wire::RocePacket& p, uint64_t va, bool cached) const {
+        for_payload(p, [&](const uint8_t* b, size_t n, size_t pos) {
+            place(reinterpret_cast<uint8_t*>(va + pos), b, n, cached);
+            return true;
+        });
+    }
+    void scatter_payload(const wire::RocePacket& p, const SgeList& sgl, uint64_t off) const {
+        for_payload(p, [&](const uint8_t* b, size_t n, size_t pos) {
+            sgl_scatter(sgl, off + pos, b, static_cast<uint32_t>(n));
+            return true;
+        });
+    }
     void notify_cq(uint32_t cq, Effects& fx);
     void complete(Qp& qp, uint32_t cq, const Wc& wc, Effects& fx);
     Wc* complete_slot(uint32_t cq, Effects& fx);
@@ -228,6 +304,9 @@ private:
     uint16_t ip_id_ = 0;
     std::vector<Pd> pds_;
     std::vector<Mr> mrs_;
+    // Zero-copy frames in flight per MR index (TxFrame::pin); released by
+    // whichever thread frees the last mbuf that reads the MR.
+    std::unique_ptr<std::atomic<uint32_t>[]> mr_pins_;
     std::vector<Cq> cqs_;
     std::vector<Srq> srqs_;
     std::vector<Ah> ahs_;
@@ -238,6 +317,10 @@ private:
     wire::RocePacket rx_pkt_, tx_pkt_;  // scratch: the frame being parsed, the frame being built
     wire::AckIcrc rx_ack_icrc_;
     wire::RxIcrc rx_icrc_;  // every other received IPv4 frame
+    const uint8_t* rx_l3_ = nullptr;  // the L3 header of the frame being received
+    // The chained frame being received, when its payload spans segments.
+    FrameSegs rx_segs_;
+    size_t rx_pay_off_ = 0;
 };
 
 }  // namespace rocemu::transport

@@ -41,6 +41,17 @@ public:
         dst_ += n;
     }
 
+    // Zero copy: `n` payload bytes at `src` stay where they are and are only
+    // read, for the ICRC; pad and ICRC go to `tail` (returns their length)
+    // instead of after the headers. Only for a payload of kFusedFrom or more.
+    uint8_t finish_apart(const uint8_t* src, size_t n, uint8_t* tail) {
+        uint32_t st = wire::crc32_update(state_, src, n);
+        for (uint8_t i = 0; i < lay_.pad; ++i) tail[i] = 0;
+        if (lay_.pad) st = wire::crc32_update(st, tail, lay_.pad);
+        wire::store_le32(tail + lay_.pad, ~st);
+        return static_cast<uint8_t>(lay_.pad + wire::kIcrcLen);
+    }
+
     void finish() {
         uint8_t* pad = f_ + lay_.payload_off + lay_.payload_len;
         for (uint8_t i = 0; i < lay_.pad; ++i) pad[i] = 0;

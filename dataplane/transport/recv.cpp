@@ -3,6 +3,9 @@
 // (and owe the sender a CNP), then hand requests to the responder and
 // responses to the completer. Every rejected frame is a counted drop.
 #include "dataplane/transport/engine.hpp"
+#include <cstring>
+
+#include "dataplane/wire/bytes.hpp"
 #include "dataplane/wire/crc32.hpp"
 #include "dataplane/wire/wire.hpp"
 
@@ -21,6 +24,12 @@ wire::QpClass class_of(QpType t) {
 
 }  // namespace
 
+uint32_t Engine::rx_header_state(const uint8_t* l3, size_t hdr, bool v6) {
+    if (v6) return wire::icrc_begin(l3, hdr, true);
+    if (hdr == wire::RxIcrc::kLen) return rx_icrc_.state(l3);
+    return wire::crc32_update(rx_icrc_.state(l3), l3 + wire::RxIcrc::kLen, hdr - wire::RxIcrc::kLen);
+}
+
 void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
     // parse_roce writes every field: the engine's receive packet is reused.
     wire::RocePacket& p = rx_pkt_;
@@ -34,6 +43,7 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
     const Qp* target = resp_place_target(p, dst, staged);
     bool placed = target != nullptr;
     const uint8_t* l3 = frame.data() + p.l3_off;
+    rx_l3_ = l3;
     const size_t icrc_len = p.frame_len - wire::kIcrcLen - p.l3_off;
     uint32_t icrc;
     if (placed) {
@@ -41,10 +51,7 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
         // memory takes streaming stores unless its MR fits the cache
         // (EngineConfig::cached_write_max).
         const size_t hdr = static_cast<size_t>(p.payload - l3);
-        uint32_t st0;
-        if (p.l3.v6) st0 = wire::icrc_begin(l3, hdr, true);
-        else if (hdr == wire::RxIcrc::kLen) st0 = rx_icrc_.state(l3);
-        else st0 = wire::crc32_update(rx_icrc_.state(l3), l3 + wire::RxIcrc::kLen, hdr - wire::RxIcrc::kLen);
+        const uint32_t st0 = rx_header_state(l3, hdr, p.l3.v6);
         const uint8_t* end = p.payload + p.payload_len;
         const uint32_t st = staged || target->write_cached
                                 ? wire::crc32_copy(st0, dst, p.payload, p.payload_len, end)
@@ -61,11 +68,71 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
         drop(nullptr, DropReason::BadIcrc);
         return;
     }
-    ++counters_.rcvd_pkts;
     if (staged) {
         p.payload = dst;
         placed = false;
     }
+    rx_deliver(p, placed, now, fx);
+}
+
+void Engine::on_frame_chain(FrameSegs segs, Nanos now, Effects& fx) {
+    if (segs.size() == 1) return on_frame(segs[0], now, fx);
+    size_t total = 0;
+    for (const std::span<const uint8_t> s : segs) total += s.size();
+    wire::RocePacket& p = rx_pkt_;
+    const wire::ParseError pe = wire::parse_roce_split(segs[0], total, p);
+    if (pe != wire::ParseError::Ok) {
+        drop(nullptr, pe == wire::ParseError::SplitHeaders ? DropReason::SplitHeaders : DropReason::ParseError);
+        return;
+    }
+    const size_t pay_off = p.bth_off + size_t{p.info().hdr_len};
+    const size_t icrc_off = p.frame_len - wire::kIcrcLen;
+    uint8_t carried[wire::kIcrcLen];
+    for_each_piece(segs, icrc_off, wire::kIcrcLen, [&](const uint8_t* b, size_t n, size_t pos) {
+        std::memcpy(carried + pos, b, n);
+        return true;
+    });
+    p.icrc = wire::load_le32(carried);
+    uint8_t* dst = nullptr;
+    bool staged = false;
+    const Qp* target = resp_place_target(p, dst, staged);
+    bool placed = target != nullptr;
+    rx_l3_ = segs[0].data() + p.l3_off;
+    uint32_t st = rx_header_state(rx_l3_, pay_off - p.l3_off, p.l3.v6);
+    const bool cached = placed && (staged || target->write_cached);
+    for_each_piece(segs, pay_off, icrc_off - pay_off, [&](const uint8_t* b, size_t n, size_t pos) {
+        const size_t put = placed && pos < p.payload_len ? std::min<size_t>(n, p.payload_len - pos) : 0;
+        if (put) st = cached ? wire::crc32_copy(st, dst + pos, b, put, b + put) : wire::crc32_place(st, dst + pos, b, put);
+        st = wire::crc32_update(st, b + put, n - put);
+        return true;
+    });
+    if (~st != p.icrc) {
+        drop(nullptr, DropReason::BadIcrc);
+        return;
+    }
+    if (staged) {
+        p.payload = dst;
+        placed = false;
+    } else if (p.payload_len) {
+        // A payload within one segment is read where it lies, as a flat
+        // frame's; one across segments is walked by for_payload.
+        size_t off = pay_off;
+        for (const std::span<const uint8_t> s : segs) {
+            if (off < s.size()) {
+                if (off + p.payload_len <= s.size()) p.payload = s.data() + off;
+                break;
+            }
+            off -= s.size();
+        }
+    }
+    rx_segs_ = segs;
+    rx_pay_off_ = pay_off;
+    rx_deliver(p, placed, now, fx);
+    rx_segs_ = {};
+}
+
+void Engine::rx_deliver(wire::RocePacket& p, bool placed, Nanos now, Effects& fx) {
+    ++counters_.rcvd_pkts;
     if (p.bth.pkey != wire::kDefaultPkey) {
         drop(nullptr, DropReason::BadPkey);
         return;

@@ -162,9 +162,20 @@ bool Engine::req_build_packet(Qp& qp, SendWqe& w, uint32_t pkt, TxFrame& f, uint
     EncodeLayout lay;
     if (!encode_headers(tpl, p, f.buf, lay)) return false;
     FrameWriter fw(f.buf, lay);
-    if (payload) sgl_gather(w.wr.sg_list, off, fw, payload);
-    fw.finish();
-    f.len = static_cast<uint32_t>(lay.frame_len);
+    uint64_t at = off;
+    const Sge* whole = cfg_.zero_copy_min && payload >= cfg_.zero_copy_min ? sgl_within(w.wr.sg_list, at, payload) : nullptr;
+    if (whole) {
+        f.ext = reinterpret_cast<const uint8_t*>(whole->addr) + at;
+        f.ext_len = payload;
+        f.pin = &mr_pins_[whole->lkey >> 8];
+        f.pin->fetch_add(1, std::memory_order_relaxed);
+        f.tail_len = fw.finish_apart(f.ext, payload, f.tail);
+        f.len = lay.payload_off;
+    } else {
+        if (payload) sgl_gather(w.wr.sg_list, off, fw, payload);
+        fw.finish();
+        f.len = static_cast<uint32_t>(lay.frame_len);
+    }
     f.qpn = qp.qpn;
     f.data = true;
     ++qp.counters.sent_pkts;

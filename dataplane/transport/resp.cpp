@@ -212,7 +212,9 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
             }
             if (qp.msg_offset + len > qp.msg_wqe.length)
                 return fail(aeth::kNakInvalidRequest, WcStatus::LocLenErr);
-            if (!placed && len && !resp_scatter(qp, qp.msg_wqe, qp.msg_offset, p.payload, len))
+            if (!placed && len && !for_payload(p, [&](const uint8_t* b, size_t n, size_t pos) {
+                    return resp_scatter(qp, qp.msg_wqe, qp.msg_offset + pos, b, static_cast<uint32_t>(n));
+                }))
                 return fail(aeth::kNakRemoteOperational, WcStatus::LocProtErr);
             qp.msg_offset += len;
             ++qp.counters.rdma_recvs;
@@ -265,8 +267,7 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
                 if (!resp_take_recv(qp, qp.msg_wqe)) return rnr();
                 qp.msg_has_wqe = true;
             }
-            if (!placed && len)
-                place(reinterpret_cast<uint8_t*>(qp.write_va + qp.msg_offset), p.payload, len, qp.write_cached);
+            if (!placed && len) place_payload(p, qp.write_va + qp.msg_offset, qp.write_cached);
             qp.msg_offset += len;
             if (last) {
                 if (info.flags & kOpImm) {
@@ -532,8 +533,7 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos
     h.placed = false;
     uint64_t off;
     if (direct_offset(qp, p, off)) {
-        if (p.payload_len && !placed)
-            place(reinterpret_cast<uint8_t*>(qp.write_va + off), p.payload, p.payload_len, qp.write_cached);
+        if (p.payload_len && !placed) place_payload(p, qp.write_va + off, qp.write_cached);
         h.placed = true;
         ++qp.counters.direct_placed;
         ++counters_.direct_placed;
@@ -545,7 +545,11 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos
         }
         uint8_t* dst = qp.held_data.data() + size_t{slot} * kHeldSlot;
         // A staged payload (resp_place_target) already lies in its slot.
-        if (p.payload_len && p.payload != dst) std::memcpy(dst, p.payload, p.payload_len);
+        if (p.payload_len && p.payload != dst)
+            for_payload(p, [&](const uint8_t* b, size_t n, size_t pos) {
+                std::memcpy(dst + pos, b, n);
+                return true;
+            });
         h.pkt.payload = dst;
     }
     h.used = true;
@@ -620,11 +624,13 @@ void Engine::resp_ud(Qp& qp, const wire::RocePacket& p, Effects& fx) {
     // The first 40 bytes of a UD receive buffer get the GRH: the IPv6 header,
     // or for IPv4 the IPv4 header in its last 20 bytes, as rxe writes it.
     uint8_t grh[kGrh] = {};
-    const uint8_t* l3 = p.payload - p.info().hdr_len - 8 - (p.l3.v6 ? 40 : 20);
+    const uint8_t* l3 = rx_l3_;
     if (p.l3.v6) std::memcpy(grh, l3, 40);
     else std::memcpy(grh + 20, l3, 20);
     if (!resp_scatter(qp, w, 0, grh, kGrh) ||
-        (p.payload_len && !resp_scatter(qp, w, kGrh, p.payload, p.payload_len))) {
+        !for_payload(p, [&](const uint8_t* b, size_t n, size_t pos) {
+            return !n || resp_scatter(qp, w, kGrh + pos, b, static_cast<uint32_t>(n));
+        })) {
         wc.status = WcStatus::LocProtErr;
         complete(qp, qp.init.recv_cq.id, wc, fx);
         return;

@@ -26,6 +26,16 @@ inline void sgl_gather(const SgeList& sgl, uint64_t off, FrameWriter& dst, uint3
     }
 }
 
+// The SGE that holds all of [off, off + len) of the list, with `off` made
+// relative to it; null when the range spans SGEs.
+inline const Sge* sgl_within(const SgeList& sgl, uint64_t& off, uint32_t len) {
+    for (const Sge& s : sgl) {
+        if (off < s.length) return len <= s.length - off ? &s : nullptr;
+        off -= s.length;
+    }
+    return nullptr;
+}
+
 inline void sgl_scatter(const SgeList& sgl, uint64_t off, const uint8_t* src, uint32_t len) {
     for (const Sge& s : sgl) {
         if (len == 0) return;

@@ -222,6 +222,7 @@ enum class DropReason : uint8_t {
     QpError,          // QP is in ERR
     Oversize,         // spraying: an out-of-order payload longer than the path MTU
     UcInvalid,        // UC request that RC would NAK (access, length, opcode); UC drops it
+    SplitHeaders,     // a chained frame whose first segment does not hold every header
     kCount,
 };
 const char* to_string(DropReason r);

@@ -1,5 +1,6 @@
 #include "dataplane/wire/packet.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "dataplane/wire/bytes.hpp"
@@ -15,7 +16,7 @@ constexpr size_t kEthLen = 14, kVlanLen = 4, kIpv4Len = 20, kIpv6Len = 40, kUdpL
 
 constexpr const char* kParseErrorNames[] = {
     "ok", "truncated", "not_ip", "bad_ip_header", "not_udp", "not_roce", "bad_length",
-    "reserved_opcode", "wrong_qp_class", "bad_padcnt", "bad_tver", "bad_icrc",
+    "reserved_opcode", "wrong_qp_class", "bad_padcnt", "bad_tver", "bad_icrc", "split_headers",
 };
 static_assert(std::size(kParseErrorNames) == static_cast<size_t>(ParseError::kCount));
 
@@ -67,16 +68,20 @@ ParseError check_opcode_class(uint8_t opcode, QpClass cls) {
     return info.cls == cls ? ParseError::Ok : ParseError::WrongQpClass;
 }
 
-ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOptions opts) {
-    const uint8_t* f = frame.data();
-    const size_t n = frame.size();
-    size_t off = 0;
+namespace {
 
-    off = parse_eth(frame, out.l2);
-    if (off == 0) return ParseError::Truncated;
+// `f` holds the first `hdr_n` bytes of a frame of `n` bytes (all of it when
+// the frame is flat). Every header must lie in those first bytes; the
+// payload, pad and ICRC may lie beyond them, and are not read.
+ParseError parse_headers(const uint8_t* f, size_t hdr_n, size_t n, RocePacket& out) {
+    // Conservative: a chain too short for the headers is split too.
+    const auto split = [&](size_t need) { return hdr_n < std::min(need, n); };
+    size_t off = parse_eth(std::span(f, hdr_n), out.l2);
+    if (off == 0) return n > hdr_n ? ParseError::SplitHeaders : ParseError::Truncated;
 
     if (out.l2.ethertype == ethertype::kIpv4) {
         if (n < off + kIpv4Len) return ParseError::Truncated;
+        if (split(off + kIpv4Len + kUdpLen + kBthLen)) return ParseError::SplitHeaders;
         const uint8_t* ip = f + off;
         if (ip[0] != 0x45) return ParseError::BadIpHeader;  // version 4, no options (rxe assumes none)
         out.l3.v6 = false;
@@ -99,6 +104,7 @@ ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOpti
         off += kIpv4Len;
     } else if (out.l2.ethertype == ethertype::kIpv6) {
         if (n < off + kIpv6Len) return ParseError::Truncated;
+        if (split(off + kIpv6Len + kUdpLen + kBthLen)) return ParseError::SplitHeaders;
         const uint8_t* ip = f + off;
         if ((ip[0] >> 4) != 6) return ParseError::BadIpHeader;
         const uint8_t tc = static_cast<uint8_t>((ip[0] << 4) | (ip[1] >> 4));
@@ -141,6 +147,7 @@ ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOpti
     if (!info.valid()) return ParseError::ReservedOpcode;
     const size_t after_bth = out.frame_len - off;  // headers + payload + pad + ICRC
     if (after_bth < size_t{info.hdr_len} + kIcrcLen) return ParseError::Truncated;
+    if (split(off + info.hdr_len)) return ParseError::SplitHeaders;
     read_ext_headers(bth.data(), info, out);
 
     const size_t body = after_bth - info.hdr_len - kIcrcLen;  // payload + pad
@@ -155,7 +162,21 @@ ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOpti
             return ParseError::BadPadCnt;  // only the last packet of a message carries pad
         if ((info.flags & kOpFixedPayload) && out.payload_len != 8) return ParseError::BadLength;
     }
+    return ParseError::Ok;
+}
 
+}  // namespace
+
+ParseError parse_roce_split(std::span<const uint8_t> first, size_t frame_len, RocePacket& out) {
+    const ParseError e = parse_headers(first.data(), first.size(), frame_len, out);
+    out.payload = nullptr;
+    return e;
+}
+
+ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOptions opts) {
+    const uint8_t* f = frame.data();
+    const ParseError e = parse_headers(f, frame.size(), frame.size(), out);
+    if (e != ParseError::Ok) return e;
     out.icrc = load_le32(f + out.frame_len - kIcrcLen);
     if (opts.verify_icrc &&
         compute_icrc(f + out.l3_off, out.frame_len - kIcrcLen - out.l3_off, out.l3.v6) != out.icrc)

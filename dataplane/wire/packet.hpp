@@ -166,6 +166,7 @@ enum class ParseError : uint8_t {
     BadPadCnt,        // pad on a non-final packet, or payload+pad not 4-byte aligned
     BadTver,          // BTH transport version is not 0
     BadIcrc,          // invariant CRC mismatch
+    SplitHeaders,     // a chained frame whose first segment does not hold every header
     kCount,
 };
 
@@ -180,6 +181,14 @@ struct ParseOptions {
 // reused frame after frame. On error, fields parsed so far stay in `out`;
 // nothing beyond `frame` is ever read.
 ParseError parse_roce(std::span<const uint8_t> frame, RocePacket& out, ParseOptions opts = {});
+
+// The same for a frame of `frame_len` bytes received in several segments
+// (an mbuf chain), `first` being the first: every header must lie in it
+// (else SplitHeaders). Fills every header field, frame_len and payload_len;
+// `payload` is null and `icrc` is not read: the payload starts at
+// bth_off + info().hdr_len of the chain, and the caller reads the ICRC from
+// the chain's bytes at frame_len - 4.
+ParseError parse_roce_split(std::span<const uint8_t> first, size_t frame_len, RocePacket& out);
 
 // Checks that an opcode is one a QP of class `cls` may receive.
 ParseError check_opcode_class(uint8_t opcode, QpClass cls);

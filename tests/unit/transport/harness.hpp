@@ -70,6 +70,9 @@ public:
     std::function<Nanos()> hook_next_timer;
     std::function<void(Nanos)> hook_on_timer;
     uint64_t frames = 0;
+    // When set, each frame is delivered as a chain (on_frame_chain) cut at
+    // the offsets this returns, each segment in its own allocation.
+    std::function<std::vector<size_t>(std::span<const uint8_t> frame)> cuts;
 
     Engine& operator[](int s) { return *eng[s]; }
 
@@ -80,7 +83,18 @@ public:
                 for (size_t i = 0; i < 32; ++i) fr[i].buf = bufs[i];
                 const uint32_t n = eng[s]->tx_burst(fr, now, fx[s]);
                 if (tx_hook) tx_hook(s, std::span<const TxFrame>(fr, n));
-                for (uint32_t i = 0; i < n; ++i) emit(s, std::span<const uint8_t>(bufs[i].data(), fr[i].len));
+                for (uint32_t i = 0; i < n; ++i) {
+                    if (!fr[i].ext) {
+                        emit(s, std::span<const uint8_t>(bufs[i].data(), fr[i].len));
+                        continue;
+                    }
+                    // A zero-copy frame (EngineConfig::zero_copy_min) goes on the wire whole.
+                    std::vector<uint8_t> whole(bufs[i].begin(), bufs[i].begin() + fr[i].len);
+                    whole.insert(whole.end(), fr[i].ext, fr[i].ext + fr[i].ext_len);
+                    whole.insert(whole.end(), fr[i].tail, fr[i].tail + fr[i].tail_len);
+                    fr[i].pin->fetch_sub(1, std::memory_order_release);
+                    emit(s, whole);
+                }
                 if (n < 32) break;
             }
         }
@@ -98,7 +112,8 @@ public:
         while (!q_.empty() && q_.top().at <= now) {
             Item it = q_.top();
             q_.pop();
-            eng[it.to]->on_frame(it.bytes, now, fx[it.to]);
+            if (cuts) deliver_chain(it.to, it.bytes);
+            else eng[it.to]->on_frame(it.bytes, now, fx[it.to]);
             if (rx_hook) rx_hook(it.to);
         }
         if (hook_on_timer && hook_next_timer() <= now) hook_on_timer(now);
@@ -128,6 +143,19 @@ private:
         std::vector<uint8_t> bytes;
         bool operator<(const Item& o) const { return at != o.at ? at > o.at : seq > o.seq; }
     };
+
+    void deliver_chain(int to, std::span<const uint8_t> f) {
+        std::vector<size_t> at = cuts(f);
+        at.push_back(f.size());
+        std::vector<std::vector<uint8_t>> segs;
+        size_t from = 0;
+        for (const size_t c : at) {
+            segs.emplace_back(f.begin() + static_cast<ptrdiff_t>(from), f.begin() + static_cast<ptrdiff_t>(c));
+            from = c;
+        }
+        std::vector<std::span<const uint8_t>> views(segs.begin(), segs.end());
+        eng[to]->on_frame_chain(views, now, fx[to]);
+    }
 
     void emit(int from, std::span<const uint8_t> f) {
         if (keep_log) sent[from].emplace_back(f.begin(), f.end());

@@ -1,0 +1,263 @@
+// Frames received as chains of segments (Engine::on_frame_chain), as a NIC
+// gets them from a sender that sends payload straight from its MR: the same
+// scenario run with every frame flat and with every frame cut at awkward
+// places must leave the same bytes in memory, the same completions and the
+// same counters. A corrupted frame is dropped for its ICRC either way, and
+// headers cut across segments are a counted drop.
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include "tests/unit/transport/harness.hpp"
+
+namespace rocemu::transport::test {
+namespace {
+
+constexpr size_t kMem = 64 << 10;
+
+// Where a frame's payload starts and ends, and its length up to the ICRC.
+struct Layout {
+    size_t payload_off = 0, payload_end = 0, frame_len = 0;
+};
+Layout layout_of(std::span<const uint8_t> f) {
+    wire::RocePacket p;
+    EXPECT_EQ(wire::parse_roce(f, p, {.verify_icrc = false}), wire::ParseError::Ok);
+    const size_t off = p.bth_off + p.info().hdr_len;
+    return {off, off + p.payload_len, p.frame_len};
+}
+
+struct Outcome {
+    std::vector<uint8_t> mem[2];
+    std::vector<Wc> wcs[2];
+    Counters counters[2];
+};
+
+// RC WRITE (several packets, odd length so the last carries pad), WRITE
+// with immediate, SEND into a posted RECV, READ; or a UD SEND with
+// immediate. Frame `corrupt_index` (if any) arrives with a flipped byte.
+Outcome run(const std::function<std::vector<size_t>(std::span<const uint8_t>)>& cuts, bool ud,
+            uint64_t corrupt_index = ~0ull, uint32_t zero_copy_min = 0,
+            std::vector<std::vector<uint8_t>>* wire0 = nullptr) {
+    EngineConfig cfg;
+    cfg.zero_copy_min = zero_copy_min;
+    Loop L(cfg);
+    L.cuts = cuts;
+    L.keep_log = wire0 != nullptr;
+    L.filter = [&](int, const wire::RocePacket&, uint64_t i) {
+        Delivery d;
+        d.corrupt = i == corrupt_index;
+        return d;
+    };
+    Side s[2];
+    Outcome o;
+    MrHandle mr[2];
+    QpInitAttr t;
+    if (ud) t.qp_type = QpType::Ud;
+    // The same memory every run, so that frames carrying addresses compare.
+    static std::vector<uint8_t> arena[2] = {std::vector<uint8_t>(kMem), std::vector<uint8_t>(kMem)};
+    for (int i = 0; i < 2; ++i) {
+        s[i] = make_side(L[i], t);
+        for (size_t k = 0; k < kMem; ++k) arena[i][k] = static_cast<uint8_t>(i * 101 + k * 7 + k / 251);
+        mr[i] = L[i].reg_mr(s[i].pd, arena[i].data(), kMem, kLocalWrite | kRemoteWrite | kRemoteRead).value;
+    }
+    connect(L, s);
+    auto at = [&](int side, size_t off) { return arena[side].data() + off; };
+    auto post = [&](const SendWr& w) { EXPECT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0])); };
+    auto recv = [&](uint64_t id, size_t off, uint32_t len) {
+        EXPECT_FALSE(L[1].post_recv(s[1].qpn, std::array{make_recv(id, at(1, off), len, mr[1].lkey)}, L.fx[1]));
+    };
+    size_t sends = 0;
+    if (ud) {
+        AddressVector av;
+        av.dgid = ip_of(1);
+        av.dmac = mac_of(1);
+        recv(9, 0, 40 + 509);
+        SendWr w = make_wr(1, WrOpcode::SendWithImm, at(0, 100), 509, mr[0].lkey);
+        w.ah = L[0].create_ah(s[0].pd, av).value;
+        w.remote_qpn = s[1].qpn;
+        w.remote_qkey = 0x1234;
+        w.imm_data = 42;
+        post(w);
+        sends = 1;
+    } else {
+        auto rdma = [&](uint64_t id, WrOpcode op, size_t loff, uint32_t len, size_t roff) {
+            SendWr w = make_wr(id, op, at(0, loff), len, mr[0].lkey);
+            w.remote_addr = reinterpret_cast<uint64_t>(at(1, roff));
+            w.rkey = mr[1].rkey;
+            return w;
+        };
+        recv(7, 30000, 100);  // the WRITE with immediate's
+        recv(8, 20000, 4000);
+        post(rdma(1, WrOpcode::RdmaWrite, 3, 5001, 9));
+        SendWr imm = rdma(2, WrOpcode::RdmaWriteWithImm, 6000, 1030, 11000);
+        imm.imm_data = 5;
+        post(imm);
+        post(make_wr(3, WrOpcode::Send, at(0, 13000), 3001, mr[0].lkey));
+        post(rdma(4, WrOpcode::RdmaRead, 40001, 4099, 50003));
+        sends = 4;
+    }
+    L.run([&] {
+        auto more = drain(L[0], s[0].scq);
+        o.wcs[0].insert(o.wcs[0].end(), more.begin(), more.end());
+        return o.wcs[0].size() >= sends;
+    });
+    L.settle();
+    o.wcs[1] = drain(L[1], s[1].rcq);
+    for (int i = 0; i < 2; ++i) o.counters[i] = L[i].counters();
+    if (wire0) *wire0 = L.sent[0];
+    for (int i = 0; i < 2; ++i) o.mem[i] = arena[i];
+    return o;
+}
+
+void expect_same(const Outcome& flat, const Outcome& chained) {
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_TRUE(flat.mem[i] == chained.mem[i]) << "side " << i << " memory";
+        ASSERT_EQ(flat.wcs[i].size(), chained.wcs[i].size()) << "side " << i;
+        for (size_t k = 0; k < flat.wcs[i].size(); ++k) {
+            EXPECT_EQ(flat.wcs[i][k].wr_id, chained.wcs[i][k].wr_id);
+            EXPECT_EQ(flat.wcs[i][k].status, chained.wcs[i][k].status);
+            EXPECT_EQ(flat.wcs[i][k].opcode, chained.wcs[i][k].opcode);
+            EXPECT_EQ(flat.wcs[i][k].byte_len, chained.wcs[i][k].byte_len);
+            EXPECT_EQ(flat.wcs[i][k].imm_data, chained.wcs[i][k].imm_data);
+        }
+        EXPECT_EQ(flat.counters[i].rcvd_pkts, chained.counters[i].rcvd_pkts);
+        EXPECT_EQ(flat.counters[i].sent_pkts, chained.counters[i].sent_pkts);
+        EXPECT_TRUE(flat.counters[i].drops == chained.counters[i].drops) << "side " << i << " drops";
+    }
+}
+
+// The cut strategies: inside the payload (an odd place), payload | pad |
+// ICRC each in their own segment, and every byte after the headers in a
+// segment of its own.
+std::vector<size_t> inside_payload(std::span<const uint8_t> f) {
+    const Layout l = layout_of(f);
+    if (l.payload_end == l.payload_off) return {l.payload_off + 1};  // an ACK: the ICRC apart, split
+    return {l.payload_off + (l.payload_end - l.payload_off) / 2 + 1};
+}
+std::vector<size_t> own_segments(std::span<const uint8_t> f) {
+    const Layout l = layout_of(f);
+    std::vector<size_t> c{l.payload_off};
+    if (l.payload_end > l.payload_off) c.push_back(l.payload_end);
+    if (l.frame_len - 4 > l.payload_end) c.push_back(l.frame_len - 4);
+    return c;
+}
+std::vector<size_t> one_byte(std::span<const uint8_t> f) {
+    const Layout l = layout_of(f);
+    std::vector<size_t> c;
+    for (size_t i = l.payload_off; i < f.size(); ++i) c.push_back(i);
+    return c;
+}
+
+TEST(TransportChain, RcFramesCutInsideThePayloadActAsFlatOnes) {
+    const Outcome flat = run(nullptr, false);
+    ASSERT_EQ(flat.wcs[0].size(), 4u);
+    for (const Wc& w : flat.wcs[0]) EXPECT_EQ(w.status, WcStatus::Success);
+    ASSERT_EQ(flat.wcs[1].size(), 2u);
+    EXPECT_EQ(flat.wcs[1][1].byte_len, 3001u);
+    EXPECT_TRUE(std::equal(flat.mem[0].begin() + 3, flat.mem[0].begin() + 3 + 5001, flat.mem[1].begin() + 9));
+    EXPECT_TRUE(std::equal(flat.mem[1].begin() + 50003, flat.mem[1].begin() + 50003 + 4099, flat.mem[0].begin() + 40001));
+    expect_same(flat, run(inside_payload, false));
+}
+
+TEST(TransportChain, RcPayloadPadAndIcrcInTheirOwnSegmentsActAsFlat) {
+    expect_same(run(nullptr, false), run(own_segments, false));
+}
+
+TEST(TransportChain, RcOneByteSegmentsActAsFlat) { expect_same(run(nullptr, false), run(one_byte, false)); }
+
+TEST(TransportChain, UdChainsActAsFlat) {
+    const Outcome flat = run(nullptr, true);
+    ASSERT_EQ(flat.wcs[1].size(), 1u);
+    EXPECT_EQ(flat.wcs[1][0].byte_len, 40u + 509u);
+    for (auto* cut : {inside_payload, own_segments, one_byte}) expect_same(flat, run(cut, true));
+}
+
+TEST(TransportChain, ABadIcrcInAChainIsStillDropped) {
+    // Frame 2 is a middle packet of the first WRITE (placed while checked),
+    // frame 7 the SEND's first.
+    for (const uint64_t bad : {2ull, 7ull}) {
+        const Outcome flat = run(nullptr, false, bad);
+        const auto icrc = static_cast<size_t>(DropReason::BadIcrc);
+        EXPECT_EQ(flat.counters[0].drops[icrc] + flat.counters[1].drops[icrc], 1u) << bad;
+        for (auto* cut : {inside_payload, own_segments, one_byte}) expect_same(flat, run(cut, false, bad));
+    }
+}
+
+TEST(TransportChain, HeadersCutAcrossSegmentsAreACountedDrop) {
+    Loop L;
+    L.cuts = [](std::span<const uint8_t> f) { return std::vector<size_t>{layout_of(f).payload_off - 1}; };
+    Side s[2];
+    std::vector<uint8_t> mem(8192, 1);
+    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
+    const MrHandle mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
+    connect(L, s, {.timeout = 1, .retry_cnt = 1});
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{make_wr(1, WrOpcode::Send, mem.data(), 2000, mr.lkey)}, L.fx[0]));
+    L.settle(Nanos::from_s(1));
+    const Counters& c = L[1].counters();
+    EXPECT_EQ(c.rcvd_pkts, 0u);
+    EXPECT_GE(c.drops[static_cast<size_t>(DropReason::SplitHeaders)], 2u);
+    EXPECT_EQ(c.drops[static_cast<size_t>(DropReason::SplitHeaders)], L[0].counters().sent_pkts);
+    EXPECT_EQ(c.drops[static_cast<size_t>(DropReason::ParseError)], 0u);
+}
+
+// Zero copy on the sender (payload of 1 KiB or more lent from the MR, pad
+// and ICRC apart) puts the same bytes on the wire as copying does, and the
+// receiver ends the same, whether it gets the frames flat or as chains.
+TEST(TransportZeroCopy, FramesFromMrPagesAreTheCopiedFramesByteForByte) {
+    std::vector<std::vector<uint8_t>> copied, lent;
+    const Outcome flat = run(nullptr, false, ~0ull, 0, &copied);
+    const Outcome zc = run(nullptr, false, ~0ull, 1024, &lent);
+    ASSERT_EQ(copied.size(), lent.size());
+    for (size_t i = 0; i < copied.size(); ++i) EXPECT_TRUE(copied[i] == lent[i]) << "frame " << i;
+    expect_same(flat, zc);
+    expect_same(flat, run(own_segments, false, ~0ull, 1024));
+    // A corrupted lent frame is retransmitted from the MR again.
+    expect_same(run(nullptr, false, 2), run(nullptr, false, 2, 1024));
+}
+
+TEST(TransportZeroCopy, AnMrWithFramesInFlightCannotBeDeregistered) {
+    EngineConfig cfg;
+    cfg.zero_copy_min = 1024;
+    Loop L(cfg);
+    Side s[2];
+    std::vector<uint8_t> mem(3 << 10, 7), far(8 << 10);
+    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
+    const MrHandle mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
+    const MrHandle dst = L[1].reg_mr(s[1].pd, far.data(), far.size(), kLocalWrite | kRemoteWrite).value;
+    connect(L, s);
+    SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem.data(), 3000, mr.lkey);  // 1024 + 1024 + 952
+    w.remote_addr = reinterpret_cast<uint64_t>(far.data());
+    w.rkey = dst.rkey;
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    std::vector<std::vector<uint8_t>> bufs(4, std::vector<uint8_t>(Engine::kMinTxBuf));
+    TxFrame fr[4];
+    for (int i = 0; i < 4; ++i) fr[i].buf = bufs[i];
+    ASSERT_EQ(L[0].tx_burst(fr, L.now, L.fx[0]), 3u);
+    ASSERT_TRUE(fr[0].ext && fr[1].ext);
+    EXPECT_FALSE(fr[2].ext);  // 952 bytes: below the threshold, copied
+    EXPECT_EQ(fr[0].ext, mem.data());
+    EXPECT_EQ(fr[1].ext, mem.data() + 1024);
+    EXPECT_EQ(fr[0].pin, fr[1].pin);
+    EXPECT_EQ(fr[0].pin->load(), 2u);
+    EXPECT_EQ(fr[0].tail_len, 4);
+    const VerbsError busy = L[0].dereg_mr(mr);
+    EXPECT_EQ(busy.err, EBUSY);
+    EXPECT_EQ(busy.msg, "MR has 2 zero-copy frames in flight that read its memory");
+    fr[0].pin->fetch_sub(1);
+    EXPECT_EQ(L[0].dereg_mr(mr).err, EBUSY);
+    fr[1].pin->fetch_sub(1);
+    EXPECT_FALSE(L[0].dereg_mr(mr));
+}
+
+TEST(TransportZeroCopy, AThresholdBelowTheFusedCopyIsRefused) {
+    EngineConfig cfg;
+    cfg.gids = {ip_of(0)};
+    cfg.zero_copy_min = 256;
+    VerbsError e;
+    EXPECT_EQ(Engine::create(cfg, e), nullptr);
+    EXPECT_STREQ(e.attr, "zero_copy_min");
+}
+
+}  // namespace
+}  // namespace rocemu::transport::test
