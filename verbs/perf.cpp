@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "dataplane/dpdk/eal.hpp"
 #include "tools/rocemu/oob.hpp"
@@ -507,6 +508,7 @@ namespace {
 //   each:   READY                        (its QPs are at RTS; the server's RECVs are posted)
 //   client: DONE counts... figures...    | ABORT message
 //   server: RESULT bad_count message     (the server's checks; also ABORT at any time)
+//   client: closes the connection once its port is closed; the server exits after that
 constexpr const char* kProtocol = "rocemu-perf/1";
 
 std::vector<std::string> words(const std::string& line) {
@@ -580,6 +582,7 @@ public:
 
     int run(PerfResult& out, std::string& error) {
         const int e = peer_.server.empty() ? serve(out) : client(out);
+        if (client_side() && peer_.linger) *peer_.linger = std::move(conn_);
         error = error_;
         return e;
     }
@@ -812,6 +815,10 @@ private:
             if (bad) what = fmt::format("{} {} messages with wrong bytes in the server's memory", bad, to_string(o_.op));
         }
         if (!send(fmt::format("RESULT {} {}", bad, what))) return EIO;
+        // No more polling: wait for the client to close the connection, which it does after its port (see
+        // PerfPeer::linger), so that neither side's memif disconnects under the other's poll.
+        std::string ignored;
+        conn_->recv(line, peer_.wait, ignored, [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
         out.verify_errors = bad + client_bad;
         if (bad) error_ = what;
         else if (client_bad) error_ = fmt::format("the client found {} {}s with wrong bytes", client_bad, to_string(o_.op));

@@ -4,10 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "verbs/verbs.hpp"
+
+namespace rocemu::oob {
+class LineConn;
+}
 
 namespace rocemu::verbs {
 
@@ -69,6 +74,10 @@ struct PerfPeer {
     PathMtu mtu = PathMtu::Mtu1024;  // the local path MTU; the smaller of both sides' is used
     bool size_given = false;         // server: -s was given, so the client's size must match it
     Nanos wait = Nanos::from_s(60);  // for the client to come, and for either side to answer
+    // Client: receives the TCP connection when the run is over, for the caller to close only after its device.
+    // The server closes its port once that connection closes: a memif peer that disconnects while this side
+    // still polls crashes DPDK's memif RX (rings unmapped under the poll). nullptr: closed on return.
+    std::unique_ptr<oob::LineConn>* linger = nullptr;
 };
 
 // Runs one side on `ctx`, a device in App mode. The client drives the run

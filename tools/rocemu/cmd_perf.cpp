@@ -11,6 +11,7 @@
 
 #include "tools/rocemu/commands.hpp"
 #include "tools/rocemu/nic_cli.hpp"
+#include "tools/rocemu/oob.hpp"
 #include "verbs/perf.hpp"
 
 namespace rocemu::cli {
@@ -100,6 +101,7 @@ int run_two_process(PerfOp op, PerfCliOptions o) {
     srand48(static_cast<long>(getpid()) * static_cast<long>(time(nullptr)));
     std::string error;
     int status = 0;
+    std::unique_ptr<oob::LineConn> linger;  // the client's TCP connection, closed after its device (PerfPeer::linger)
     {
         DeviceOptions d = device_options(o.nic);  // --cc, --nic-profile, ... included
         d.progress = Progress::App;  // one thread per process: no poll thread competing for the core
@@ -116,6 +118,7 @@ int run_two_process(PerfOp op, PerfCliOptions o) {
         peer.tcp_port = static_cast<uint16_t>(o.tcp_port);
         peer.size_given = o.size_given;
         peer.wait = Nanos::from_s(o.wait_s);
+        peer.linger = &linger;
         if (std::string e = resolve_gid_and_mtu(*ctx, o.nic, peer.gid_index, peer.mtu); !e.empty()) {
             fmt::print(stderr, "rocemu perf: {}\n", e);
             return 1;
