@@ -325,7 +325,7 @@ std::unique_ptr<Context> Context::open(const DeviceOptions& opts, const std::vec
     dpdk::NicProfile profile = opts.nic;
     profile.port_speed = opts.link_speed;
     profile.pfc_priority = opts.pfc_priority;
-    m->engine = transport::Engine::create(dpdk::engine_config(*m->stack, profile, base), e);
+    m->engine = transport::Engine::create(dpdk::engine_config(*m->stack, profile, *m->port, base), e);
     if (!m->engine) {
         error = e.msg;
         return nullptr;

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <concepts>
 #include <cstring>
 #include <span>
@@ -30,10 +31,19 @@
 namespace rocemu::dpdk {
 
 // A frame buffer the loop lends the upper: an mbuf's data area, and the
-// length of the frame the upper wrote into it.
+// length of the frame the upper wrote into it. A zero-copy frame
+// (transport::TxFrame::ext) has only its headers there: its payload is
+// ext_len bytes at ext (an MR's), and pad + ICRC are tail; the loop sends
+// the three as a chain and takes the frame off *pin when the payload's mbuf
+// is freed.
 struct TxSlot {
     std::span<uint8_t> buf;
     uint32_t len = 0;
+    const uint8_t* ext = nullptr;
+    uint32_t ext_len = 0;
+    std::atomic<uint32_t>* pin = nullptr;
+    uint8_t tail[8] = {};
+    uint8_t tail_len = 0;
 };
 
 template <typename U>
@@ -56,6 +66,14 @@ concept BindsHost = requires(U u, host::HostStack& h) { u.bind_host(h); };
 // An upper that can answer CounterQuery (engine and per-QP counters) on the loop thread.
 template <typename U>
 concept AnswersQueries = requires(U u, CounterQuery& q) { u.answer(q); };
+
+// An upper that takes a RoCEv2 frame received as an mbuf chain, segment by
+// segment (every header in the first): a sender's zero-copy frame that
+// net_ring handed over as it was sent.
+template <typename U>
+concept TakesChains = requires(U u, std::span<const std::span<const uint8_t>> segs, Nanos now) {
+    u.on_roce_chain(segs, now);
+};
 
 // An upper with no RDMA: RoCEv2 frames are dropped and counted.
 struct NoTransport {
@@ -86,6 +104,8 @@ template <NicUpper Upper>
 class Nic {
 public:
     static constexpr uint16_t kBurst = 32;
+    // Longest chain taken on RX; a sender's zero-copy frame has 3 segments.
+    static constexpr uint16_t kMaxSegs = 16;
     // Frames the loop takes from the PMD ahead of handling them (power of two).
     static constexpr uint32_t kRxBacklog = 4096;
 
@@ -203,8 +223,7 @@ private:
         stats_.add(PortStat::RxPackets);
         stats_.add(PortStat::RxBytes, rte_pktmbuf_pkt_len(m));
         if (m->nb_segs != 1) {
-            stats_.add(PortStat::DropMultiSegment);
-            release(m);
+            receive_chain(m);
             return;
         }
         const std::span<uint8_t> frame(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m));
@@ -229,6 +248,28 @@ private:
             case host::RxVerdict::Consumed:
             case host::RxVerdict::Drop:
                 break;
+        }
+        release(m);
+    }
+
+    // A chain goes to the host stack as its first segment, and only RoCEv2
+    // passes (what the host stack answers in place needs one segment); the
+    // upper reads the payload where each segment holds it.
+    void receive_chain(rte_mbuf* m) {
+        std::span<const uint8_t> segs[kMaxSegs];
+        uint16_t n = 0;
+        if (TakesChains<Upper> && m->nb_segs <= kMaxSegs)
+            for (rte_mbuf* s = m; s; s = s->next) segs[n++] = {rte_pktmbuf_mtod(s, const uint8_t*), s->data_len};
+        if (n == 0) {
+            stats_.add(PortStat::DropMultiSegment);
+            release(m);
+            return;
+        }
+        const std::span<uint8_t> first(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m));
+        const host::RxResult r = host_.on_frame(first, now_, fx_, rte_pktmbuf_pkt_len(m));
+        if (r.verdict == host::RxVerdict::Transport) {
+            if (cfg_.mark_ce_every) mark_ce(first);
+            if constexpr (TakesChains<Upper>) upper_.on_roce_chain(std::span<const std::span<const uint8_t>>(segs, n), now_);
         }
         release(m);
     }
@@ -365,11 +406,49 @@ private:
         if (n) stats_.add(PortStat::TxPulls);
         for (size_t i = 0; i < n; ++i, ++stash_lo_) {
             rte_mbuf* m = stash_[stash_lo_];
-            m->data_len = static_cast<uint16_t>(stash_slot_[stash_lo_].len);
-            m->pkt_len = stash_slot_[stash_lo_].len;
+            TxSlot& s = stash_slot_[stash_lo_];
+            m->data_len = static_cast<uint16_t>(s.len);
+            m->pkt_len = s.len;
+            if (s.ext) chain(m, s);
             enqueue(m);
         }
     }
+
+    // A zero-copy frame leaves as a chain: its headers in `m`, then an mbuf
+    // attached to the MR's bytes, then pad + ICRC in a third. The attached
+    // mbuf's shared info lies in that mbuf's own (unused) data room, so it
+    // lives exactly as long as the attachment, and its free callback takes
+    // the frame off the MR's pin on whichever thread frees it last. Without
+    // two mbufs for it, or on a port that sends no chains, the frame is made
+    // whole in `m` (one copy, as before zero copy).
+    void chain(rte_mbuf* m, TxSlot& s) {
+        rte_mbuf* seg[2];
+        if (!port_.takes_chains() || rte_pktmbuf_alloc_bulk(port_.pool(), seg, 2) != 0) {
+            if (port_.takes_chains()) stats_.add(PortStat::TxZeroCopyShort);
+            uint8_t* end = rte_pktmbuf_mtod(m, uint8_t*) + s.len;
+            std::memcpy(end, s.ext, s.ext_len);
+            std::memcpy(end + s.ext_len, s.tail, s.tail_len);
+            m->data_len = static_cast<uint16_t>(s.len + s.ext_len + s.tail_len);
+            m->pkt_len = m->data_len;
+            s.pin->fetch_sub(1, std::memory_order_release);
+            return;
+        }
+        auto* sh = rte_pktmbuf_mtod(seg[0], rte_mbuf_ext_shared_info*);
+        sh->free_cb = unpin;
+        sh->fcb_opaque = s.pin;
+        rte_mbuf_ext_refcnt_set(sh, 1);
+        rte_pktmbuf_attach_extbuf(seg[0], const_cast<uint8_t*>(s.ext), RTE_BAD_IOVA, static_cast<uint16_t>(s.ext_len),
+                                  sh);
+        seg[0]->data_len = static_cast<uint16_t>(s.ext_len);
+        std::memcpy(rte_pktmbuf_mtod(seg[1], uint8_t*), s.tail, s.tail_len);
+        seg[1]->data_len = s.tail_len;
+        m->next = seg[0];
+        seg[0]->next = seg[1];
+        m->nb_segs = 3;
+        m->pkt_len = s.len + s.ext_len + s.tail_len;
+        stats_.add(PortStat::TxZeroCopy);
+    }
+    static void unpin(void*, void* pin) { static_cast<std::atomic<uint32_t>*>(pin)->fetch_sub(1, std::memory_order_release); }
 
     uint16_t stashed() const { return kBurst - stash_lo_; }
 

@@ -29,6 +29,11 @@ struct NicProfile {
     // single-packet WRITEs is answered by one cumulative ACK, not one each.
     // Linux rxe completes every WQE an ACK covers, so it takes them too.
     bool coalesce_acks = true;
+    // --zero-copy-min: request payload of at least this many bytes (and at
+    // least 512, the engine's fused copy) is sent from the MR's pages, not
+    // copied into the frame, on a port that takes chains
+    // (Port::takes_chains); 0: always copied.
+    uint32_t zero_copy_min = 1024;
 
     // Responder QPs send CNPs for CE-marked packets.
     bool cnp_enabled() const { return send_cnp && cc.algorithm != cc::CcAlgorithm::kNone; }

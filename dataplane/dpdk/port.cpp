@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <rte_cycles.h>
 #include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 namespace rocemu::dpdk {
 
@@ -70,6 +72,10 @@ bool Port::start(const PortConfig& cfg, std::string& error) {
         return false;
     }
     device_ = info.device;
+    const std::string_view drv = info.driver_name ? info.driver_name : "";
+    const rte_devargs* da = rte_dev_devargs(info.device);
+    const std::string_view args = da && da->args ? da->args : "";
+    takes_chains_ = drv == "net_ring" || (drv == "net_memif" && args.find("zero-copy=yes") == std::string_view::npos);
     // A jumbo MTU gets room for a whole 10 KB frame: some PMDs (af_packet
     // with framesz=9216) hand over their entire socket frame in one mbuf.
     constexpr uint32_t kJumboRoom = 10240;

@@ -48,6 +48,13 @@ public:
     uint16_t mtu() const { return mtu_; }
     bool link_up() const;
     rte_mempool* pool() const { return pool_; }
+    // Whether its PMD sends an mbuf chain as the frame it holds, so the
+    // engine may send payload from the MR's pages (zero copy): net_ring hands
+    // the chain over, memif in copy mode copies each segment into its ring
+    // (eth_memif_tx follows ->next). memif zero-copy passes segments as
+    // offsets into DPDK memory, which an MR is not in; af_packet, tap and
+    // vhost are not checked yet, so they get whole frames.
+    bool takes_chains() const { return takes_chains_; }
     // Accept frames to any MAC: needed when the host's MAC is not the device's.
     bool set_promiscuous(bool on);
 
@@ -64,6 +71,7 @@ private:
     wire::MacAddr mac_;
     uint16_t mtu_ = 1500;
     rte_mempool* pool_ = nullptr;
+    bool takes_chains_ = false;
 };
 
 // Two rte_rings crossed between two ports (side 0 sends into the ring side

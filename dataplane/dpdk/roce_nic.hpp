@@ -63,6 +63,13 @@ inline transport::EngineConfig engine_config(const host::HostStack& stack, const
     return engine_config(stack, base);
 }
 
+// The same, for an engine on `port`: zero copy only where the port takes chains.
+inline transport::EngineConfig engine_config(const host::HostStack& stack, const NicProfile& profile, const Port& port,
+                                             transport::EngineConfig base = {}) {
+    base.zero_copy_min = port.takes_chains() ? profile.zero_copy_min : 0;
+    return engine_config(stack, profile, base);
+}
+
 // The loop's part of the profile: PFC from the receive backlog and the lab knobs.
 inline NicConfig nic_config(const NicProfile& profile, NicConfig base = {}) {
     base.pfc_rx.xoff = profile.pfc_rx_xoff;
@@ -138,12 +145,11 @@ public:
 
     void on_roce(std::span<const uint8_t> frame, Nanos now) {
         engine_.on_frame(frame, now, fx_);
-        if (fx_.cnp_received.empty()) return;
-        // CNPs are consumed here: the reaction point is this object's job.
-        for (const Qpn q : fx_.cnp_received)
-            if (!cc_ || !cc_->qp_cc(q)) ++cnp_ignored_;
-        if (cc_) cc_->after_rx(fx_, now);
-        fx_.cnp_received.clear();
+        after_rx(now);
+    }
+    void on_roce_chain(std::span<const std::span<const uint8_t>> segs, Nanos now) {
+        engine_.on_frame_chain(segs, now, fx_);
+        after_rx(now);
     }
     // The host stack has counted the frame (rx_pfc); here it pauses TX.
     void on_pfc(std::span<const uint8_t> frame, Nanos now) {
@@ -201,7 +207,17 @@ public:
                     if (frames_[i].data && !cc_->qp_cc(frames_[i].qpn)) cc_->attach(frames_[i].qpn);
                 cc_->after_tx(std::span(frames_.data(), got), now);
             }
-            for (uint32_t i = 0; i < got; ++i) out[n + i].len = frames_[i].len;
+            for (uint32_t i = 0; i < got; ++i) {
+                const transport::TxFrame& f = frames_[i];
+                TxSlot& s = out[n + i];
+                s.len = f.len;
+                s.ext = f.ext;
+                if (!f.ext) continue;
+                s.ext_len = f.ext_len;
+                s.pin = f.pin;
+                std::memcpy(s.tail, f.tail, sizeof s.tail);
+                s.tail_len = f.tail_len;
+            }
             n += got;
             if (got < want) break;
         }
@@ -281,6 +297,14 @@ public:
     transport::Effects& effects() { return fx_; }
 
 private:
+    // CNPs are consumed here: the reaction point is this object's job.
+    void after_rx(Nanos now) {
+        if (fx_.cnp_received.empty()) return;
+        for (const Qpn q : fx_.cnp_received)
+            if (!cc_ || !cc_->qp_cc(q)) ++cnp_ignored_;
+        if (cc_) cc_->after_rx(fx_, now);
+        fx_.cnp_received.clear();
+    }
     void apply(DeferredModify& d, const host::PathResult* path) {
         if (path) complete_av(*path, d.attr.ah_attr);
         const transport::VerbsError err = engine_.modify_qp(d.qpn, d.attr, d.mask, fx_);

@@ -15,6 +15,8 @@ const char* to_string(PortStat s) {
         case PortStat::TxBursts: return "tx_bursts";
         case PortStat::TxPulls: return "tx_pulls";
         case PortStat::TxPoolShort: return "tx_pool_short";
+        case PortStat::TxZeroCopy: return "tx_zero_copy";
+        case PortStat::TxZeroCopyShort: return "tx_zero_copy_short";
         case PortStat::DropTxFull: return "drop_tx_full";
         case PortStat::DropNoMbuf: return "drop_no_mbuf";
         case PortStat::DropMultiSegment: return "drop_multi_segment";

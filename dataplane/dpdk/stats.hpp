@@ -27,9 +27,11 @@ enum class PortStat : uint8_t {
     // Turns in which the pool could not refill the TX stash in bulk. Nothing
     // is lost: the upper keeps what it could not lend until mbufs return.
     TxPoolShort,
+    TxZeroCopy,       // frames sent as a chain with their payload in the MR's pages
+    TxZeroCopyShort,  // zero-copy frames made whole because the pool had no two mbufs for the chain
     DropTxFull,        // a frame found the TX buffer full of frames the PMD's queue would not take
     DropNoMbuf,        // no mbuf for a frame the NIC originates
-    DropMultiSegment,  // received frames spread over several mbufs
+    DropMultiSegment,  // received chains the upper cannot take (more than Nic::kMaxSegs segments)
     DropNoTransport,   // RoCEv2 frames with no transport engine attached
     CaptureLost,       // frames the capture could not copy
     LabCeMarked,       // received frames marked CE by --mark-ce-every

@@ -91,6 +91,7 @@ struct NicCliOptions {
     bool no_ack_coalescing = false;
     RxPfcCliOptions rx;
     uint32_t mark_ce_every = 0;
+    int64_t zero_copy_min = -1;  // -1: the profile's default
     dpdk::NicProfile profile;
 };
 
@@ -114,6 +115,10 @@ inline void add_nic_profile_options(CLI::App* cmd, NicCliOptions& o) {
                   "answer every AckReq packet with its own ACK, as Linux rxe does (default: ACKs that have not left "
                   "yet are merged, as on ConnectX)");
     add_rx_pfc_options(cmd, o.rx);
+    cmd->add_option("--zero-copy-min", o.zero_copy_min,
+                    "send request payload of at least N bytes from the MR's pages, not copied into the frame, on "
+                    "ports that take mbuf chains (net_ring, memif copy mode); 0: always copy (default 1024, at "
+                    "least 512)");
     cmd->add_option("--mark-ce-every", o.mark_ce_every,
                     "lab: mark every Nth ECN-capable RoCEv2 frame received as CE, as a congested switch would");
 }
@@ -133,6 +138,11 @@ inline std::string make_nic_profile(NicCliOptions& o) {
     if (!o.cc.empty()) p.cc.algorithm = o.cc == "none" ? cc::CcAlgorithm::kNone : cc::CcAlgorithm::kDcqcn;
     p.send_cnp = !o.no_cnp;
     p.coalesce_acks = !o.no_ack_coalescing;
+    if (o.zero_copy_min >= 0) {
+        if (o.zero_copy_min != 0 && (o.zero_copy_min < 512 || o.zero_copy_min > 4096))
+            return fmt::format("--zero-copy-min {} is out of range; allowed 0 (off) or [512, 4096]", o.zero_copy_min);
+        p.zero_copy_min = static_cast<uint32_t>(o.zero_copy_min);
+    }
     dpdk::RxPfcConfig pfc;
     if (std::string e = make_rx_pfc(o.rx, pfc); !e.empty()) return e;
     p.pfc_rx_xoff = pfc.xoff;

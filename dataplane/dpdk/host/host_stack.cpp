@@ -34,6 +34,7 @@ const char* to_string(HostDrop d) {
         case HostDrop::RoceNotForUs: return "roce_not_for_us";
         case HostDrop::Ipv6Unsupported: return "ipv6_unsupported";
         case HostDrop::EffectsFull: return "effects_full";
+        case HostDrop::Chained: return "chained";
         case HostDrop::kCount: break;
     }
     return "unknown";
@@ -122,13 +123,14 @@ void HostStack::send_arp(uint16_t oper, const wire::MacAddr& dst, const wire::Ma
 
 void HostStack::announce(HostEffects& fx) { send_arp(wire::kArpRequest, wire::MacAddr::broadcast(), {}, cfg_.ipv4, fx); }
 
-RxResult HostStack::on_frame(std::span<uint8_t> frame, Nanos now, HostEffects& fx) {
+RxResult HostStack::on_frame(std::span<uint8_t> frame, Nanos now, HostEffects& fx, size_t wire_len) {
     count(HostEvent::RxFrames);
     wire::EthView eth;
     if (!wire::parse_eth(frame, eth)) return drop(HostDrop::Truncated);
     if (eth.l2.dst != cfg_.mac && !eth.l2.dst.is_multicast()) return drop(HostDrop::WrongDstMac);
     if (eth.l2.ethertype == wire::ethertype::kMacControl && !eth.l2.vlan) {
         const wire::FrameKind k = wire::classify(frame);
+        if (wire_len > frame.size()) return drop(HostDrop::Chained);
         if (k == wire::FrameKind::Pfc || k == wire::FrameKind::Pause) {
             count(HostEvent::RxPfc);
             return {RxVerdict::Pfc, HostDrop::None, 0};
@@ -139,9 +141,9 @@ RxResult HostStack::on_frame(std::span<uint8_t> frame, Nanos now, HostEffects& f
     const uint16_t vid = eth.l2.vlan ? eth.l2.vid : 0;
     if (vid != cfg_.vlan.value_or(0)) return drop(HostDrop::WrongVlan);
     switch (eth.l2.ethertype) {
-        case wire::ethertype::kArp: return handle_arp(frame, now, fx);
-        case wire::ethertype::kIpv4: return handle_ipv4(frame, eth.l2, eth.l3_off, fx);
-        case wire::ethertype::kIpv6: return handle_ipv6(frame, eth.l2, eth.l3_off, fx);
+        case wire::ethertype::kArp: return wire_len > frame.size() ? drop(HostDrop::Chained) : handle_arp(frame, now, fx);
+        case wire::ethertype::kIpv4: return handle_ipv4(frame, eth.l2, eth.l3_off, fx, wire_len);
+        case wire::ethertype::kIpv6: return handle_ipv6(frame, eth.l2, eth.l3_off, fx, wire_len);
         default: return drop(HostDrop::UnsupportedEthertype);
     }
 }
@@ -177,12 +179,13 @@ RxResult HostStack::handle_arp(std::span<uint8_t> frame, Nanos now, HostEffects&
     return {RxVerdict::Reply, HostDrop::None, static_cast<uint16_t>(std::max(n, std::min(frame.size(), kEthMinFrame)))};
 }
 
-RxResult HostStack::handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx) {
+RxResult HostStack::handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx,
+                                size_t wire_len) {
     Ipv4Header ip;
     // A RoCEv2 frame's header checksum is left to the transport's parse
     // (wire::parse_roce checks it for every frame it takes): summing it here
     // too cost a second pass per packet.
-    switch (parse_ipv4(frame, l3_off, ip, false)) {
+    switch (parse_ipv4(frame, l3_off, ip, false, wire_len)) {
         case Ipv4Error::Ok: break;
         case Ipv4Error::Truncated: return drop(HostDrop::Truncated);
         case Ipv4Error::BadHeader: return drop(HostDrop::IpBadHeader);
@@ -198,6 +201,7 @@ RxResult HostStack::handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, si
         return {RxVerdict::Transport, HostDrop::None, 0};
     }
     if (ip.proto != kIpProtoIcmp) return drop(HostDrop::IpProtoUnsupported);
+    if (wire_len > frame.size()) return drop(HostDrop::Chained);
     uint8_t* ipb = frame.data() + l3_off;
     uint8_t* icmp = ipb + ip.ihl_bytes;
     const size_t icmp_len = ip.total_len - ip.ihl_bytes;
@@ -231,15 +235,17 @@ RxResult HostStack::handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, si
     return {RxVerdict::Reply, HostDrop::None, static_cast<uint16_t>(l3_off + ip.total_len)};
 }
 
-RxResult HostStack::handle_ipv6(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx) {
+RxResult HostStack::handle_ipv6(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx,
+                                size_t wire_len) {
     Ipv6Header ip;
-    if (!parse_ipv6(frame, l3_off, ip)) return drop(HostDrop::Truncated);
+    if (!parse_ipv6(frame, l3_off, ip, wire_len)) return drop(HostDrop::Truncated);
     if (wire::classify(frame) == wire::FrameKind::Roce) {
         if (gids_.find_v2(ip.dst) < 0) return drop(HostDrop::RoceNotForUs);
         count(HostEvent::RxRoce);
         return {RxVerdict::Transport, HostDrop::None, 0};
     }
     if (ip.next_header != kIpProtoIcmp6) return drop(HostDrop::Ipv6Unsupported);
+    if (wire_len > frame.size()) return drop(HostDrop::Chained);
     const wire::IpAddr ours = link_local_gid(cfg_.mac);
     uint8_t* ipb = frame.data() + l3_off;
     uint8_t* icmp = ipb + kIpv6HeaderLen;

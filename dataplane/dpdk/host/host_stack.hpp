@@ -56,6 +56,7 @@ enum class HostDrop : uint8_t {
     RoceNotForUs,
     Ipv6Unsupported,  // IPv6 that is neither RoCEv2, echo nor neighbour solicitation
     EffectsFull,
+    Chained,  // a frame in several segments that is not RoCEv2 (ARP, ICMP, PFC need one segment)
     kCount,
 };
 const char* to_string(HostDrop d);
@@ -152,7 +153,9 @@ public:
 
     // Classifies and handles one received frame. The frame may be rewritten in
     // place (verdict Reply); its buffer must stay valid only during the call.
-    RxResult on_frame(std::span<uint8_t> frame, Nanos now, HostEffects& fx);
+    // `wire_len`: the whole frame's length when `frame` is the first segment
+    // of a chain; only RoCEv2 (to the transport) is taken from a chain.
+    RxResult on_frame(std::span<uint8_t> frame, Nanos now, HostEffects& fx, size_t wire_len = 0);
 
     // Probes and expiries of the ARP cache.
     void on_timer(Nanos now, HostEffects& fx);
@@ -173,8 +176,8 @@ public:
 
 private:
     RxResult handle_arp(std::span<uint8_t> frame, Nanos now, HostEffects& fx);
-    RxResult handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx);
-    RxResult handle_ipv6(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx);
+    RxResult handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx, size_t wire_len);
+    RxResult handle_ipv6(std::span<uint8_t> frame, const wire::L2& l2, size_t l3_off, HostEffects& fx, size_t wire_len);
     RxResult drop(HostDrop d);
     void count(HostEvent e) { ++counters_.events[static_cast<size_t>(e)]; }
     HostEffect* emit(HostEffects& fx, HostEffect::Kind kind);

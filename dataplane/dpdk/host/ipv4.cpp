@@ -1,5 +1,6 @@
 #include "dataplane/dpdk/host/ipv4.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "dataplane/wire/bytes.hpp"
@@ -12,14 +13,15 @@ using wire::load_be32;
 using wire::store_be16;
 using wire::store_be32;
 
-Ipv4Error parse_ipv4(std::span<const uint8_t> frame, size_t l3_off, Ipv4Header& out, bool check_sum) {
+Ipv4Error parse_ipv4(std::span<const uint8_t> frame, size_t l3_off, Ipv4Header& out, bool check_sum,
+                     size_t wire_len) {
     if (frame.size() < l3_off + 20) return Ipv4Error::Truncated;
     const uint8_t* ip = frame.data() + l3_off;
     if ((ip[0] >> 4) != 4) return Ipv4Error::BadHeader;
     out.ihl_bytes = static_cast<uint16_t>((ip[0] & 0x0F) * 4);
     out.total_len = load_be16(ip + 2);
     if (out.ihl_bytes < 20 || out.total_len < out.ihl_bytes) return Ipv4Error::BadHeader;
-    if (frame.size() < l3_off + out.total_len) return Ipv4Error::Truncated;
+    if (std::max(frame.size(), wire_len) < l3_off + out.total_len) return Ipv4Error::Truncated;
     if (check_sum && wire::ip_checksum(ip, out.ihl_bytes) != 0) return Ipv4Error::BadChecksum;
     out.frag = load_be16(ip + 6);
     out.ttl = ip[8];

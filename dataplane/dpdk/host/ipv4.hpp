@@ -27,7 +27,10 @@ enum class Ipv4Error : uint8_t { Ok, Truncated, BadHeader, BadChecksum };
 // Reads the IPv4 header at `l3_off`, checking version, IHL and lengths, and
 // the checksum unless `check_sum` is false (the caller checks it later, or
 // leaves it to a parser that checks it anyway).
-Ipv4Error parse_ipv4(std::span<const uint8_t> frame, size_t l3_off, Ipv4Header& out, bool check_sum = true);
+// `wire_len`: the whole frame's length when `frame` is only its first
+// segment (an mbuf chain); 0 when `frame` is all of it.
+Ipv4Error parse_ipv4(std::span<const uint8_t> frame, size_t l3_off, Ipv4Header& out, bool check_sum = true,
+                     size_t wire_len = 0);
 
 struct IcmpEcho {
     uint8_t type = kIcmpEchoRequest;

@@ -1,5 +1,6 @@
 #include "dataplane/dpdk/host/ipv6.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "dataplane/wire/bytes.hpp"
@@ -21,7 +22,7 @@ uint32_t add16(uint32_t acc, const uint8_t* p, size_t len) {
 
 }  // namespace
 
-bool parse_ipv6(std::span<const uint8_t> frame, size_t l3_off, Ipv6Header& out) {
+bool parse_ipv6(std::span<const uint8_t> frame, size_t l3_off, Ipv6Header& out, size_t wire_len) {
     if (frame.size() < l3_off + kIpv6HeaderLen) return false;
     const uint8_t* ip = frame.data() + l3_off;
     if ((ip[0] >> 4) != 6) return false;
@@ -30,7 +31,7 @@ bool parse_ipv6(std::span<const uint8_t> frame, size_t l3_off, Ipv6Header& out) 
     out.hop_limit = ip[7];
     std::memcpy(out.src.b.data(), ip + 8, 16);
     std::memcpy(out.dst.b.data(), ip + 24, 16);
-    return frame.size() >= l3_off + kIpv6HeaderLen + out.payload_len;
+    return std::max(frame.size(), wire_len) >= l3_off + kIpv6HeaderLen + out.payload_len;
 }
 
 uint16_t icmp6_checksum(const wire::IpAddr& src, const wire::IpAddr& dst, const uint8_t* msg, size_t len) {

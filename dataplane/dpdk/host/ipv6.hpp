@@ -23,7 +23,8 @@ struct Ipv6Header {
 };
 
 // False unless the version is 6 and the payload lies inside the frame.
-bool parse_ipv6(std::span<const uint8_t> frame, size_t l3_off, Ipv6Header& out);
+// `wire_len` as parse_ipv4's.
+bool parse_ipv6(std::span<const uint8_t> frame, size_t l3_off, Ipv6Header& out, size_t wire_len = 0);
 
 // The ICMPv6 checksum over the pseudo-header and `msg`. Over a message whose
 // checksum field is right, the result is 0.

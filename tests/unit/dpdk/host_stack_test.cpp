@@ -56,8 +56,10 @@ std::vector<uint8_t> echo_request(const wire::MacAddr& to, uint32_t dst, uint16_
     return f;
 }
 
-std::vector<uint8_t> roce_to(uint32_t dst) {
+std::vector<uint8_t> roce_to(uint32_t dst, std::span<const uint8_t> payload = {}) {
     wire::RocePacket p;
+    p.payload = payload.data();
+    p.payload_len = static_cast<uint32_t>(payload.size());
     p.l2.src = kMacB;
     p.l2.dst = kMacA;
     p.l3.src = wire::IpAddr::from_v4(kIpB);
@@ -196,6 +198,25 @@ TEST(DpdkHostStack, LeavesARoceFramesIpChecksumToTheTransportsParse) {
     wire::RocePacket p;
     EXPECT_EQ(wire::parse_roce(f, p), wire::ParseError::BadIpHeader);
     EXPECT_EQ(a.counters().drop(HostDrop::IpBadChecksum), 0u);
+}
+
+// A frame received as an mbuf chain reaches the host stack as its first
+// segment and its whole length: RoCEv2 passes on, ARP and ICMP (answered in
+// place, so whole frames only) are dropped as chained.
+TEST(DpdkHostStack, TakesOnlyRoceFromAChain) {
+    HostStack a(config(kMacA, kIpA));
+    HostEffects fx;
+    const std::vector<uint8_t> payload(100, 0xAB);
+    auto roce = roce_to(kIpA, payload);
+    const std::span<uint8_t> first(roce.data(), 60);
+    EXPECT_EQ(a.on_frame(first, 0_ns, fx).drop, HostDrop::Truncated);  // alone, it is cut short
+    EXPECT_EQ(a.on_frame(first, 0_ns, fx, roce.size()).verdict, RxVerdict::Transport);
+    EXPECT_EQ(a.on_frame(first, 0_ns, fx, roce.size() - 1).drop, HostDrop::Truncated);
+    auto arp = arp_request(kMacB, kIpB, kIpA);
+    EXPECT_EQ(a.on_frame(std::span(arp.data(), 20), 0_ns, fx, arp.size()).drop, HostDrop::Chained);
+    EXPECT_TRUE(fx.empty());
+    EXPECT_EQ(a.counters().drop(HostDrop::Chained), 1u);
+    EXPECT_EQ(a.counters().event(HostEvent::RxRoce), 1u);
 }
 
 // Delivers every SendFrame effect in `fx` to `to`, sending its in-place

@@ -47,6 +47,21 @@ TEST(NicCli, DefaultsAreDcqcnWithConnectxKnobsCnpsOnAndNoPfcOrLabKnobs) {
     EXPECT_TRUE(dpdk::engine_config(host::HostStack(host::HostConfig{}), o.profile).coalesce_acks);
 }
 
+TEST(NicCli, ZeroCopyFromOneKibByDefaultOffWithZeroAndTheRangeNamed) {
+    NicCliOptions o;
+    ASSERT_EQ(parse({}, o), "");
+    EXPECT_EQ(o.profile.zero_copy_min, 1024u);
+    NicCliOptions off;
+    ASSERT_EQ(parse({"--zero-copy-min", "0"}, off), "");
+    EXPECT_EQ(off.profile.zero_copy_min, 0u);
+    NicCliOptions two;
+    ASSERT_EQ(parse({"--zero-copy-min", "2048"}, two), "");
+    EXPECT_EQ(two.profile.zero_copy_min, 2048u);
+    NicCliOptions low;
+    EXPECT_EQ(parse({"--zero-copy-min", "100"}, low),
+              "--zero-copy-min 100 is out of range; allowed 0 (off) or [512, 4096]");
+}
+
 TEST(NicCli, PresetCcNoneNoCnpAndTheLabKnobs) {
     NicCliOptions o;
     ASSERT_EQ(parse({"--cc-preset", "gentle", "--no-cnp", "--mark-ce-every", "4", "--rx-max-pps", "1000",

@@ -51,7 +51,7 @@ struct RingRoceNic {
         if (!port) return;
         const NicProfile profile = o.profile.value_or(NicProfile{});
         VerbsError e;
-        engine = Engine::create(o.profile ? engine_config(stack, profile) : engine_config(stack), e);
+        engine = Engine::create(o.profile ? engine_config(stack, profile, *port) : engine_config(stack), e);
         EXPECT_FALSE(e) << e.msg;
         if (!engine) return;
         upper = o.profile ? std::make_unique<EngineUpper>(*engine, profile) : std::make_unique<EngineUpper>(*engine);

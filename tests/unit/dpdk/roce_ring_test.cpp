@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -22,14 +23,15 @@ using RoceNic = test::RingRoceNic;
 
 class DpdkRoceRing : public ::testing::Test {
 protected:
-    void SetUp() override {
+    void SetUp() override { make({}); }
+    void make(const test::RingRoceNicOptions& o) {
         static int serial = 0;
         const std::string s = std::to_string(serial++);
         std::string error;
         rings_ = RingPair::create("roce" + s, 1024, error);
         ASSERT_TRUE(rings_) << error;
-        n[0] = std::make_unique<RoceNic>(*rings_, 0, "roce_a" + s, 1, clock);
-        n[1] = std::make_unique<RoceNic>(*rings_, 1, "roce_b" + s, 2, clock);
+        n[0] = std::make_unique<RoceNic>(*rings_, 0, "roce_a" + s, 1, clock, o);
+        n[1] = std::make_unique<RoceNic>(*rings_, 1, "roce_b" + s, 2, clock, o);
         ASSERT_TRUE(n[0]->engine && n[1]->engine);
     }
     void poll() {
@@ -79,6 +81,38 @@ protected:
         }
     }
 
+    // A 3000-byte SEND into a RECV at b.buf and a WRITE to b.buf + 4096,
+    // both from a.buf (1024 + 1024 + 952 bytes each at MTU 1024).
+    void post_send_and_write() {
+        RoceNic& a = *n[0];
+        RoceNic& b = *n[1];
+        RecvWr rwr;
+        rwr.wr_id = 7;
+        rwr.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(b.buf.data()), 4096, b.mr.lkey});
+        ASSERT_FALSE(b.engine->post_recv(b.qpn, std::span(&rwr, 1), b.upper->effects()));
+        SendWr send;
+        send.wr_id = 1;
+        send.opcode = WrOpcode::Send;
+        send.send_flags = kSendSignaled;
+        send.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(a.buf.data()), 3000, a.mr.lkey});
+        SendWr write = send;
+        write.wr_id = 2;
+        write.opcode = WrOpcode::RdmaWrite;
+        write.remote_addr = reinterpret_cast<uint64_t>(b.buf.data() + 4096);
+        write.rkey = b.mr.rkey;
+        const SendWr wrs[] = {send, write};
+        ASSERT_FALSE(a.engine->post_send(a.qpn, wrs, a.upper->effects()));
+    }
+    // Until a has both send completions and b its receive one.
+    bool wait_completions(std::vector<Wc>& wa, std::vector<Wc>& wb) {
+        return poll_until([&] {
+            Wc wc[8];
+            for (uint32_t k = n[0]->engine->poll_cq(n[0]->cq, wc), i = 0; i < k; ++i) wa.push_back(wc[i]);
+            for (uint32_t k = n[1]->engine->poll_cq(n[1]->cq, wc), i = 0; i < k; ++i) wb.push_back(wc[i]);
+            return wa.size() == 2 && wb.size() == 1;
+        });
+    }
+
     TscClock clock = TscClock::starting_now();
     std::unique_ptr<RingPair> rings_;  // outlives the NICs
     std::unique_ptr<RoceNic> n[2];
@@ -106,31 +140,9 @@ TEST_F(DpdkRoceRing, RcSendAndWriteCompleteAcrossThePorts) {
     RoceNic& a = *n[0];
     RoceNic& b = *n[1];
     std::iota(a.buf.begin(), a.buf.begin() + 3000, uint8_t{1});
-
-    RecvWr rwr;
-    rwr.wr_id = 7;
-    rwr.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(b.buf.data()), 4096, b.mr.lkey});
-    ASSERT_FALSE(b.engine->post_recv(b.qpn, std::span(&rwr, 1), b.upper->effects()));
-    SendWr send;
-    send.wr_id = 1;
-    send.opcode = WrOpcode::Send;
-    send.send_flags = kSendSignaled;
-    send.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(a.buf.data()), 3000, a.mr.lkey});
-    SendWr write = send;
-    write.wr_id = 2;
-    write.opcode = WrOpcode::RdmaWrite;
-    write.remote_addr = reinterpret_cast<uint64_t>(b.buf.data() + 4096);
-    write.rkey = b.mr.rkey;
-    const SendWr wrs[] = {send, write};
-    ASSERT_FALSE(a.engine->post_send(a.qpn, wrs, a.upper->effects()));
-
+    post_send_and_write();
     std::vector<Wc> wa, wb;
-    ASSERT_TRUE(poll_until([&] {
-        Wc wc[8];
-        for (uint32_t k = a.engine->poll_cq(a.cq, wc), i = 0; i < k; ++i) wa.push_back(wc[i]);
-        for (uint32_t k = b.engine->poll_cq(b.cq, wc), i = 0; i < k; ++i) wb.push_back(wc[i]);
-        return wa.size() == 2 && wb.size() == 1;
-    }));
+    ASSERT_TRUE(wait_completions(wa, wb));
     EXPECT_EQ(wa[0].status, WcStatus::Success);
     EXPECT_EQ(wa[1].status, WcStatus::Success);
     EXPECT_EQ(wb[0].wr_id, 7u);
@@ -141,6 +153,59 @@ TEST_F(DpdkRoceRing, RcSendAndWriteCompleteAcrossThePorts) {
     EXPECT_GE(a.engine->counters().sent_pkts, 6u);
     EXPECT_EQ(b.stack.counters().event(host::HostEvent::RxRoce), b.engine->counters().rcvd_pkts);
     EXPECT_EQ(a.nic->stats()[PortStat::DropTxFull], 0u);
+}
+
+// With a profile, a net_ring port (which takes chains) sends payload of
+// 1 KiB or more from the MR's pages: header mbuf, attached payload, pad +
+// ICRC. The receiver takes the chain as it is.
+class DpdkZeroCopyRing : public DpdkRoceRing {
+protected:
+    void SetUp() override {
+        test::RingRoceNicOptions o;
+        NicProfile p;
+        p.cc.algorithm = cc::CcAlgorithm::kNone;
+        o.profile = p;
+        make(o);
+        ASSERT_TRUE(n[0]->port->takes_chains());
+        EXPECT_EQ(n[0]->engine->config().zero_copy_min, 1024u);
+    }
+};
+
+TEST_F(DpdkZeroCopyRing, ChainsFromMrPagesArriveAsTheirBytes) {
+    connect();
+    RoceNic& a = *n[0];
+    RoceNic& b = *n[1];
+    for (size_t i = 0; i < 3000; ++i) a.buf[i] = static_cast<uint8_t>(i * 13 + i / 7);
+    post_send_and_write();
+    std::vector<Wc> wa, wb;
+    ASSERT_TRUE(wait_completions(wa, wb));
+    EXPECT_EQ(wa[0].status, WcStatus::Success);
+    EXPECT_EQ(wa[1].status, WcStatus::Success);
+    EXPECT_EQ(wb[0].byte_len, 3000u);
+    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin()));
+    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin() + 4096));
+    EXPECT_EQ(a.nic->stats()[PortStat::TxZeroCopy], 4u);
+    EXPECT_EQ(a.nic->stats()[PortStat::TxZeroCopyShort], 0u);
+    EXPECT_EQ(b.nic->stats()[PortStat::DropMultiSegment], 0u);
+    EXPECT_EQ(b.stack.counters().event(host::HostEvent::RxRoce), b.engine->counters().rcvd_pkts);
+    for (const uint64_t d : b.engine->counters().drops) EXPECT_EQ(d, 0u);
+    // Once the receiver has freed the chains, the MR is free to go.
+    ASSERT_TRUE(poll_until([&] { return !a.engine->dereg_mr(a.mr); }));
+}
+
+TEST_F(DpdkZeroCopyRing, AnMrIsNotDeregisteredWhileItsPagesAreInFlight) {
+    connect();
+    post_send_and_write();
+    RoceNic& a = *n[0];
+    // Only the sender runs: its chains wait in the ring, unread.
+    while (a.nic->stats()[PortStat::TxZeroCopy] < 4) a.nic->poll();
+    a.nic->flush();
+    const VerbsError busy = a.engine->dereg_mr(a.mr);
+    EXPECT_EQ(busy.err, EBUSY);
+    EXPECT_EQ(busy.msg, "MR has 4 zero-copy frames in flight that read its memory");
+    std::vector<Wc> wa, wb;
+    ASSERT_TRUE(wait_completions(wa, wb));
+    ASSERT_TRUE(poll_until([&] { return !a.engine->dereg_mr(a.mr); }));
 }
 
 TEST_F(DpdkRoceRing, PfcPauseOfTheRocePriorityHoldsTransmissionForThePauseTime) {
