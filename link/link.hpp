@@ -149,7 +149,8 @@ private:
     // back to back from its exact end, so a sender that refills the wire as
     // soon as it is free loses nothing to rounding.
     void offer(Nanos now) {
-        if (busy_until() < now) {
+        // busy_until() < now without busy_until()'s divide (times are never negative).
+        if (busy_ps_ + (busy_frac_ != 0 ? 1 : 0) + 1000 <= now.v * 1000) {
             busy_ps_ = now.v * 1000;
             busy_frac_ = 0;
         }

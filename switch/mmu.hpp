@@ -59,7 +59,19 @@ public:
         __builtin_prefetch(&port_[out], 1);
     }
     // Current shared limit of a threshold, given the pool's free space now.
-    Bytes limit(const Threshold& t) const;
+    Bytes limit(const Threshold& t) const { return limit_at(t, pool_used_); }
+    // The limit were the pool `pool_used` full.
+    Bytes limit_at(const Threshold& t, Bytes pool_used) const;
+    // True when up to `total` more bytes charged to (in, pg), packet by
+    // packet, in any mix of PGs and regions, leave every packet's
+    // query_ingress at Reserved or Shared and should_xoff false: pool use,
+    // the PG's shared use and the dynamic limit are taken at their worst,
+    // after all of it. Then query_reserved decides each packet alone.
+    bool pg_far_below(PortId in, int pg, Bytes total) const;
+    // query_ingress for a PG that pg_far_below said is far below its limits.
+    Region query_reserved(PortId in, int pg, Bytes len) const {
+        return pg_at(in, pg).reserved + len <= profile(pg).size ? Region::Reserved : Region::Shared;
+    }
 
 private:
     struct PgState {
@@ -81,10 +93,20 @@ private:
 };
 
 // Inline: every packet goes through these.
-inline Bytes Mmu::limit(const Threshold& t) const {
+inline Bytes Mmu::limit_at(const Threshold& t, Bytes pool_used) const {
     if (!t.dynamic) return t.static_th;
-    const uint64_t free = cfg_.pool_size.v - pool_used_.v;
+    const uint64_t free = cfg_.pool_size.v - pool_used.v;
     return Bytes{t.dynamic_th >= 0 ? free << t.dynamic_th : free >> -t.dynamic_th};
+}
+
+inline bool Mmu::pg_far_below(PortId in, int pg, Bytes total) const {
+    const PgState& s = pg_at(in, pg);
+    const Bytes pool_after = pool_used_ + total;
+    if (pool_after > cfg_.pool_size) return false;
+    // A lossless PG in headroom and not yet paused sends XOFF on its next packet.
+    if (cfg_.pg_lossless_at(pg) && !s.xoff && s.headroom.v > 0) return false;
+    // Strict: should_xoff fires at the limit itself.
+    return s.shared + total < limit_at(profile(pg).th, pool_after);
 }
 
 inline Mmu::Verdict Mmu::query_ingress(PortId in, int pg, Bytes len) const {

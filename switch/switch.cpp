@@ -261,7 +261,8 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
     mmu_.prefetch_queue(r.out, r.q);
 }
 
-[[gnu::always_inline]] inline void Switch::admit(const PacketDesc& d, Routed r, Nanos now, Rng& rng, Effects& fx) {
+[[gnu::always_inline]] inline void Switch::admit(const PacketDesc& d, Routed r, bool far, Nanos now, Rng& rng,
+                                                 Effects& fx) {
     if (r.drop == DropReason::BadPort) {
         ++bad_port_drops_;
         Effect& e = emit(fx, EffectKind::Drop, 0);
@@ -298,7 +299,8 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
             return drop(d.in_port, d.handle, DropReason::PfcWatchdog, fx);
         }
     }
-    const Mmu::Verdict v = mmu_.query_ingress(d.in_port, pg, d.frame_len);
+    const Mmu::Verdict v = far ? Mmu::Verdict{mmu_.query_reserved(d.in_port, pg, d.frame_len), {}}
+                               : mmu_.query_ingress(d.in_port, pg, d.frame_len);
     if (v.region == Mmu::Region::Rejected) return drop(d.in_port, d.handle, v.reason, fx);
     if (!mmu_.query_egress(out, q, d.frame_len)) return egress_drop(out, q, d.handle, DropReason::EgressQueueLimit, fx);
     if (free_head_ == kNil) return egress_drop(out, q, d.handle, DropReason::NoDescriptor, fx);
@@ -339,7 +341,7 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
         m.queue = static_cast<uint8_t>(q);
         m.handle = d.handle;
     }
-    if (mmu_.should_xoff(d.in_port, pg)) xoff(d.in_port, pg, now, fx);
+    if (!far && mmu_.should_xoff(d.in_port, pg)) xoff(d.in_port, pg, now, fx);
 
     // A queue may have been paused past detection_time while empty; the
     // watchdog only calls that a storm once something is stuck behind it.
@@ -352,7 +354,7 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
 
 void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     RouteMemo memo;
-    admit(d, route_packet(d, memo), now, rng, fx);
+    admit(d, route_packet(d, memo), false, now, rng, fx);
 }
 
 std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx) {
@@ -365,13 +367,31 @@ std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng&
     std::size_t done = 0;
     while (done < n) {
         const std::size_t k = std::min(n - done, kBatch);
+        const PortId in = d[done].in_port;
+        bool one_port = true;
+        uint64_t bytes = 0;
+        unsigned pgs = 0;
         for (std::size_t j = 0; j < k; ++j) {
             routed[j] = route_packet(d[done + j], memo);
             prefetch(d[done + j], routed[j]);
+            one_port &= d[done + j].in_port == in;
+            bytes += d[done + j].frame_len.v;
+            pgs |= 1u << routed[j].pg;
         }
+        // PGs that the whole chunk cannot take near a limit: their packets'
+        // admission needs no shared-limit query and no XOFF check.
+        unsigned far = 0;
+        if (one_port && in < hot_.size())
+            for (unsigned b = pgs; b; b &= b - 1) {
+                const int pg = std::countr_zero(b);
+                if (mmu_.pg_far_below(in, pg, Bytes{bytes})) far |= 1u << pg;
+            }
+        // Each packet adds at most kMaxEffectsPerPacket effects: with room
+        // for the chunk, no packet's own check can fail.
+        const bool roomy = room(fx) >= k * kMaxEffectsPerPacket;
         for (std::size_t j = 0; j < k; ++j) {
-            if (room(fx) < kMaxEffectsPerPacket) return done + j;
-            admit(d[done + j], routed[j], now, rng, fx);
+            if (!roomy && room(fx) < kMaxEffectsPerPacket) return done + j;
+            admit(d[done + j], routed[j], (far >> routed[j].pg) & 1, now, rng, fx);
         }
         done += k;
     }
@@ -387,6 +407,10 @@ std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng&
         cold_[s.in_port].refresh_at[s.pg] = Nanos::max();
         send_pfc(s.in_port, static_cast<uint8_t>(1u << s.pg), 0, fx);
     }
+}
+
+void Switch::settle(const PendingRelease& p) {
+    if (p.open && p.bytes) mmu_.release_pg(p.in, p.pg, Bytes{p.bytes});
 }
 
 void Switch::release(PortId out, int q, const Slot& s, Effects& fx) {
@@ -483,22 +507,39 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
     uint32_t i = first, last = kNil;
     uint64_t bytes = 0;
     std::size_t n = 0;
+    // Runs of equal frames serialise alike: the last frame's wire time is reused.
+    uint32_t timed_len = ~0u;
+    Nanos timed{};
+    // Frames of one ingress PG that is not in XOFF release it as one sum:
+    // the release is greedy (headroom, shared, reserved), so its parts add
+    // up, and no XON can be due on the way.
+    PendingRelease pend;
     // The checks of dequeue_burst's loop, before every frame.
     while (n < max && t <= now && room(fx) > kEffectReserve) {
         const Slot& s = slots_[i];
-        release_pg(s, fx);
+        if (s.in_port != pend.in || s.pg != pend.pg) {
+            settle(pend);
+            pend = PendingRelease{s.in_port, s.pg, 0, !mmu_.xoff(s.in_port, s.pg)};
+        }
+        if (pend.open) pend.bytes += s.len;
+        else release_pg(s, fx);
         TxDesc& tx = out[n++];
         tx.handle = s.handle;
         tx.queue = static_cast<uint8_t>(q);
         tx.frame_len = Bytes{s.len};
         tx.start = t;
-        t += wire_time(speed, Bytes{s.len});
+        if (s.len != timed_len) {
+            timed_len = s.len;
+            timed = wire_time(speed, Bytes{s.len});
+        }
+        t += timed;
         tx.end = t;
         bytes += s.len;
         last = i;
         i = s.next;
         if (i == kNil) break;
     }
+    settle(pend);
     if (n == 0) return 0;
     // The run's slots are a chain from `first` to `last`: freed in one splice.
     slots_[last].next = free_head_;

@@ -241,7 +241,8 @@ private:
     // Starts loading the lines admit() will touch for this packet.
     void prefetch(const PacketDesc& d, const Routed& r) const;
     // The second half of on_packet: MMU admission, enqueue, PFC, watchdog.
-    void admit(const PacketDesc& d, Routed r, Nanos now, Rng& rng, Effects& fx);
+    // `far`: Mmu::pg_far_below holds for the packet's PG over its whole burst.
+    void admit(const PacketDesc& d, Routed r, bool far, Nanos now, Rng& rng, Effects& fx);
     // dequeue without the final re-arming, into `tx` (not through an
     // optional on the stack: reading that back stalled on store forwarding).
     bool dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc& tx);
@@ -265,6 +266,15 @@ private:
     void release(PortId out, int q, const Slot& s, Effects& fx);
     // The frame's ingress PG, and XON out of its port if that lets it resume.
     void release_pg(const Slot& s, Effects& fx);
+    // Frames of one ingress PG whose release is summed (open: the PG is not
+    // in XOFF, so no frame of the sum could have sent XON).
+    struct PendingRelease {
+        PortId in = static_cast<PortId>(~0u);
+        uint8_t pg = 0;
+        uint64_t bytes = 0;
+        bool open = false;
+    };
+    void settle(const PendingRelease& p);
     void arm_tx(PortId port, Nanos at, Effects& fx);
     void drop(PortId counted_at, uint32_t handle, DropReason r, Effects& fx);
     // A drop at the egress queue, counted there too. Not a lambda in admit:

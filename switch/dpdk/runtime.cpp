@@ -33,8 +33,8 @@ SwitchRuntime::SwitchRuntime(Switch& sw, std::vector<dpdk::Port*> ports, std::ve
         if (opt_.telemetry) telemetry_add(r.board.get());
     }
     handles_.assign(kHandlesPerPort * ports_.size(), nullptr);
-    free_.reserve(handles_.size());
-    for (std::size_t h = handles_.size(); h-- > 0;) free_.push_back(static_cast<uint32_t>(h));
+    free_.resize(handles_.size());
+    for (std::size_t h = handles_.size(); h-- > 0;) free_[free_n_++] = static_cast<uint32_t>(h);
     scratch_.resize(port_counter_names().size());
     if (const std::size_t nn = sw_.routes().num_neighbors()) l2_header(static_cast<uint32_t>(nn - 1));
 }
@@ -55,7 +55,7 @@ SwitchRuntime::~SwitchRuntime() {
 [[gnu::always_inline]] inline rte_mbuf* SwitchRuntime::take(uint32_t handle) {
     rte_mbuf* m = handles_[handle];
     handles_[handle] = nullptr;
-    free_.push_back(handle);
+    free_[free_n_++] = handle;
     return m;
 }
 
@@ -103,10 +103,9 @@ void SwitchRuntime::receive(PortId p, Nanos now) {
             switch (parse_frame(bytes(m), p, 0, d, pfc)) {
                 case RxKind::Data:
                     if (opt_.ttl_decrement && decrement_ttl(bytes(m)) == TtlResult::Expired) drop = RtStat::DropTtlExpired;
-                    else if (free_.empty()) drop = RtStat::DropNoHandle;
+                    else if (free_n_ == 0) drop = RtStat::DropNoHandle;
                     else {
-                        d.handle = free_.back();
-                        free_.pop_back();
+                        d.handle = free_[--free_n_];
                         handles_[d.handle] = m;
                         ++nd;
                         continue;
@@ -180,12 +179,14 @@ void SwitchRuntime::send_pfc(PortId p, const PfcFrameDesc& pfc) {
     build_pfc(pfc, r.mac, std::span(reinterpret_cast<uint8_t*>(data), wire::kPfcFrameLen));
     if (capture_) capture_->record(r.port->id(), &m, 1, true);
     r.ctrl[r.ctrl_n++] = m;
+    r.ctrl_bytes += wire::kPfcFrameLen;
     ++buffered_;
 }
 
 [[gnu::always_inline]] inline void SwitchRuntime::queue_tx(PortRt& r, rte_mbuf* m) {
     if (capture_) capture_->record(r.port->id(), &m, 1, true);
     r.tx[r.tx_n++] = m;
+    r.tx_bytes += rte_pktmbuf_pkt_len(m);
     ++buffered_;
 }
 
@@ -264,7 +265,12 @@ void SwitchRuntime::deliver_plain(PortRt& r, std::size_t n, Nanos now) {
     const Nanos delay = r.link.propagation_delay();
     if (r.delay.empty() && burst.back().start + delay <= now) {
         rte_mbuf** out = r.tx.data() + r.tx_n;
-        for (std::size_t i = 0; i < n; ++i) out[i] = take(burst[i].handle);
+        uint64_t bytes = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            out[i] = take(burst[i].handle);
+            bytes += burst[i].frame_len.v;
+        }
+        r.tx_bytes += bytes;
         if (capture_) capture_->record(r.port->id(), out, static_cast<uint16_t>(n), true);
         r.tx_n = static_cast<uint16_t>(r.tx_n + n);
         buffered_ += n;
@@ -284,22 +290,22 @@ void SwitchRuntime::flush(PortId p, Nanos now) {
         --delayed_;
         queue_tx(r, m);
     }
-    const auto send = [&](rte_mbuf** pkts, uint16_t& n, bool pfc) {
+    const auto send = [&](rte_mbuf** pkts, uint16_t& n, uint64_t& bytes, bool pfc) {
         if (!n) return;
-        uint64_t bytes_total = 0;
-        for (uint16_t i = 0; i < n; ++i) bytes_total += rte_pktmbuf_pkt_len(pkts[i]);
         const uint16_t sent = rte_eth_tx_burst(r.port->id(), 0, pkts, n);
-        for (uint16_t i = sent; i < n; ++i) bytes_total -= rte_pktmbuf_pkt_len(pkts[i]);
+        uint64_t left = 0;
+        for (uint16_t i = sent; i < n; ++i) left += rte_pktmbuf_pkt_len(pkts[i]);
         r.st.add(RtStat::TxFrames, sent);
-        r.st.add(RtStat::TxBytes, bytes_total);
+        r.st.add(RtStat::TxBytes, bytes - left);
+        bytes = left;
         if (pfc) r.st.add(RtStat::TxPfc, sent);
         std::copy(pkts + sent, pkts + n, pkts);
         n = static_cast<uint16_t>(n - sent);
         buffered_ -= sent;
         frames_sent_ += sent;
     };
-    send(r.ctrl.data(), r.ctrl_n, true);
-    if (!r.ctrl_n) send(r.tx.data(), r.tx_n, false);
+    send(r.ctrl.data(), r.ctrl_n, r.ctrl_bytes, true);
+    if (!r.ctrl_n) send(r.tx.data(), r.tx_n, r.tx_bytes, false);
 }
 
 void SwitchRuntime::publish(Nanos now) {

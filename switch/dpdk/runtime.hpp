@@ -52,7 +52,7 @@ public:
     const Link& link(PortId p) const { return ports_[p].link; }
     const SwitchBoard& board(PortId p) const { return *ports_[p].board; }
     // Frames the runtime holds: queued in the core, on a delay line or in a TX buffer.
-    std::size_t held() const { return handles_.size() - free_.size() + delayed_ + buffered_; }
+    std::size_t held() const { return handles_.size() - free_n_ + delayed_ + buffered_; }
     // Frames (data and PFC) the devices accepted, over all ports.
     uint64_t frames_sent() const { return frames_sent_; }
 
@@ -77,6 +77,10 @@ private:
         uint16_t ctrl_n = 0;
         std::array<rte_mbuf*, kTxCap> tx{};
         uint16_t tx_n = 0;
+        // Bytes of ctrl[0, ctrl_n) and tx[0, tx_n): TxBytes counts what a
+        // tx_burst took without reading every mbuf's length again.
+        uint64_t ctrl_bytes = 0;
+        uint64_t tx_bytes = 0;
         std::unique_ptr<SwitchBoard> board;
     };
 
@@ -100,7 +104,8 @@ private:
     Rng rng_;
     Effects fx_;
     std::vector<rte_mbuf*> handles_;  // handle -> mbuf queued in the core
-    std::vector<uint32_t> free_;      // free handles
+    std::vector<uint32_t> free_;      // free handles: a stack of free_n_, sized for all of them
+    std::size_t free_n_ = 0;
     std::size_t delayed_ = 0;
     std::size_t buffered_ = 0;
     uint64_t frames_sent_ = 0;

@@ -390,5 +390,59 @@ TEST(SwitchBurst, ASoleQueueRunSendsWhatSuccessiveDequeuesWould) {
     }
 }
 
+// on_burst skips the shared-limit query and the XOFF check for a PG that
+// its whole burst cannot take near a limit (Mmu::pg_far_below), and a sole
+// queue's run releases the frames of a PG not in XOFF as one sum. Bursts
+// from one port at a time fill two lossless PGs through their reservation,
+// the shared pool and into headroom (XOFF), alongside lossy traffic, then
+// drain them (XON): every turn's effects, frames, times, counters and PG
+// accounting must be those of one on_packet and one dequeue per frame.
+TEST(SwitchBurst, BurstsFarBelowTheLimitsAdmitAndDrainLikeOnePacketAtATime) {
+    SwitchConfig cfg = sonic_default_config(3, BitsPerSec::gbps(100));
+    cfg.pool_size = Bytes{200000};
+    cfg.pg_lossless.th = Threshold{true, -1, {}};
+    struct Run {
+        Drained d;
+        std::string dump;
+        std::vector<uint64_t> pg_bytes;  // reserved, shared, headroom of PG 3 of ports 0 and 1, every turn
+        uint64_t xoffs, xons;
+    };
+    const auto run = [&](bool bursts) {
+        Rig r(cfg);
+        Rng gen(11);
+        std::vector<uint64_t> pg_bytes;
+        Drained d = drain_turns(r, 2, Nanos::max(), 60, bursts ? 32 : 0, [&](int turn, Effects& fx) {
+            for (const PortId in : {PortId{0}, PortId{1}})
+                pg_bytes.insert(pg_bytes.end(), {r.sw->mmu().pg_reserved(in, 3).v, r.sw->mmu().pg_shared(in, 3).v,
+                                                 r.sw->mmu().pg_headroom(in, 3).v});
+            if (turn >= 24) return;
+            std::vector<PacketDesc> burst;
+            const auto in = static_cast<PortId>(turn % 2);
+            for (int i = 0; i < 32; ++i) {
+                const uint8_t dscp = gen.below(4) == 0 ? kDscpTc0 : kDscpLossless3;
+                burst.push_back(r.pkt(in, host_ip(2), dscp, static_cast<uint32_t>(64 + gen.below(1400)),
+                                      static_cast<uint16_t>(0xC000 + i)));
+            }
+            const Nanos now = Nanos::from_us(turn);
+            if (bursts) ASSERT_EQ(r.sw->on_burst(burst.data(), burst.size(), now, r.rng, fx), burst.size());
+            else
+                for (const PacketDesc& p : burst) r.sw->on_packet(p, now, r.rng, fx);
+        });
+        const PortCounters c0 = r.sw->port_counters(0), c1 = r.sw->port_counters(1);
+        return Run{std::move(d), r.sw->dump(Nanos::from_us(70)), std::move(pg_bytes),
+                   c0.pfc_tx_xoff[3] + c1.pfc_tx_xoff[3], c0.pfc_tx_xon[3] + c1.pfc_tx_xon[3]};
+    };
+    const Run one = run(false);
+    ASSERT_EQ(one.d.txs.size(), 24u * 32u) << "nothing dropped";
+    ASSERT_GE(one.xoffs, 2u) << "both PGs went over their shared limit";
+    ASSERT_GE(one.xons, 2u) << "and drained back";
+    const Run b = run(true);
+    expect_same(b.d, one.d, 32);
+    EXPECT_EQ(b.dump, one.dump);
+    EXPECT_EQ(b.pg_bytes, one.pg_bytes);
+    EXPECT_EQ(b.xoffs, one.xoffs);
+    EXPECT_EQ(b.xons, one.xons);
+}
+
 }  // namespace
 }  // namespace rocemu::sw::test
