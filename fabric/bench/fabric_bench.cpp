@@ -14,9 +14,11 @@
 // same number of packets at any size.
 //
 // Usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both]
-//            [--hosts 16|64|256|all] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]
+//            [--hosts 16|32|64|128|256|all|sweep] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]
 // --repeat runs the sizes N times interleaved (default 3) and keeps the
-// cheapest of each, since other load on the machine only adds time.
+// cheapest of each, since other load on the machine only adds time. `all` is
+// 16, 64 and 256 hosts; `sweep` every size from 16 to 256, doubling, to see
+// where the cost per packet-hop starts to grow.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -85,7 +87,7 @@ Figures timed_run(Fabric& f, Nanos warmup, Nanos span) {
 void usage_error(std::string_view msg) {
     fmt::print(stderr,
                "rocemu_fabric_bench: {}\nusage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both] "
-               "[--hosts 16|64|256|all] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]\n",
+               "[--hosts 16|32|64|128|256|all|sweep] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]\n",
                msg);
     std::exit(2);
 }
@@ -169,10 +171,12 @@ int main(int argc, char** argv) {
                 usage_error(fmt::format("--model: '{}' is not rc, generator or both", v));
         } else if (a == "--hosts") {
             const std::string_view v = value();
-            if (v == "16" || v == "64" || v == "256")
+            if (v == "16" || v == "32" || v == "64" || v == "128" || v == "256")
                 hosts = {std::atoi(std::string(v).c_str())};
+            else if (v == "sweep")
+                hosts = {16, 32, 64, 128, 256};
             else if (v != "all")
-                usage_error(fmt::format("--hosts: '{}' is not 16, 64, 256 or all", v));
+                usage_error(fmt::format("--hosts: '{}' is not 16, 32, 64, 128, 256, all or sweep", v));
         } else if (a == "--repeat") {
             const std::string v(value());
             repeat = std::atoi(v.c_str());
