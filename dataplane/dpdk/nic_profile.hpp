@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "cc/config.hpp"
 #include "common/units.hpp"
@@ -32,8 +33,9 @@ struct NicProfile {
     // --zero-copy-min: request payload of at least this many bytes (and at
     // least 512, the engine's fused copy) is sent from the MR's pages, not
     // copied into the frame, on a port that takes chains
-    // (Port::takes_chains); 0: always copied.
-    uint32_t zero_copy_min = 1024;
+    // (Port::takes_chains); 0: always copied. Unset: the port's default
+    // (Port::zero_copy_default).
+    std::optional<uint32_t> zero_copy_min;
 
     // Responder QPs send CNPs for CE-marked packets.
     bool cnp_enabled() const { return send_cnp && cc.algorithm != cc::CcAlgorithm::kNone; }

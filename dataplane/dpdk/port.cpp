@@ -75,7 +75,8 @@ bool Port::start(const PortConfig& cfg, std::string& error) {
     const std::string_view drv = info.driver_name ? info.driver_name : "";
     const rte_devargs* da = rte_dev_devargs(info.device);
     const std::string_view args = da && da->args ? da->args : "";
-    takes_chains_ = drv == "net_ring" || (drv == "net_memif" && args.find("zero-copy=yes") == std::string_view::npos);
+    memif_ = drv == "net_memif";
+    takes_chains_ = drv == "net_ring" || (memif_ && args.find("zero-copy=yes") == std::string_view::npos);
     // A jumbo MTU gets room for a whole 10 KB frame: some PMDs (af_packet
     // with framesz=9216) hand over their entire socket frame in one mbuf.
     constexpr uint32_t kJumboRoom = 10240;

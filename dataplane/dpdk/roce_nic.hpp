@@ -66,7 +66,7 @@ inline transport::EngineConfig engine_config(const host::HostStack& stack, const
 // The same, for an engine on `port`: zero copy only where the port takes chains.
 inline transport::EngineConfig engine_config(const host::HostStack& stack, const NicProfile& profile, const Port& port,
                                              transport::EngineConfig base = {}) {
-    base.zero_copy_min = port.takes_chains() ? profile.zero_copy_min : 0;
+    base.zero_copy_min = port.takes_chains() ? profile.zero_copy_min.value_or(port.zero_copy_default()) : 0;
     return engine_config(stack, profile, base);
 }
 

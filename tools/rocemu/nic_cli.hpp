@@ -117,8 +117,8 @@ inline void add_nic_profile_options(CLI::App* cmd, NicCliOptions& o) {
     add_rx_pfc_options(cmd, o.rx);
     cmd->add_option("--zero-copy-min", o.zero_copy_min,
                     "send request payload of at least N bytes from the MR's pages, not copied into the frame, on "
-                    "ports that take mbuf chains (net_ring, memif copy mode); 0: always copy (default 1024, at "
-                    "least 512)");
+                    "ports that take mbuf chains (net_ring, memif copy mode); 0: always copy (default: 1024 on "
+                    "memif, 0 on net_ring; at least 512)");
     cmd->add_option("--mark-ce-every", o.mark_ce_every,
                     "lab: mark every Nth ECN-capable RoCEv2 frame received as CE, as a congested switch would");
 }

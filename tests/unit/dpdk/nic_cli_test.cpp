@@ -47,10 +47,10 @@ TEST(NicCli, DefaultsAreDcqcnWithConnectxKnobsCnpsOnAndNoPfcOrLabKnobs) {
     EXPECT_TRUE(dpdk::engine_config(host::HostStack(host::HostConfig{}), o.profile).coalesce_acks);
 }
 
-TEST(NicCli, ZeroCopyFromOneKibByDefaultOffWithZeroAndTheRangeNamed) {
+TEST(NicCli, ZeroCopyThePortsDefaultOffWithZeroAndTheRangeNamed) {
     NicCliOptions o;
     ASSERT_EQ(parse({}, o), "");
-    EXPECT_EQ(o.profile.zero_copy_min, 1024u);
+    EXPECT_FALSE(o.profile.zero_copy_min);  // the port's default
     NicCliOptions off;
     ASSERT_EQ(parse({"--zero-copy-min", "0"}, off), "");
     EXPECT_EQ(off.profile.zero_copy_min, 0u);

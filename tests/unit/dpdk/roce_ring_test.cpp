@@ -164,9 +164,11 @@ protected:
         test::RingRoceNicOptions o;
         NicProfile p;
         p.cc.algorithm = cc::CcAlgorithm::kNone;
+        p.zero_copy_min = 1024;  // net_ring's default is to copy
         o.profile = p;
         make(o);
         ASSERT_TRUE(n[0]->port->takes_chains());
+        EXPECT_EQ(n[0]->port->zero_copy_default(), 0u);
         EXPECT_EQ(n[0]->engine->config().zero_copy_min, 1024u);
     }
 };
