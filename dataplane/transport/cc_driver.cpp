@@ -29,7 +29,7 @@ void CcDriver::after_tx(std::span<const TxFrame> frames, Nanos now) {
     for (const TxFrame& f : frames) {
         if (!f.data) continue;
         if (cc::QpCc* c = find(f.qpn)) {
-            c->on_tx(Bytes{f.len}, now);
+            c->on_tx(Bytes{f.wire_len()}, now);
             regate(f.qpn, *c);
         }
     }

@@ -134,6 +134,10 @@ struct TxFrame {
     std::atomic<uint32_t>* pin = nullptr;
     uint8_t tail[8] = {};
     uint8_t tail_len = 0;
+
+    // The frame's size on the wire, zero copy or not: what pacing and byte
+    // counters count (len alone is only the headers of a zero-copy frame).
+    uint32_t wire_len() const { return len + ext_len + tail_len; }
 };
 
 class Engine {

@@ -163,7 +163,11 @@ bool Engine::req_build_packet(Qp& qp, SendWqe& w, uint32_t pkt, TxFrame& f, uint
     if (!encode_headers(tpl, p, f.buf, lay)) return false;
     FrameWriter fw(f.buf, lay);
     uint64_t at = off;
-    const Sge* whole = cfg_.zero_copy_min && payload >= cfg_.zero_copy_min ? sgl_within(w.wr.sg_list, at, payload) : nullptr;
+    // Inline data lives in the QP's inline_buf (lkey 0), which destroy_qp frees
+    // and the next WQE in the slot overwrites while the frame may be in flight.
+    const Sge* whole = cfg_.zero_copy_min && payload >= cfg_.zero_copy_min && !w.is_inline
+                           ? sgl_within(w.wr.sg_list, at, payload)
+                           : nullptr;
     if (whole) {
         f.ext = reinterpret_cast<const uint8_t*>(whole->addr) + at;
         f.ext_len = payload;
@@ -199,6 +203,9 @@ bool Engine::req_build(Qp& qp, TxFrame& f, Nanos now, Effects& fx) {
             if (!w.psn_assigned) break;
             if (Psn::diff(psn, w.first_psn) < 0 || Psn::diff(psn, w.last_psn) > 0) continue;
             if (w.wr.opcode == WrOpcode::RdmaRead) break;  // READs recover by go-back-N
+            // MR gone: the packet stays unsent, and the WQE fails when the
+            // requester reaches it again (go-back-N after the timeout).
+            if (!req_check_local(qp, w)) break;
             const uint32_t pkt = static_cast<uint32_t>(Psn::diff(psn, w.first_psn));
             if (!req_build_packet(qp, w, pkt, f, req_pick_path(qp, psn))) return false;
             ++qp.counters.selective_retransmits;
@@ -209,12 +216,15 @@ bool Engine::req_build(Qp& qp, TxFrame& f, Nanos now, Effects& fx) {
     }
     if (qp.sq_req == qp.sq_head) return false;
     SendWqe& w = qp.wqe(qp.sq_req);
+    // Every packet re-checks the WQE's MRs, as rxe does: dereg_mr may have
+    // run since the last one (nothing pins an MR between packets), and a
+    // packet built now would read, or lend, memory the caller has freed.
+    if (!req_check_local(qp, w)) {
+        comp_progress(qp, now, fx);
+        if (qp.state == QpState::Err) flush(qp, fx);
+        return false;
+    }
     if (qp.req_pkt == 0 && !w.psn_assigned) {
-        if (!req_check_local(qp, w)) {
-            comp_progress(qp, now, fx);
-            if (qp.state == QpState::Err) flush(qp, fx);
-            return false;
-        }
         w.first_psn = qp.next_psn;
         w.npkts = (w.wr.opcode == WrOpcode::AtomicCmpAndSwp || w.wr.opcode == WrOpcode::AtomicFetchAndAdd)
                       ? 1

@@ -132,7 +132,11 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
 
 uint32_t Engine::tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx) {
     // A caller's frame may still describe its last zero-copy payload.
-    for (TxFrame& f : frames) f.ext = nullptr;
+    for (TxFrame& f : frames) {
+        f.ext = nullptr;
+        f.ext_len = 0;
+        f.tail_len = 0;
+    }
     uint32_t n = 0;
     const uint32_t nq = static_cast<uint32_t>(qps_.size());
     if (nq == 0) return 0;

@@ -16,10 +16,13 @@ struct Outcome {
     BitsPerSec rate;
     uint64_t cnp_handled;
     bool data_ok;
+    uint64_t lent;  // frames sent zero copy
 };
 
-Outcome run(bool mark) {
-    Loop L;
+Outcome run(bool mark, uint32_t zc = 0) {
+    EngineConfig ecfg;
+    ecfg.zero_copy_min = zc;
+    Loop L(ecfg);
     QpInitAttr t;
     t.peer_accepts_cnp = true;
     Side s[2];
@@ -38,8 +41,11 @@ Outcome run(bool mark) {
     const BitsPerSec line = BitsPerSec::gbps(100);
     CcDriver drv(L[0], cfg.config, line);
     drv.attach(s[0].qpn);
+    uint64_t lent = 0;
     L.tx_hook = [&](int side, std::span<const TxFrame> f) {
-        if (side == 0) drv.after_tx(f, L.now);
+        if (side != 0) return;
+        drv.after_tx(f, L.now);
+        for (const TxFrame& x : f) lent += x.ext != nullptr;
     };
     L.rx_hook = [&](int side) {
         if (side == 0) drv.after_rx(L.fx[0], L.now);
@@ -61,7 +67,18 @@ Outcome run(bool mark) {
     EXPECT_TRUE(done);
     const cc::QpCc* c = drv.qp_cc(s[0].qpn);
     return {L.now, c->rate(), c->counters().cnp_handled,
-            std::memcmp(mem[0].data(), mem[1].data(), 256 << 10) == 0};
+            std::memcmp(mem[0].data(), mem[1].data(), 256 << 10) == 0, lent};
+}
+
+TEST(TransportCc, ZeroCopyFramesArePacedLikeCopiedOnes) {
+    const Outcome copied = run(true, 0);
+    const Outcome lent = run(true, 1024);
+    EXPECT_EQ(copied.lent, 0u);
+    EXPECT_EQ(lent.lent, 64u);  // every 4 KiB packet of the 256 KiB WRITE
+    EXPECT_TRUE(lent.data_ok);
+    EXPECT_GT(lent.cnp_handled, 0u);
+    EXPECT_EQ(copied.cnp_handled, lent.cnp_handled);
+    EXPECT_EQ(copied.took.v, lent.took.v);
 }
 
 TEST(TransportCc, CnpsCutTheRateAndPaceTheQp) {

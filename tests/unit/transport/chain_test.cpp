@@ -259,5 +259,97 @@ TEST(TransportZeroCopy, AThresholdBelowTheFusedCopyIsRefused) {
     EXPECT_STREQ(e.attr, "zero_copy_min");
 }
 
+
+TEST(TransportZeroCopy, InlineDataIsNeverLent) {
+    EngineConfig cfg;
+    cfg.zero_copy_min = 1024;
+    Loop L(cfg);
+    Side s[2];
+    QpInitAttr t;
+    t.cap.max_inline_data = 2048;
+    std::vector<uint8_t> mem(4096, 7);
+    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i], t);
+    const MrHandle mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
+    connect(L, s);
+    SendWr w = make_wr(1, WrOpcode::Send, mem.data(), 2000, mr.lkey);
+    w.send_flags |= kSendInline;
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    std::vector<std::vector<uint8_t>> bufs(2, std::vector<uint8_t>(Engine::kMinTxBuf));
+    TxFrame fr[2];
+    for (int i = 0; i < 2; ++i) fr[i].buf = bufs[i];
+    ASSERT_GE(L[0].tx_burst(fr, L.now, L.fx[0]), 1u);
+    // Lent inline data would point into the QP's inline_buf, which destroy_qp
+    // frees and the slot's next WQE overwrites while the frame is in flight.
+    EXPECT_EQ(fr[0].ext, nullptr);
+    EXPECT_GT(fr[0].len, 1024u);  // the payload is in the frame
+    // The same SEND, not inline, is lent: the condition is inline, not size.
+    w.send_flags &= ~kSendInline;
+    w.wr_id = 2;
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    bool lent = false;
+    for (int k = 0; k < 4 && !lent; ++k) {
+        const uint32_t n = L[0].tx_burst(fr, L.now, L.fx[0]);
+        for (uint32_t i = 0; i < n; ++i)
+            if (fr[i].ext) {
+                lent = fr[i].ext >= mem.data() && fr[i].ext < mem.data() + mem.size();
+                fr[i].pin->fetch_sub(1);
+            }
+    }
+    EXPECT_TRUE(lent);
+}
+
+
+TEST(TransportChain, RethCutAcrossSegmentsIsACountedDrop) {
+    Loop L;
+    L.cuts = [](std::span<const uint8_t> f) { return std::vector<size_t>{layout_of(f).payload_off - 1}; };
+    Side s[2];
+    std::vector<uint8_t> mem(8192, 1), far(8192);
+    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
+    const MrHandle mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
+    const MrHandle dst = L[1].reg_mr(s[1].pd, far.data(), far.size(), kLocalWrite | kRemoteWrite).value;
+    connect(L, s, {.timeout = 1, .retry_cnt = 1});
+    SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem.data(), 900, mr.lkey);
+    w.remote_addr = reinterpret_cast<uint64_t>(far.data());
+    w.rkey = dst.rkey;
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    L.settle(Nanos::from_s(1));
+    const Counters& c = L[1].counters();
+    EXPECT_EQ(c.rcvd_pkts, 0u);
+    EXPECT_EQ(c.drops[static_cast<size_t>(DropReason::SplitHeaders)], L[0].counters().sent_pkts);
+}
+
+
+TEST(TransportZeroCopy, DeregBetweenPacketsOfAWqeFailsTheRest) {
+    EngineConfig cfg;
+    cfg.zero_copy_min = 1024;
+    Loop L(cfg);
+    Side s[2];
+    std::vector<uint8_t> mem(3 << 10, 7), far(8 << 10);
+    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
+    const MrHandle mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
+    const MrHandle dst = L[1].reg_mr(s[1].pd, far.data(), far.size(), kLocalWrite | kRemoteWrite).value;
+    connect(L, s);
+    SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem.data(), 3000, mr.lkey);
+    w.remote_addr = reinterpret_cast<uint64_t>(far.data());
+    w.rkey = dst.rkey;
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    std::vector<uint8_t> b0(Engine::kMinTxBuf), b1(Engine::kMinTxBuf);
+    TxFrame f0, f1;
+    f0.buf = b0;
+    f1.buf = b1;
+    ASSERT_EQ(L[0].tx_burst(std::span(&f0, 1), L.now, L.fx[0]), 1u);
+    ASSERT_TRUE(f0.ext);
+    f0.pin->fetch_sub(1);  // the first frame has left
+    // Nothing pins the MR between packets, so dereg_mr succeeds (as in rxe)...
+    ASSERT_FALSE(L[0].dereg_mr(mr));
+    // ...and the packets still to send fail the WQE instead of lending its bytes.
+    EXPECT_EQ(L[0].tx_burst(std::span(&f1, 1), L.now, L.fx[0]), 0u);
+    EXPECT_EQ(f1.ext, nullptr);
+    const std::vector<Wc> wcs = drain(L[0], s[0].scq);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].wr_id, 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::LocProtErr);
+}
+
 }  // namespace
 }  // namespace rocemu::transport::test
