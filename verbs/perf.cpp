@@ -80,6 +80,14 @@ struct Buffers {
     uint8_t* slot(uint32_t s, uint32_t size) { return mem.data() + static_cast<uint64_t>(s) * size; }
 };
 
+// Buffers whose MR dereg_mr refused (zero-copy frames still read them after
+// its drain deadline): kept, reachable, until the process ends, never freed
+// under the NIC.
+void keep_pinned(std::vector<uint8_t>&& mem) {
+    static auto* kept = new std::vector<std::vector<uint8_t>>;
+    kept->push_back(std::move(mem));
+}
+
 // Where the peer's buffers of one QP are.
 struct RemoteMr {
     uint64_t addr = 0;
@@ -103,7 +111,10 @@ struct Side {
     ~Side() {
         for (Qpn q : qpn) c->destroy_qp(q);
         for (Buffers& b : buf)
-            if (b.mr.lkey) c->dereg_mr(b.mr);
+            if (b.mr.lkey && c->dereg_mr(b.mr)) {
+                fmt::print(stderr, "perf: dereg_mr: {}; its buffer is kept\n", c->last_error());
+                keep_pinned(std::move(b.mem));
+            }
         if (cq.id) c->destroy_cq(cq);
     }
 

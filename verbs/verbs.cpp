@@ -60,6 +60,8 @@ constexpr uint32_t kIdlePollsBeforeSleep = 64;
 constexpr uint32_t kMaxChannels = 64;
 const Nanos kArpTimeout = Nanos::from_s(5);
 const Nanos kArpRetry = Nanos::from_s(1);  // the ARP cache's retransmit_time
+// How long dereg_mr drives the NIC for zero-copy frames of the MR to leave.
+const Nanos kDeregDrain = Nanos::from_s(1);
 
 // A WR on its way from an application thread to the poll thread. RECVs use
 // wr.wr_id and wr.sg_list only.
@@ -434,9 +436,18 @@ int Context::reg_mr(PdHandle pd, void* addr, size_t length, uint32_t access, MrH
 }
 
 int Context::dereg_mr(MrHandle mr) {
-    transport::VerbsError e;
-    impl_->run_ctl([&] { e = impl_->engine->dereg_mr(mr); });
-    return e ? impl_->fail(e) : 0;
+    // Zero-copy frames pin the MR until the device has read them; some may
+    // still wait in the NIC's TX queue. The poll loops send them (and free
+    // their mbufs) while we wait; EBUSY only if they do not within kDeregDrain.
+    Impl& m = *impl_;
+    const Nanos deadline = m.clock->now() + kDeregDrain;
+    for (;;) {
+        transport::VerbsError e;
+        m.run_ctl([&] { e = m.engine->dereg_mr(mr); });
+        if (!e) return 0;
+        if (e.err != EBUSY || m.clock->now() >= deadline) return m.fail(e);
+        m.wait_turn();
+    }
 }
 
 int Context::create_comp_channel(std::unique_ptr<CompChannel>& out) {
