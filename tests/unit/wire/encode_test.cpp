@@ -140,6 +140,42 @@ TEST(Encode, EveryOpcodeRoundTripsThroughParse) {
 // the ICRC over the whole masked frame), over random addresses, versions,
 // tags and every opcode with random changing fields: byte for byte equal,
 // ICRC included.
+// A chain's first segment must hold every header, extended ones included:
+// with exactly that much the split parse reads what the flat parse reads,
+// with one byte less it is SplitHeaders, never a read past the segment.
+TEST(Encode, SplitParseNeedsEveryHeaderInTheFirstSegment) {
+    Rng rng(7);
+    for (int op = 0; op < 256; ++op) {
+        const OpcodeInfo& info = opcode_info(static_cast<uint8_t>(op));
+        if (!info.valid()) continue;
+        for (int variant = 0; variant < 4; ++variant) {
+            std::vector<uint8_t> payload;
+            const RocePacket p = random_packet(rng, static_cast<uint8_t>(op), variant & 1, variant & 2, payload);
+            std::vector<uint8_t> frame(9216);
+            frame.resize(encode_roce(p, frame));
+            RocePacket flat;
+            ASSERT_EQ(parse_roce(frame, flat), ParseError::Ok) << info.name;
+            const size_t headers = flat.bth_off + info.hdr_len;
+            // A copy as long as the segment, so a read beyond it is ASan's to see.
+            std::vector<uint8_t> first(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(headers));
+            RocePacket q;
+            ASSERT_EQ(parse_roce_split(first, frame.size(), q), ParseError::Ok) << info.name;
+            EXPECT_EQ(q.payload, nullptr);
+            EXPECT_EQ(q.frame_len, flat.frame_len);
+            EXPECT_EQ(q.payload_len, flat.payload_len);
+            EXPECT_EQ(q.bth.psn, flat.bth.psn);
+            EXPECT_EQ(q.reth.va, flat.reth.va);
+            EXPECT_EQ(q.reth.rkey, flat.reth.rkey);
+            EXPECT_EQ(q.reth.dma_len, flat.reth.dma_len);
+            EXPECT_EQ(q.deth.qkey, flat.deth.qkey);
+            EXPECT_EQ(q.atomic.swap_add, flat.atomic.swap_add);
+            EXPECT_EQ(q.imm, flat.imm);
+            first.pop_back();
+            EXPECT_EQ(parse_roce_split(first, frame.size(), q), ParseError::SplitHeaders) << info.name;
+        }
+    }
+}
+
 TEST(HeaderTemplate, StampsTheSameFrameAsTheFullEncoder) {
     Rng rng(7);
     int frames = 0;
