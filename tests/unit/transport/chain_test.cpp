@@ -216,20 +216,36 @@ TEST(TransportZeroCopy, FramesFromMrPagesAreTheCopiedFramesByteForByte) {
     expect_same(run(nullptr, false, 2), run(nullptr, false, 2, 1024));
 }
 
-TEST(TransportZeroCopy, AnMrWithFramesInFlightCannotBeDeregistered) {
-    EngineConfig cfg;
-    cfg.zero_copy_min = 1024;
-    Loop L(cfg);
+// Two engines lending payload of 1024 bytes or more, connected, with a
+// 3000-byte WRITE (1024 + 1024 + 952) posted on side 0.
+struct PostedZeroCopyWrite {
+    static EngineConfig config() {
+        EngineConfig c;
+        c.zero_copy_min = 1024;
+        return c;
+    }
+    Loop L{config()};
     Side s[2];
-    std::vector<uint8_t> mem(3 << 10, 7), far(8 << 10);
-    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
-    const MrHandle mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
-    const MrHandle dst = L[1].reg_mr(s[1].pd, far.data(), far.size(), kLocalWrite | kRemoteWrite).value;
-    connect(L, s);
-    SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem.data(), 3000, mr.lkey);  // 1024 + 1024 + 952
-    w.remote_addr = reinterpret_cast<uint64_t>(far.data());
-    w.rkey = dst.rkey;
-    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    std::vector<uint8_t> mem = std::vector<uint8_t>(3 << 10, 7), far = std::vector<uint8_t>(8 << 10);
+    MrHandle mr;
+
+    PostedZeroCopyWrite() {
+        for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
+        mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
+        const MrHandle dst = L[1].reg_mr(s[1].pd, far.data(), far.size(), kLocalWrite | kRemoteWrite).value;
+        connect(L, s);
+        SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem.data(), 3000, mr.lkey);
+        w.remote_addr = reinterpret_cast<uint64_t>(far.data());
+        w.rkey = dst.rkey;
+        EXPECT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    }
+};
+
+TEST(TransportZeroCopy, AnMrWithFramesInFlightCannotBeDeregistered) {
+    PostedZeroCopyWrite z;
+    Loop& L = z.L;
+    const std::vector<uint8_t>& mem = z.mem;
+    const MrHandle mr = z.mr;
     std::vector<std::vector<uint8_t>> bufs(4, std::vector<uint8_t>(Engine::kMinTxBuf));
     TxFrame fr[4];
     for (int i = 0; i < 4; ++i) fr[i].buf = bufs[i];
@@ -320,19 +336,9 @@ TEST(TransportChain, RethCutAcrossSegmentsIsACountedDrop) {
 
 
 TEST(TransportZeroCopy, DeregBetweenPacketsOfAWqeFailsTheRest) {
-    EngineConfig cfg;
-    cfg.zero_copy_min = 1024;
-    Loop L(cfg);
-    Side s[2];
-    std::vector<uint8_t> mem(3 << 10, 7), far(8 << 10);
-    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
-    const MrHandle mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
-    const MrHandle dst = L[1].reg_mr(s[1].pd, far.data(), far.size(), kLocalWrite | kRemoteWrite).value;
-    connect(L, s);
-    SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem.data(), 3000, mr.lkey);
-    w.remote_addr = reinterpret_cast<uint64_t>(far.data());
-    w.rkey = dst.rkey;
-    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    PostedZeroCopyWrite z;
+    Loop& L = z.L;
+    const MrHandle mr = z.mr;
     std::vector<uint8_t> b0(Engine::kMinTxBuf), b1(Engine::kMinTxBuf);
     TxFrame f0, f1;
     f0.buf = b0;
@@ -345,7 +351,7 @@ TEST(TransportZeroCopy, DeregBetweenPacketsOfAWqeFailsTheRest) {
     // ...and the packets still to send fail the WQE instead of lending its bytes.
     EXPECT_EQ(L[0].tx_burst(std::span(&f1, 1), L.now, L.fx[0]), 0u);
     EXPECT_EQ(f1.ext, nullptr);
-    const std::vector<Wc> wcs = drain(L[0], s[0].scq);
+    const std::vector<Wc> wcs = drain(L[0], z.s[0].scq);
     ASSERT_EQ(wcs.size(), 1u);
     EXPECT_EQ(wcs[0].wr_id, 1u);
     EXPECT_EQ(wcs[0].status, WcStatus::LocProtErr);
