@@ -36,9 +36,10 @@ struct Outcome {
 // RC WRITE (several packets, odd length so the last carries pad), WRITE
 // with immediate, SEND into a posted RECV, READ; or a UD SEND with
 // immediate. Frame `corrupt_index` (if any) arrives with a flipped byte.
+// `spray`: the RC QPs spray over 4 paths, and frames arrive out of order.
 Outcome run(const std::function<std::vector<size_t>(std::span<const uint8_t>)>& cuts, bool ud,
             uint64_t corrupt_index = ~0ull, uint32_t zero_copy_min = 0,
-            std::vector<std::vector<uint8_t>>* wire0 = nullptr) {
+            std::vector<std::vector<uint8_t>>* wire0 = nullptr, bool spray = false) {
     EngineConfig cfg;
     cfg.zero_copy_min = zero_copy_min;
     Loop L(cfg);
@@ -47,6 +48,8 @@ Outcome run(const std::function<std::vector<size_t>(std::span<const uint8_t>)>& 
     L.filter = [&](int, const wire::RocePacket&, uint64_t i) {
         Delivery d;
         d.corrupt = i == corrupt_index;
+        // Under the reorder window and the SACK delay: reordered, not lost.
+        if (spray) d.extra = Nanos{2000 * static_cast<int64_t>(3 - i % 4)};
         return d;
     };
     Side s[2];
@@ -54,6 +57,11 @@ Outcome run(const std::function<std::vector<size_t>(std::span<const uint8_t>)>& 
     MrHandle mr[2];
     QpInitAttr t;
     if (ud) t.qp_type = QpType::Ud;
+    if (spray) {
+        t.reliability = Reliability::Spray;
+        t.spray_paths = 4;
+        t.reorder_window = 64;
+    }
     // The same memory every run, so that frames carrying addresses compare.
     static std::vector<uint8_t> arena[2] = {std::vector<uint8_t>(kMem), std::vector<uint8_t>(kMem)};
     for (int i = 0; i < 2; ++i) {
@@ -171,6 +179,20 @@ TEST(TransportChain, UdChainsActAsFlat) {
     ASSERT_EQ(flat.wcs[1].size(), 1u);
     EXPECT_EQ(flat.wcs[1][0].byte_len, 40u + 509u);
     for (auto* cut : {inside_payload, own_segments, one_byte}) expect_same(flat, run(cut, true));
+}
+
+TEST(TransportChain, SprayedChainsActAsFlat) {
+    const Outcome in_order = run(nullptr, false);
+    for (const uint32_t zc : {0u, 1024u}) {
+        const Outcome flat = run(nullptr, false, ~0ull, zc, nullptr, true);
+        ASSERT_EQ(flat.wcs[0].size(), 4u);
+        for (const Wc& w : flat.wcs[0]) EXPECT_EQ(w.status, WcStatus::Success);
+        EXPECT_GT(flat.counters[1].out_of_seq_request, 0u);  // out of order indeed
+        EXPECT_TRUE(flat.mem[1] == in_order.mem[1]);
+        EXPECT_TRUE(flat.mem[0] == in_order.mem[0]);
+        for (auto* cut : {inside_payload, own_segments, one_byte})
+            expect_same(flat, run(cut, false, ~0ull, zc, nullptr, true));
+    }
 }
 
 TEST(TransportChain, ABadIcrcInAChainIsStillDropped) {
