@@ -210,6 +210,42 @@ TEST_F(DpdkZeroCopyRing, AnMrIsNotDeregisteredWhileItsPagesAreInFlight) {
     ASSERT_TRUE(poll_until([&] { return !a.engine->dereg_mr(a.mr); }));
 }
 
+// Without two free mbufs for a chain, a lendable frame is made whole in its
+// header mbuf: the bytes still arrive, and nothing keeps the MR pinned.
+TEST_F(DpdkZeroCopyRing, ShortOfMbufsForAChainAFrameGoesWhole) {
+    connect();
+    RoceNic& a = *n[0];
+    RoceNic& b = *n[1];
+    for (size_t i = 0; i < 3000; ++i) a.buf[i] = static_cast<uint8_t>(i * 11 + i / 5);
+    post_send_and_write();
+    std::vector<rte_mbuf*> held;
+    while (rte_mbuf* m = rte_pktmbuf_alloc(a.port->pool())) held.push_back(m);
+    ASSERT_FALSE(held.empty());
+    // Only the sender runs, and it gets its mbufs back one a turn: at most
+    // one is ever free, never the two a chain needs.
+    const auto& st = a.nic->stats();
+    for (int turn = 0; turn < 1000 && st[PortStat::TxZeroCopyShort] < 4; ++turn) {
+        if (!held.empty() && rte_mempool_avail_count(a.port->pool()) == 0) {
+            rte_pktmbuf_free(held.back());
+            held.pop_back();
+        }
+        a.nic->poll();
+    }
+    a.nic->flush();
+    EXPECT_EQ(st[PortStat::TxZeroCopyShort], 4u);  // 1024 + 1024 of the WRITE and of the SEND
+    EXPECT_EQ(st[PortStat::TxZeroCopy], 0u);
+    for (rte_mbuf* m : held) rte_pktmbuf_free(m);
+    std::vector<Wc> wa, wb;
+    ASSERT_TRUE(wait_completions(wa, wb));
+    EXPECT_EQ(wa[0].status, WcStatus::Success);
+    EXPECT_EQ(wa[1].status, WcStatus::Success);
+    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin()));
+    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin() + 4096));
+    EXPECT_EQ(b.nic->stats()[PortStat::DropMultiSegment], 0u);
+    for (const uint64_t d : b.engine->counters().drops) EXPECT_EQ(d, 0u);
+    EXPECT_FALSE(a.engine->dereg_mr(a.mr));  // the whole frames released their pins when made
+}
+
 TEST_F(DpdkRoceRing, PfcPauseOfTheRocePriorityHoldsTransmissionForThePauseTime) {
     connect();
     RoceNic& a = *n[0];
