@@ -151,6 +151,8 @@ public:
     int alloc_pd(PdHandle& out);
     int dealloc_pd(PdHandle pd);
     int reg_mr(PdHandle pd, void* addr, size_t length, uint32_t access, MrHandle& out);
+    // EBUSY if zero-copy frames still read the MR after up to 1 s of driving
+    // the NIC for them to leave: the memory must not be freed then.
     int dereg_mr(MrHandle mr);
     int create_comp_channel(std::unique_ptr<CompChannel>& out);
     // `channel` may be null. The CQ holds at least `cqe` entries.
