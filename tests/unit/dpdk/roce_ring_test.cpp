@@ -112,6 +112,16 @@ protected:
             return wa.size() == 2 && wb.size() == 1;
         });
     }
+    // Both of post_send_and_write's WRs succeeded and their 3000 bytes lie
+    // at b.buf and b.buf + 4096.
+    void expect_send_and_write_landed(const std::vector<Wc>& wa) const {
+        const RoceNic& a = *n[0];
+        const RoceNic& b = *n[1];
+        EXPECT_EQ(wa[0].status, WcStatus::Success);
+        EXPECT_EQ(wa[1].status, WcStatus::Success);
+        EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin()));
+        EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin() + 4096));
+    }
 
     TscClock clock = TscClock::starting_now();
     std::unique_ptr<RingPair> rings_;  // outlives the NICs
@@ -143,12 +153,9 @@ TEST_F(DpdkRoceRing, RcSendAndWriteCompleteAcrossThePorts) {
     post_send_and_write();
     std::vector<Wc> wa, wb;
     ASSERT_TRUE(wait_completions(wa, wb));
-    EXPECT_EQ(wa[0].status, WcStatus::Success);
-    EXPECT_EQ(wa[1].status, WcStatus::Success);
+    expect_send_and_write_landed(wa);
     EXPECT_EQ(wb[0].wr_id, 7u);
     EXPECT_EQ(wb[0].byte_len, 3000u);
-    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin()));
-    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin() + 4096));
     // 3000 bytes at MTU 1024 is three packets, twice; every one crossed the rings.
     EXPECT_GE(a.engine->counters().sent_pkts, 6u);
     EXPECT_EQ(b.stack.counters().event(host::HostEvent::RxRoce), b.engine->counters().rcvd_pkts);
@@ -181,11 +188,8 @@ TEST_F(DpdkZeroCopyRing, ChainsFromMrPagesArriveAsTheirBytes) {
     post_send_and_write();
     std::vector<Wc> wa, wb;
     ASSERT_TRUE(wait_completions(wa, wb));
-    EXPECT_EQ(wa[0].status, WcStatus::Success);
-    EXPECT_EQ(wa[1].status, WcStatus::Success);
+    expect_send_and_write_landed(wa);
     EXPECT_EQ(wb[0].byte_len, 3000u);
-    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin()));
-    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin() + 4096));
     EXPECT_EQ(a.nic->stats()[PortStat::TxZeroCopy], 4u);
     EXPECT_EQ(a.nic->stats()[PortStat::TxZeroCopyShort], 0u);
     EXPECT_EQ(b.nic->stats()[PortStat::DropMultiSegment], 0u);
@@ -237,10 +241,7 @@ TEST_F(DpdkZeroCopyRing, ShortOfMbufsForAChainAFrameGoesWhole) {
     for (rte_mbuf* m : held) rte_pktmbuf_free(m);
     std::vector<Wc> wa, wb;
     ASSERT_TRUE(wait_completions(wa, wb));
-    EXPECT_EQ(wa[0].status, WcStatus::Success);
-    EXPECT_EQ(wa[1].status, WcStatus::Success);
-    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin()));
-    EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin() + 4096));
+    expect_send_and_write_landed(wa);
     EXPECT_EQ(b.nic->stats()[PortStat::DropMultiSegment], 0u);
     for (const uint64_t d : b.engine->counters().drops) EXPECT_EQ(d, 0u);
     EXPECT_FALSE(a.engine->dereg_mr(a.mr));  // the whole frames released their pins when made
