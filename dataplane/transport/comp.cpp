@@ -96,10 +96,17 @@ void Engine::comp_progress(Qp& qp, Nanos now, Effects& fx) {
     }
     const bool outstanding = qp.sq_comp != qp.sq_head && qp.wqe(qp.sq_comp).psn_assigned;
     qp.rto_deadline = outstanding && qp.type == QpType::Rc ? now + rto_of(qp) : Nanos::max();
-    if (qp.sq_comp != qp.sq_head && qp.sq_comp == qp.sq_req && qp.wqe(qp.sq_comp).local_error) {
-        SendWqe& w = qp.wqe(qp.sq_comp);
-        comp_error(qp, w, w.error, fx);
-    }
+    comp_local_error(qp, fx);
+}
+
+// A WQE that failed its local checks (its MR deregistered while it was
+// being sent) is reported once it is the oldest and the requester is back
+// at it: after an ACK, or after a rewind. req_ready never sends from it
+// again, so without this a rewind onto it would retry forever.
+void Engine::comp_local_error(Qp& qp, Effects& fx) {
+    if (qp.sq_comp == qp.sq_head || qp.sq_comp != qp.sq_req || !qp.wqe(qp.sq_comp).local_error) return;
+    SendWqe& w = qp.wqe(qp.sq_comp);
+    comp_error(qp, w, w.error, fx);
 }
 
 // Completes every WQE that an acknowledgement of `psn` covers. A READ or
@@ -160,6 +167,7 @@ void Engine::comp_retry(Qp& qp, Psn from, Nanos now, Effects& fx) {
     ++counters_.completer_retry_err;
     req_rewind(qp, from);
     qp.rto_deadline = now + rto_of(qp);
+    comp_local_error(qp, fx);
 }
 
 void Engine::comp_timers(Qp& qp, Nanos now, Effects& fx) {
@@ -167,6 +175,7 @@ void Engine::comp_timers(Qp& qp, Nanos now, Effects& fx) {
         qp.rnr_deadline = Nanos::max();
         req_rewind(qp, qp.comp_psn);
         qp.rto_deadline = Nanos::max();
+        comp_local_error(qp, fx);
     }
     if (now >= qp.read_hole_deadline) {
         // Spraying: a READ (or atomic) response has stayed missing for

@@ -273,6 +273,7 @@ private:
     void comp_progress(Qp& qp, Nanos now, Effects& fx);
     bool comp_ack_upto(Qp& qp, Psn psn, Nanos now, Effects& fx);
     void comp_error(Qp& qp, SendWqe& w, WcStatus st, Effects& fx);
+    void comp_local_error(Qp& qp, Effects& fx);
     void comp_timers(Qp& qp, Nanos now, Effects& fx);
     void comp_read_spray(Qp& qp, const wire::RocePacket& p, Nanos now, Effects& fx);
     void comp_read_drain(Qp& qp, Nanos now, Effects& fx);

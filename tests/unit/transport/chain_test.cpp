@@ -379,5 +379,61 @@ TEST(TransportZeroCopy, DeregBetweenPacketsOfAWqeFailsTheRest) {
     EXPECT_EQ(wcs[0].status, WcStatus::LocProtErr);
 }
 
+// A sprayed WRITE whose MR is deregistered after every packet has left, one
+// of them lost: the selective retransmission must not read (or lend) the
+// freed memory. The lost PSN stays unsent and the WQE fails with LocProtErr
+// when the timeout's go-back-N reaches it, as the in-order path does.
+TEST(TransportZeroCopy, SelectiveRetransmitAfterDeregFailsInsteadOfReading) {
+    EngineConfig cfg;
+    cfg.zero_copy_min = 1024;
+    Loop L(cfg);
+    QpInitAttr t;
+    t.reliability = Reliability::Spray;
+    t.spray_paths = 4;
+    t.reorder_window = 64;
+    Side s[2];
+    std::vector<uint8_t> mem(4096, 9), far(8192);
+    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i], t);
+    const MrHandle mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
+    const MrHandle dst = L[1].reg_mr(s[1].pd, far.data(), far.size(), kLocalWrite | kRemoteWrite).value;
+    connect(L, s, {.timeout = 12});
+    // The WRITE's third packet (PSN 102) is lost the first time; a second
+    // copy of it would show up here.
+    uint32_t psn2_sent = 0;
+    L.filter = [&](int from, const wire::RocePacket& p, uint64_t) {
+        Delivery d;
+        if (from == 0 && p.bth.psn == Psn{102}) d.drop = ++psn2_sent == 1;
+        return d;
+    };
+    bool lent_after_dereg = false, deregistered = false;
+    L.tx_hook = [&](int side, std::span<const TxFrame> frames) {
+        for (const TxFrame& f : frames)
+            lent_after_dereg |= side == 0 && deregistered && f.ext != nullptr;
+    };
+    SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem.data(), 4096, mr.lkey);
+    w.remote_addr = reinterpret_cast<uint64_t>(far.data());
+    w.rkey = dst.rkey;
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    L.pump();  // all four packets leave, each lent from the MR and released
+    ASSERT_EQ(L[0].qp_counters(s[0].qpn)->sent_pkts, 4u);
+    ASSERT_EQ(psn2_sent, 1u);
+    ASSERT_FALSE(L[0].dereg_mr(mr));  // nothing pins it between packets
+    deregistered = true;
+    std::vector<Wc> wcs;
+    L.run([&] {
+        auto m = drain(L[0], s[0].scq);
+        wcs.insert(wcs.end(), m.begin(), m.end());
+        return !wcs.empty();
+    });
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].wr_id, 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::LocProtErr);
+    EXPECT_EQ(psn2_sent, 1u);
+    EXPECT_FALSE(lent_after_dereg);
+    const Counters& c = *L[0].qp_counters(s[0].qpn);
+    EXPECT_EQ(c.sent_pkts, 4u);
+    EXPECT_EQ(c.selective_retransmits, 0u);
+}
+
 }  // namespace
 }  // namespace rocemu::transport::test
