@@ -66,11 +66,21 @@ public:
     // packet, in any mix of PGs and regions, leave every packet's
     // query_ingress at Reserved or Shared and should_xoff false: pool use,
     // the PG's shared use and the dynamic limit are taken at their worst,
-    // after all of it. Then query_reserved decides each packet alone.
+    // after all of it. Then commit_reserved decides and charges each packet alone.
     bool pg_far_below(PortId in, int pg, Bytes total) const;
-    // query_ingress for a PG that pg_far_below said is far below its limits.
-    Region query_reserved(PortId in, int pg, Bytes len) const {
-        return pg_at(in, pg).reserved + len <= profile(pg).size ? Region::Reserved : Region::Shared;
+    // query_ingress and commit for a PG that pg_far_below said is far below
+    // its limits: reserved while the PG's reservation takes the packet, else
+    // shared (never headroom, never rejected). One look at the PG instead of
+    // a query and a commit that looks again.
+    void commit_reserved(PortId in, int pg, PortId out, int q, Bytes len) {
+        PgState& s = pg_at(in, pg);
+        if (s.reserved + len <= profile(pg).size) {
+            s.reserved += len;
+        } else {
+            s.shared += len;
+            pool_used_ += len;
+        }
+        charge_queue(out, q, len);
     }
 
 private:
@@ -82,6 +92,10 @@ private:
     };
     const PgProfile& profile(int pg) const { return cfg_.pg_lossless_at(pg) ? cfg_.pg_lossless : cfg_.pg_lossy; }
     PgState& pg_at(PortId in, int pg) { return pg_[in * kNumTc + pg]; }
+    void charge_queue(PortId out, int q, Bytes len) {
+        queue_[out * kNumTc + q] += len;
+        port_[out] += len;
+    }
     const PgState& pg_at(PortId in, int pg) const { return pg_[in * kNumTc + pg]; }
 
     const SwitchConfig& cfg_;
@@ -138,8 +152,7 @@ inline void Mmu::commit(PortId in, int pg, PortId out, int q, Bytes len, Region 
         case Region::Headroom: s.headroom += len; break;
         case Region::Rejected: return;
     }
-    queue_[out * kNumTc + q] += len;
-    port_[out] += len;
+    charge_queue(out, q, len);
 }
 
 inline void Mmu::release_pg(PortId in, int pg, Bytes len) {

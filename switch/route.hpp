@@ -246,12 +246,21 @@ inline uint64_t fold(const std::array<uint8_t, 16>& a) {
     if (fields & kHashDstIp) h = (h ^ (d.ipv6 ? detail::fold(d.dst_v6) : d.dst_v4)) * detail::kHashMul;
     return h;
 }
-[[gnu::always_inline]] inline uint64_t flow_hash_rest(uint64_t addrs, const PacketDesc& d, uint8_t fields) {
-    const uint64_t l4 = (fields & kHashProto ? uint64_t{d.ip_proto} << 48 : 0) |
-                        (fields & kHashInPort ? uint64_t{d.in_port} << 32 : 0) |
-                        (fields & kHashSrcPort ? uint64_t{d.src_port} << 16 : 0) |
-                        (fields & kHashDstPort ? uint64_t{d.dst_port} : 0);
+// The rest: protocol, ingress port and the two L4 ports packed in one word
+// (bits 48-55, 32-47, 16-31, 0-15), the fields not selected masked out.
+// The mask depends on the configuration only: a caller hashing many packets
+// computes it once (flow_hash_l4_mask) instead of testing four fields a packet.
+constexpr uint64_t flow_hash_l4_mask(uint8_t fields) {
+    return (fields & kHashProto ? uint64_t{0xFF} << 48 : 0) | (fields & kHashInPort ? uint64_t{0xFFFF} << 32 : 0) |
+           (fields & kHashSrcPort ? uint64_t{0xFFFF} << 16 : 0) | (fields & kHashDstPort ? uint64_t{0xFFFF} : 0);
+}
+[[gnu::always_inline]] inline uint64_t flow_hash_rest_masked(uint64_t addrs, const PacketDesc& d, uint64_t l4_mask) {
+    const uint64_t l4 = (uint64_t{d.ip_proto} << 48 | uint64_t{d.in_port} << 32 | uint64_t{d.src_port} << 16 |
+                         uint64_t{d.dst_port}) & l4_mask;
     return detail::fmix64((addrs ^ l4) * detail::kHashMul);
+}
+[[gnu::always_inline]] inline uint64_t flow_hash_rest(uint64_t addrs, const PacketDesc& d, uint8_t fields) {
+    return flow_hash_rest_masked(addrs, d, flow_hash_l4_mask(fields));
 }
 [[gnu::always_inline]] inline uint64_t flow_hash(const PacketDesc& d, uint8_t fields, uint64_t seed) {
     return flow_hash_rest(flow_hash_addrs(d, fields, seed), d, fields);

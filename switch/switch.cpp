@@ -37,7 +37,8 @@ Switch::Switch(const SwitchConfig& cfg)
       queue_hot_(cfg_.ports.size() * kNumTc),
       cold_(cfg_.ports.size()),
       pfc_refresh_interval_(cfg_.ports.size()),
-      flowlets_(cfg_.routing.flowlet_table_size) {
+      flowlets_(cfg_.routing.flowlet_table_size),
+      hash_l4_mask_(flow_hash_l4_mask(cfg_.routing.hash_fields)) {
     for (int q = 0; q < kNumTc; ++q) {
         queue_lossless_[q] = cfg_.queue_lossless_at(q);
         dwrr_quantum_[q] = static_cast<int64_t>(cfg_.scheduler[q].weight) * kDwrrUnit;
@@ -235,7 +236,7 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
                 memo.src = d.src_v4;
                 memo.hashed = true;
             }
-            r.hash = flow_hash_rest(memo.addrs, d, fields);
+            r.hash = flow_hash_rest_masked(memo.addrs, d, hash_l4_mask_);
         }
         // Adaptive picks read queue occupancy, which the packets ahead in
         // the burst change: they wait for admit().
@@ -261,8 +262,8 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
     mmu_.prefetch_queue(r.out, r.q);
 }
 
-[[gnu::always_inline]] inline void Switch::admit(const PacketDesc& d, Routed r, bool far, Nanos now, Rng& rng,
-                                                 Effects& fx) {
+[[gnu::always_inline]] inline void Switch::admit(const PacketDesc& d, const Routed& r, bool far, bool counted,
+                                                 Nanos now, Rng& rng, Effects& fx, uint32_t* next_hop) {
     if (r.drop == DropReason::BadPort) {
         ++bad_port_drops_;
         Effect& e = emit(fx, EffectKind::Drop, 0);
@@ -271,23 +272,26 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
         return;
     }
     PortHot& in = hot_[d.in_port];
-    ++in.rx_pkts;
-    in.rx_bytes += d.frame_len.v;
+    if (!counted) {
+        ++in.rx_pkts;
+        in.rx_bytes += d.frame_len.v;
+    }
     if (r.drop != DropReason::kCount) return drop(d.in_port, d.handle, r.drop, fx);
     const int q = r.q;
     const int pg = r.pg;
+    uint32_t nb = r.nb;
+    PortId out = r.out;
     if (r.adaptive) {
         const RouteTable::Group& g = routes_.group_ref(r.group);
         const RouteTable::Member& m = routes_.member(g.first + adaptive_member(g, r.group, r.tc, r.hash, now));
-        r.nb = m.neighbor;
-        r.out = m.port;
+        nb = m.neighbor;
+        out = m.port;
     }
-    const PortId out = r.out;
     PortHot& op = hot_[out];
     QueueHot& qs = qhot(out, q);
 
     if (d.frame_len.v > max_frame_[out]) return egress_drop(out, q, d.handle, DropReason::MtuExceeded, fx);
-    if ((op.storms | in.storms) & (1u << q)) {
+    if (storming_ && ((op.storms | in.storms) & (1u << q))) {
         if (storm_drops(op, q)) {
             ++cold_[out].q[q].wd_drops;
             return egress_drop(out, q, d.handle, DropReason::PfcWatchdog, fx);
@@ -299,9 +303,14 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
             return drop(d.in_port, d.handle, DropReason::PfcWatchdog, fx);
         }
     }
-    const Mmu::Verdict v = far ? Mmu::Verdict{mmu_.query_reserved(d.in_port, pg, d.frame_len), {}}
-                               : mmu_.query_ingress(d.in_port, pg, d.frame_len);
-    if (v.region == Mmu::Region::Rejected) return drop(d.in_port, d.handle, v.reason, fx);
+    // Far below its limits, the PG admits into reserved or shared: no
+    // rejection, and the region is looked up as it is committed.
+    Mmu::Region region = Mmu::Region::Reserved;
+    if (!far) {
+        const Mmu::Verdict v = mmu_.query_ingress(d.in_port, pg, d.frame_len);
+        if (v.region == Mmu::Region::Rejected) return drop(d.in_port, d.handle, v.reason, fx);
+        region = v.region;
+    }
     if (!mmu_.query_egress(out, q, d.frame_len)) return egress_drop(out, q, d.handle, DropReason::EgressQueueLimit, fx);
     if (free_head_ == kNil) return egress_drop(out, q, d.handle, DropReason::NoDescriptor, fx);
     bool mark = false;
@@ -313,7 +322,8 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
         mark = rv == RedVerdict::Mark && d.ecn != kEcnCe;
     }
 
-    mmu_.commit(d.in_port, pg, out, q, d.frame_len, v.region);
+    if (far) mmu_.commit_reserved(d.in_port, pg, out, q, d.frame_len);
+    else mmu_.commit(d.in_port, pg, out, q, d.frame_len, region);
     op.nonempty |= static_cast<uint8_t>(1u << q);
     const uint32_t i = free_head_;
     free_head_ = slots_[i].next;
@@ -325,16 +335,18 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
     qs.tail = i;
     ++qs.count;
     const bool paused = (op.paused >> q) & 1;
-    // A paused queue that fills starts counting towards the watchdog.
-    if (paused) timer_dirty_ = true;
     ++qs.enq_pkts;
     qs.enq_bytes += d.frame_len.v;
     qs.watermark = std::max(qs.watermark, mmu_.queue_bytes(out, q));
 
-    Effect& e = emit(fx, EffectKind::Enqueued, out);
-    e.queue = static_cast<uint8_t>(q);
-    e.handle = d.handle;
-    e.neighbor = r.nb;
+    if (next_hop) {
+        *next_hop = nb;
+    } else {
+        Effect& e = emit(fx, EffectKind::Enqueued, out);
+        e.queue = static_cast<uint8_t>(q);
+        e.handle = d.handle;
+        e.neighbor = nb;
+    }
     if (mark) {
         ++cold_[out].q[q].ecn_marks;
         Effect& m = emit(fx, EffectKind::MarkCe, out);
@@ -343,27 +355,41 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
     }
     if (!far && mmu_.should_xoff(d.in_port, pg)) xoff(d.in_port, pg, now, fx);
 
-    // A queue may have been paused past detection_time while empty; the
-    // watchdog only calls that a storm once something is stuck behind it.
-    if (paused && cfg_.pfc_wd.enabled && queue_lossless_[q] && !((op.storms >> q) & 1) && paused_at(out, q, now) &&
-        now - cold_[out].q[q].pause_start >= cfg_.pfc_wd.detection_time)
-        watchdog_detect(out, q, now, fx);
+    if (paused) {
+        // A paused queue that fills starts counting towards the watchdog.
+        timer_dirty_ = true;
+        // A queue may have been paused past detection_time while empty; the
+        // watchdog only calls that a storm once something is stuck behind it.
+        if (cfg_.pfc_wd.enabled && queue_lossless_[q] && !((op.storms >> q) & 1) && paused_at(out, q, now) &&
+            now - cold_[out].q[q].pause_start >= cfg_.pfc_wd.detection_time)
+            watchdog_detect(out, q, now, fx);
+    }
     // Armed already by the packets ahead of it, usually: decided first.
     if (!op.tx_armed && (!(((op.paused | op.storms) >> q) & 1) || eligible(out, q, now))) arm_tx(out, now, fx);
 }
 
 void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     RouteMemo memo;
-    admit(d, route_packet(d, memo), false, now, rng, fx);
+    admit(d, route_packet(d, memo), false, false, now, rng, fx, nullptr);
 }
 
-std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx) {
+std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx,
+                             uint32_t* next_hop) {
+    return next_hop ? burst<true>(d, n, now, rng, fx, next_hop) : burst<false>(d, n, now, rng, fx, nullptr);
+}
+
+// kNextHop: next_hop is set (decided once a burst, not a packet).
+template <bool kNextHop>
+std::size_t Switch::burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx, uint32_t* next_hop) {
     // VPP-style: route the whole burst first (routing reads only tables the
     // burst does not change), starting the loads of each packet's ingress,
     // egress and MMU lines, then admit the packets in order, so effects,
     // counters and random draws are those of on_packet one by one.
     std::array<Routed, kBatch> routed;
     RouteMemo memo;
+    // A few ports' hot state stays in L1 (9 lines a port): the loads are
+    // started ahead only when there are more.
+    const bool ahead = hot_.size() > kPrefetchPorts;
     std::size_t done = 0;
     while (done < n) {
         const std::size_t k = std::min(n - done, kBatch);
@@ -373,7 +399,7 @@ std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng&
         unsigned pgs = 0;
         for (std::size_t j = 0; j < k; ++j) {
             routed[j] = route_packet(d[done + j], memo);
-            prefetch(d[done + j], routed[j]);
+            if (ahead) prefetch(d[done + j], routed[j]);
             one_port &= d[done + j].in_port == in;
             bytes += d[done + j].frame_len.v;
             pgs |= 1u << routed[j].pg;
@@ -389,9 +415,21 @@ std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng&
         // Each packet adds at most kMaxEffectsPerPacket effects: with room
         // for the chunk, no packet's own check can fail.
         const bool roomy = room(fx) >= k * kMaxEffectsPerPacket;
+        // Then every packet of the chunk is taken: its port's receive
+        // counters are bumped once, with the chunk's sum.
+        const bool counted = roomy && one_port && in < hot_.size();
+        if (counted) {
+            hot_[in].rx_pkts += k;
+            hot_[in].rx_bytes += bytes;
+        }
         for (std::size_t j = 0; j < k; ++j) {
             if (!roomy && room(fx) < kMaxEffectsPerPacket) return done + j;
-            admit(d[done + j], routed[j], (far >> routed[j].pg) & 1, now, rng, fx);
+            uint32_t* nh = nullptr;
+            if constexpr (kNextHop) {
+                nh = next_hop + done + j;
+                *nh = kNotEnqueued;
+            }
+            admit(d[done + j], routed[j], (far >> routed[j].pg) & 1, counted, now, rng, fx, nh);
         }
         done += k;
     }
@@ -514,15 +552,21 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
     // the release is greedy (headroom, shared, reserved), so its parts add
     // up, and no XON can be due on the way.
     PendingRelease pend;
-    // The checks of dequeue_burst's loop, before every frame.
-    while (n < max && t <= now && room(fx) > kEffectReserve) {
+    // The checks of dequeue_burst's loop, before every frame. Only a
+    // frame's own release (an XON) adds effects: the room is read again then.
+    std::size_t fx_room = room(fx);
+    while (n < max && t <= now && fx_room > kEffectReserve) {
         const Slot& s = slots_[i];
         if (s.in_port != pend.in || s.pg != pend.pg) {
             settle(pend);
             pend = PendingRelease{s.in_port, s.pg, 0, !mmu_.xoff(s.in_port, s.pg)};
         }
-        if (pend.open) pend.bytes += s.len;
-        else release_pg(s, fx);
+        if (pend.open) {
+            pend.bytes += s.len;
+        } else {
+            release_pg(s, fx);
+            fx_room = room(fx);
+        }
         TxDesc& tx = out[n++];
         tx.handle = s.handle;
         tx.queue = static_cast<uint8_t>(q);
@@ -669,6 +713,7 @@ void Switch::on_pfc(PortId port, const PfcFrameDesc& f, Nanos now, Effects& fx) 
 
 void Switch::watchdog_detect(PortId port, int q, Nanos now, Effects& fx) {
     timer_dirty_ = true;
+    if (!((hot_[port].storms >> q) & 1)) ++storming_;
     hot_[port].storms |= static_cast<uint8_t>(1u << q);
     ++cold_[port].q[q].wd_storms;
     emit(fx, EffectKind::WatchdogStorm, port).queue = static_cast<uint8_t>(q);
@@ -679,6 +724,7 @@ void Switch::watchdog_detect(PortId port, int q, Nanos now, Effects& fx) {
 }
 
 void Switch::watchdog_restore(PortId port, int q, Effects& fx) {
+    if ((hot_[port].storms >> q) & 1) --storming_;
     hot_[port].storms &= static_cast<uint8_t>(~(1u << q));
     ++cold_[port].q[q].wd_restores;
     emit(fx, EffectKind::WatchdogRestore, port).queue = static_cast<uint8_t>(q);

@@ -65,7 +65,14 @@ public:
     static constexpr std::size_t kMaxEffectsPerPacket = 5;
     // Burst form: processes packets while `fx` has room for their effects
     // and returns how many it took (the rest wait for the next call).
-    std::size_t on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx);
+    // With `next_hop`, packet i's Enqueued effect is not written: instead
+    // next_hop[i] is its neighbor id (what the effect would carry), or
+    // kNotEnqueued when it was not enqueued; every other effect is the same.
+    // For a runtime that rewrites each frame's L2 header from its burst
+    // position, without writing and reading back an effect a frame.
+    std::size_t on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx,
+                         uint32_t* next_hop = nullptr);
+    static constexpr uint32_t kNotEnqueued = 0xFFFFFFFF;
 
     // Start transmitting the next frame of `port`, if one is eligible and the
     // wire is free at `now`. Honours received pauses, strict priority, then
@@ -226,6 +233,9 @@ private:
         uint64_t hash;
     };
     static constexpr std::size_t kBatch = 32;
+    // on_burst starts loading each packet's state ahead only in switches
+    // with more ports than this.
+    static constexpr std::size_t kPrefetchPorts = 8;
     // What route_packet keeps of the packets before it in a burst: a run to
     // one IPv4 destination looks its route up once, and from one source
     // folds the two addresses into the flow hash once.
@@ -242,7 +252,12 @@ private:
     void prefetch(const PacketDesc& d, const Routed& r) const;
     // The second half of on_packet: MMU admission, enqueue, PFC, watchdog.
     // `far`: Mmu::pg_far_below holds for the packet's PG over its whole burst.
-    void admit(const PacketDesc& d, Routed r, bool far, Nanos now, Rng& rng, Effects& fx);
+    template <bool kNextHop>
+    std::size_t burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx, uint32_t* next_hop);
+    // `counted`: the caller has counted the packet at its ingress port.
+    // `next_hop`: where to write the neighbor instead of an Enqueued effect (on_burst's), or null.
+    void admit(const PacketDesc& d, const Routed& r, bool far, bool counted, Nanos now, Rng& rng, Effects& fx,
+               uint32_t* next_hop);
     // dequeue without the final re-arming, into `tx` (not through an
     // optional on the stack: reading that back stalled on store forwarding).
     bool dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc& tx);
@@ -310,6 +325,7 @@ private:
         Nanos last{};
     };
     std::vector<Flowlet> flowlets_;
+    const uint64_t hash_l4_mask_;  // flow_hash_l4_mask of the configured hash fields
 
     // May be earlier than the true next deadline (then on_timer finds
     // nothing due and recomputes), never later.
@@ -317,6 +333,9 @@ private:
     mutable bool timer_dirty_ = true;
     Nanos compute_next_timer() const;
 
+    // Queues in a watchdog storm, over all ports: while 0, admission skips
+    // the per-queue storm test.
+    uint32_t storming_ = 0;
     uint64_t effects_overflow_ = 0;
     uint64_t bad_port_drops_ = 0;
     Effect overflow_sink_{};

@@ -96,6 +96,7 @@ private:
     rte_mbuf* take(uint32_t handle);
     using L2Header = std::array<uint8_t, 12>;
     const L2Header& l2_header(uint32_t neighbor);
+    void rewrite(rte_mbuf* m, uint32_t neighbor);
 
     Switch& sw_;
     std::vector<PortRt> ports_;
@@ -113,6 +114,7 @@ private:
     Nanos last_publish_{};
     std::vector<uint64_t> scratch_;
     std::array<PacketDesc, kBurst> descs_{};
+    std::array<uint32_t, kBurst> next_hop_{};  // on_burst's next hop of descs_[j]
     std::array<TxDesc, kBurst> txs_{};
     std::vector<L2Header> l2_;  // per neighbor id: its MAC, then its port's
 };

@@ -151,6 +151,33 @@ void preload(Rig& r, const std::array<uint32_t, 4>& kb) {
         for (uint32_t i = 0; i < kb[p]; ++i) r.send(r.pkt(0, host_ip(p), kDscpTc1, 1000), 0_ns);
 }
 
+// The L4 half of the flow hash packs the selected fields into one word
+// under a mask computed once per configuration; for every field selection
+// that must be the word built field by field, so ECMP picks do not change.
+TEST(SwitchEcmp, MaskedL4HashIsTheFieldByFieldHash) {
+    Rng gen(11);
+    for (unsigned fields = 0; fields < 64; ++fields) {
+        const auto f = static_cast<uint8_t>(fields);
+        for (int i = 0; i < 50; ++i) {
+            PacketDesc d;
+            d.in_port = static_cast<PortId>(gen.below(64));
+            d.ip_proto = static_cast<uint8_t>(gen.below(256));
+            d.src_port = static_cast<uint16_t>(gen.next());
+            d.dst_port = static_cast<uint16_t>(gen.next());
+            d.src_v4 = static_cast<uint32_t>(gen.next());
+            d.dst_v4 = static_cast<uint32_t>(gen.next());
+            const uint64_t addrs = flow_hash_addrs(d, f, 42);
+            const uint64_t l4 = (f & kHashProto ? uint64_t{d.ip_proto} << 48 : 0) |
+                                (f & kHashInPort ? uint64_t{d.in_port} << 32 : 0) |
+                                (f & kHashSrcPort ? uint64_t{d.src_port} << 16 : 0) |
+                                (f & kHashDstPort ? uint64_t{d.dst_port} : 0);
+            const uint64_t expect = detail::fmix64((addrs ^ l4) * detail::kHashMul);
+            ASSERT_EQ(flow_hash_rest_masked(addrs, d, flow_hash_l4_mask(f)), expect) << "fields " << fields;
+            ASSERT_EQ(flow_hash(d, f, 42), expect) << "fields " << fields;
+        }
+    }
+}
+
 TEST(SwitchAdaptiveRouting, PerPacketPicksLeastQueuedMemberOnlyForOptedInTc) {
     SwitchConfig cfg = sonic_default_config(4, BitsPerSec::gbps(100));
     cfg.routing.adaptive[3] = ArMode::PerPacket;

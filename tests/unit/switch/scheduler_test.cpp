@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <tuple>
 #include <vector>
@@ -178,18 +179,24 @@ bool same_effect(const Effect& a, const Effect& b) {
 // The traffic has WRED marks at enqueue, XOFF, ECMP, per-packet adaptive
 // routing (which reads the queue loads the burst itself changes), and
 // drops for no route, a bad port and full buffers.
-TEST(SwitchBurst, BurstAdmitsLikeOnePacketAtATime) {
-    constexpr int kPorts = 6;
-    SwitchConfig cfg = sonic_default_config(kPorts, BitsPerSec::gbps(100));
+// Six 100G ports, a small pool, lossy queues that tail-drop early, WRED
+// marking on queue 3, per-packet adaptive routing for TC1, and 10.9/16 over
+// ECMP to hosts 3, 4 and 5.
+SwitchConfig mixed_config(int ports) {
+    SwitchConfig cfg = sonic_default_config(ports, BitsPerSec::gbps(100));
     cfg.pool_size = Bytes{120000};
     cfg.queue_lossy = QueueProfile{Bytes{1518}, Threshold{true, -1, {}}};
     cfg.wred[3] = WredProfile{false, EcnMode::All, Bytes{2000}, Bytes{30000}, 50};
     cfg.routing.adaptive[1] = ArMode::PerPacket;
-    Rig one(cfg), burst(cfg);
-    for (Rig* r : {&one, &burst})
-        r->sw->routes().add_route_v4(
-            0x0A090000, 16, r->sw->routes().add_group({r->host_nb[3], r->host_nb[4], r->host_nb[5]}));
-
+    return cfg;
+}
+void add_mixed_route(Rig& r) {
+    r.sw->routes().add_route_v4(0x0A090000, 16,
+                                r.sw->routes().add_group({r.host_nb[3], r.host_nb[4], r.host_nb[5]}));
+}
+// 400 packets from ports 0-2 in three classes: to the ECMP route, to hosts
+// directly, to no route, and now and then from a port that does not exist.
+std::vector<PacketDesc> mixed_traffic(Rig& r, PortId bad_port) {
     Rng gen(7);
     constexpr std::array<uint8_t, 3> kDscps{kDscpLossless3, kDscpTc1, kDscpTc0};
     std::vector<PacketDesc> pkts;
@@ -198,11 +205,30 @@ TEST(SwitchBurst, BurstAdmitsLikeOnePacketAtATime) {
         const uint32_t dst = kind == 0   ? 0x0B000001u  // no route
                              : kind < 3 ? host_ip(3 + static_cast<int>(gen.below(3)))
                                         : 0x0A090000u | static_cast<uint32_t>(gen.below(65536));
-        PacketDesc d = one.pkt(static_cast<PortId>(gen.below(3)), dst, kDscps[gen.below(kDscps.size())],
-                               static_cast<uint32_t>(64 + gen.below(1400)), static_cast<uint16_t>(gen.next()));
-        if (gen.below(50) == 0) d.in_port = kPorts + 1;
+        PacketDesc d = r.pkt(static_cast<PortId>(gen.below(3)), dst, kDscps[gen.below(kDscps.size())],
+                             static_cast<uint32_t>(64 + gen.below(1400)), static_cast<uint16_t>(gen.next()));
+        if (gen.below(50) == 0) d.in_port = bad_port;
         pkts.push_back(d);
     }
+    return pkts;
+}
+// Two switches of mixed_config with the route, and the traffic for them.
+struct MixedPair {
+    static constexpr int kPorts = 6;
+    Rig one{mixed_config(kPorts)};
+    Rig two{mixed_config(kPorts)};
+    std::vector<PacketDesc> pkts;
+    MixedPair() {
+        for (Rig* r : {&one, &two}) add_mixed_route(*r);
+        pkts = mixed_traffic(one, kPorts + 1);
+    }
+};
+
+TEST(SwitchBurst, BurstAdmitsLikeOnePacketAtATime) {
+    MixedPair pair;
+    Rig& one = pair.one;
+    Rig& burst = pair.two;
+    const std::vector<PacketDesc>& pkts = pair.pkts;
 
     Effects fx_one, fx_burst;
     std::size_t marks = 0, xoffs = 0, drops = 0;
@@ -231,6 +257,49 @@ TEST(SwitchBurst, BurstAdmitsLikeOnePacketAtATime) {
     EXPECT_EQ(one.sw->dump(Nanos::from_us(500)), burst.sw->dump(Nanos::from_us(500)));
     EXPECT_EQ(one.sw->bad_port_drops(), burst.sw->bad_port_drops());
     EXPECT_GT(one.sw->bad_port_drops(), 0u);
+}
+
+// With a next-hop array, on_burst writes each enqueued packet's neighbor at
+// its position instead of an Enqueued effect, and kNotEnqueued for the
+// others; every other effect, counter and random draw is as without it.
+TEST(SwitchBurst, NextHopsReplaceTheEnqueuedEffects) {
+    MixedPair pair;
+    Rig& fx_rig = pair.one;
+    Rig& nh_rig = pair.two;
+    const std::vector<PacketDesc>& pkts = pair.pkts;
+
+    std::size_t enqueued = 0, not_enqueued = 0;
+    for (std::size_t at = 0; at < pkts.size(); at += 40) {
+        const std::size_t n = std::min<std::size_t>(40, pkts.size() - at);
+        const Nanos now = Nanos::from_us(static_cast<int64_t>(at));
+        Effects with_fx, with_nh;
+        std::vector<uint32_t> nh(n, 12345);
+        ASSERT_EQ(fx_rig.sw->on_burst(pkts.data() + at, n, now, fx_rig.rng, with_fx), n);
+        ASSERT_EQ(nh_rig.sw->on_burst(pkts.data() + at, n, now, nh_rig.rng, with_nh, nh.data()), n);
+        std::vector<uint32_t> expect(n, Switch::kNotEnqueued);
+        Effects others;
+        for (const Effect& e : with_fx) {
+            if (e.kind != EffectKind::Enqueued) {
+                others.push_back(e);
+                continue;
+            }
+            const auto it = std::find_if(pkts.begin() + static_cast<std::ptrdiff_t>(at),
+                                         pkts.begin() + static_cast<std::ptrdiff_t>(at + n),
+                                         [&](const PacketDesc& d) { return d.handle == e.handle; });
+            ASSERT_NE(it, pkts.begin() + static_cast<std::ptrdiff_t>(at + n));
+            expect[static_cast<std::size_t>(it - pkts.begin()) - at] = e.neighbor;
+        }
+        EXPECT_EQ(nh, expect) << "burst " << at / 40;
+        ASSERT_EQ(others.size(), with_nh.size());
+        for (std::size_t i = 0; i < others.size(); ++i)
+            ASSERT_TRUE(same_effect(others[i], with_nh[i])) << fx_rig.sw->describe(others[i]) << " vs "
+                                                            << nh_rig.sw->describe(with_nh[i]);
+        for (const uint32_t v : nh) ++(v == Switch::kNotEnqueued ? not_enqueued : enqueued);
+    }
+    EXPECT_GT(enqueued, 0u);
+    EXPECT_GT(not_enqueued, 0u);
+    EXPECT_EQ(fx_rig.rng.next(), nh_rig.rng.next());
+    EXPECT_EQ(fx_rig.sw->dump(Nanos::from_us(500)), nh_rig.sw->dump(Nanos::from_us(500)));
 }
 
 // What a runtime sees draining `port` turn by turn, at 1 us turns from 0 to
