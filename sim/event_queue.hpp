@@ -68,18 +68,28 @@ public:
     uint64_t pushed() const { return next_seq_; }
 
     // Precondition: !empty().
-    const Event& top() const {
+    Event top() const {
         if (wheel_count_ == 0) return far_.front();
-        return nodes_[head_[next_slot()]].ev;
+        return nodes_[head_[next_slot()]].event();
+    }
+
+    // top().time without unpacking the rest. Precondition: !empty().
+    Nanos top_time() const {
+        if (wheel_count_ == 0) return far_.front().time;
+        return Nanos{nodes_[head_[next_slot()]].time};
     }
 
     // The event after top() when it is in top()'s slot or at most 127 slots
-    // later, else null: a cheap look two events ahead, for prefetching only.
-    const Event* peek_second() const {
-        if (wheel_count_ < 2) return nullptr;
+    // later (into `out`), else false: a cheap look two events ahead, for
+    // prefetching only.
+    bool peek_second(Event& out) const {
+        if (wheel_count_ < 2) return false;
         const uint32_t s = next_slot();
         const uint32_t after = nodes_[head_[s]].next;
-        if (after != kNil) return &nodes_[after].ev;
+        if (after != kNil) {
+            out = nodes_[after].event();
+            return true;
+        }
         const uint32_t b = static_cast<uint32_t>(base_) & kMask;
         const uint32_t w = s >> 6;
         uint64_t m = (s & 63) == 63 ? 0 : bits_[w] & (~uint64_t{0} << ((s & 63) + 1));
@@ -88,11 +98,12 @@ public:
             word = (w + 1) % kWords;
             m = bits_[word];
         }
-        if (m == 0) return nullptr;
+        if (m == 0) return false;
         const uint32_t c = (word << 6) | static_cast<uint32_t>(std::countr_zero(m));
         // Past base's slot the wheel wraps round to later times.
-        if (((c - b) & kMask) <= ((s - b) & kMask)) return nullptr;
-        return &nodes_[head_[c]].ev;
+        if (((c - b) & kMask) <= ((s - b) & kMask)) return false;
+        out = nodes_[head_[c]].event();
+        return true;
     }
 
     // Precondition: !empty().
@@ -100,7 +111,7 @@ public:
         if (wheel_count_ == 0) advance_to(far_.front().time.v);
         const uint32_t slot = next_slot();
         const uint32_t idx = head_[slot];
-        const Event out = nodes_[idx].ev;
+        const Event out = nodes_[idx].event();
         head_[slot] = nodes_[idx].next;
         if (head_[slot] == kNil) {
             tail_[slot] = kNil;
@@ -119,10 +130,30 @@ private:
     static constexpr uint32_t kWords = kWheelSlots / 64;
     static constexpr uint32_t kSummaryWords = (kWords + 63) / 64;
 
-    struct Node {
-        Event ev;
+    // A wheel event in 32 bytes, aligned, so it never straddles two cache
+    // lines (an Event plus its link took 40: half of them straddled, and a
+    // push writes the old tail's link while a pop reads the head, both
+    // usually long out of the cache in a large fabric). The kind rides in
+    // the top byte of seq, which 2^56 pushes never reach.
+    struct alignas(32) Node {
+        int64_t time = 0;
+        uint64_t seq_kind = 0;  // seq << 8 | kind
+        uint64_t arg = 0;
+        uint32_t target = 0;
         uint32_t next = kNil;
+
+        Node() = default;
+        Node(const Event& e, uint32_t n)
+            : time(e.time.v),
+              seq_kind(e.seq << 8 | static_cast<uint8_t>(e.kind)),
+              arg(e.arg),
+              target(e.target),
+              next(n) {}
+        Event event() const {
+            return Event{Nanos{time}, seq_kind >> 8, arg, target, static_cast<EventKind>(seq_kind & 0xFF)};
+        }
     };
+    static_assert(sizeof(Node) == 32);
 
     static bool before(const Event& a, const Event& b) {
         return a.time < b.time || (a.time == b.time && a.seq < b.seq);

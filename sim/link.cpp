@@ -55,7 +55,7 @@ FrameHandle Link::on_deliver(uint64_t arg, Nanos now, FramePool& pool) {
     }
     ++counters_.delivered_frames;
     counters_.delivered_bytes += pool.len(h);
-    if (tap_rx_ != nullptr) tap_rx_->write(now, pool.frame(h));
+    if (tapped_ && tap_rx_ != nullptr) tap_rx_->write(now, pool.frame(h));
     return h;
 }
 
@@ -73,7 +73,7 @@ void Link::start(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) {
     const uint32_t len = pool.len(h);
     const uint32_t key = multipath_ ? path_key(pool.frame(h)) : 0;
     const link::Delivery d = model_.transmit(Bytes{len}, now, rng_, key);
-    if (tap_tx_ != nullptr) tap_tx_->write(d.tx_start, pool.frame(h));
+    if (tapped_ && tap_tx_ != nullptr) tap_tx_->write(d.tx_start, pool.frame(h));
     transmitting_ = true;
     ++counters_.tx_frames;
     counters_.tx_bytes += len;

@@ -85,13 +85,13 @@ public:
     void set_taps(pcap::Writer* tx, pcap::Writer* rx) {
         tap_tx_ = tx;
         tap_rx_ = rx;
+        tapped_ = tx != nullptr || rx != nullptr;
     }
 
     // Starts loading what send, on_tx_done and on_deliver read into the
-    // cache: the link's first two lines and the model's first.
+    // cache: the link's first line and the model's first.
     void prefetch() const {
         __builtin_prefetch(this);
-        __builtin_prefetch(reinterpret_cast<const char*>(this) + 64);
         __builtin_prefetch(&model_);
     }
 
@@ -115,22 +115,26 @@ private:
     void ring_push(FrameHandle h);
     FrameHandle ring_pop();
 
-    // Per-frame state and the counters every frame bumps first (the first
-    // two cache lines), then what only faults use; link::Model keeps its own
-    // per-frame state in its first line.
+    // What a frame reads on a link nothing queues on (every send, TxDone
+    // and Deliver) is this object's first cache line: 32 bytes of state,
+    // then the four counters every frame bumps (LinkCounters begins with
+    // them); link::Model keeps its own per-frame state in its first line.
+    // The transmit queue (used only while a frame waits behind another),
+    // the taps (behind tapped_) and the fault counters lie past them.
     LinkId id_;
     LinkEnd src_, dst_;
     bool up_ = true;
     bool transmitting_ = false;
     bool multipath_;  // the model has several paths: a frame's UDP source port picks one
+    bool tapped_ = false;  // tap_tx_ or tap_rx_ is set
     uint32_t epoch_ = 0;  // bumped when the link goes down, voiding frames in flight
-    uint32_t ring_head_ = 0;
     uint32_t queued_frames_ = 0;
+    LinkCounters counters_;  // at offset 32: its first four fields end the first line
+    uint32_t ring_head_ = 0;
     Bytes queued_bytes_{0};
     std::vector<FrameHandle> ring_;  // power-of-two sized FIFO
     pcap::Writer* tap_tx_ = nullptr;
     pcap::Writer* tap_rx_ = nullptr;
-    LinkCounters counters_;
     Rng rng_;
     link::Model model_;
 };

@@ -135,7 +135,7 @@ void Simulator::prefetch_event(const Event& n) const {
 
 void Simulator::prefetch_next() const {
     if (queue_.empty()) return;
-    const Event& n = queue_.top();
+    const Event n = queue_.top();
     prefetch_event(n);
     if (n.kind == EventKind::Deliver)
         __builtin_prefetch(nodes_[links_[n.target].dst().node]);
@@ -143,7 +143,7 @@ void Simulator::prefetch_next() const {
         __builtin_prefetch(nodes_[links_[n.target].src().node]);
     else if (n.kind == EventKind::Timer)
         __builtin_prefetch(nodes_[n.target]);
-    if (const Event* after = queue_.peek_second()) prefetch_event(*after);
+    if (Event after; queue_.peek_second(after)) prefetch_event(after);
 }
 
 bool Simulator::step() {
@@ -177,7 +177,7 @@ bool Simulator::step() {
 }
 
 void Simulator::run_until(Nanos t) {
-    while (!queue_.empty() && queue_.top().time <= t) step();
+    while (!queue_.empty() && queue_.top_time() <= t) step();
     now_ = std::max(now_, t);
 }
 

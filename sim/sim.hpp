@@ -105,7 +105,7 @@ public:
     // the next event lies beyond `limit`, or none is left. True if `stop` did.
     template <typename Stop>
     bool run_until_cond(Stop&& stop, Nanos limit = Nanos::max()) {
-        while (!queue_.empty() && queue_.top().time <= limit) {
+        while (!queue_.empty() && queue_.top_time() <= limit) {
             step();
             if (stop()) return true;
         }

@@ -64,6 +64,31 @@ TEST(SimFramePool, FramesKeepTheirOwnBytes) {
     }
 }
 
+// Each buffer's length and zero-knowledge live next to its bytes: writing
+// a whole buffer, last byte included, must leave every other buffer's alone.
+TEST(SimFramePool, WholeBufferWritesLeaveOtherBuffersStateAlone) {
+    FramePool pool(512);
+    std::vector<FrameHandle> hs;
+    for (uint32_t i = 0; i < 512; ++i) {
+        hs.push_back(pool.alloc());
+        ASSERT_TRUE(hs.back().valid());
+    }
+    for (uint32_t i = 0; i < 512; i += 2) {
+        pool.with_zero_payload(hs[i + 1], 100, 4200);  // odd ones: a zero payload, 4200 long
+        auto buf = pool.buffer(hs[i]);                 // even ones: every byte written
+        std::fill(buf.begin(), buf.end(), uint8_t{0xFF});
+        pool.set_len(hs[i], FramePool::kFrameCapacity);
+    }
+    for (uint32_t i = 0; i < 512; i += 2) {
+        EXPECT_EQ(pool.len(hs[i]), FramePool::kFrameCapacity);
+        EXPECT_FALSE(pool.zero_between(hs[i], 100, 4196));
+        EXPECT_EQ(pool.len(hs[i + 1]), 4200u);
+        EXPECT_TRUE(pool.zero_between(hs[i + 1], 100, 4196));
+        const auto f = pool.frame(hs[i + 1]);
+        EXPECT_TRUE(std::all_of(f.begin() + 100, f.begin() + 4196, [](uint8_t b) { return b == 0; }));
+    }
+}
+
 TEST(SimFramePool, CloneCopiesBytesAndLength) {
     FramePool pool(256);
     const FrameHandle a = pool.alloc();
