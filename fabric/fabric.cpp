@@ -44,7 +44,7 @@ Fabric::Fabric(const Topology& topo, uint64_t seed) : topo_(topo), sim_(sim::Sim
     data_queue_ = base.tc_to_queue[base.dscp_to_tc[topo_.cfg.nic.dscp & 63]];
     std::vector<sim::NodeId> sw_ids, nic_ids;
     for (uint32_t s = 0; s < topo_.switches.size(); ++s) {
-        switches_.push_back(std::make_unique<SwitchNode>(sim_, topo_, s, node_seed(seed, s)));
+        switches_.push_back(std::make_unique<SwitchNode>(sim_, topo_, s, node_seed(seed, s), &switch_fx_));
         sw_ids.push_back(switches_.back()->attach());
     }
     if (model() == NicModel::Rc) arena_memory_ = std::make_unique<SharedArenaMemory>();

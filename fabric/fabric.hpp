@@ -96,6 +96,7 @@ private:
 
     Topology topo_;
     sim::Simulator sim_;
+    sw::Effects switch_fx_;  // the switches' shared effects scratch (SwitchNode)
     std::vector<std::unique_ptr<SwitchNode>> switches_;
     std::vector<std::unique_ptr<GenNic>> nics_;
     // RC model: the flows' payload is never checked, so all NICs' memory

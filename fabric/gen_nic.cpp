@@ -38,17 +38,18 @@ sim::FrameHandle StuckPause::take(sim::FramePool& pool, Nanos now, Nanos& wire_t
 GenNic::GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, std::vector<FlowStats>& stats,
                uint32_t& flows_done)
     : sim_(sim),
-      spec_(topo.nics[nic_index]),
-      profile_(topo.cfg.nic),
+      rdma_mtu_(topo.cfg.nic.rdma_mtu()),
       line_rate_(topo.cfg.host_link.speed),
-      gateway_mac_(topo.switches[spec_.sw].port_mac[spec_.sw_port]),
-      prio_(pg_of_dscp(topo.cfg.sw.base, profile_.dscp)),
-      rdma_mtu_(profile_.rdma_mtu()),
+      prio_(pg_of_dscp(topo.cfg.sw.base, topo.cfg.nic.dscp)),
+      spraying_(topo.cfg.nic.spraying),
       stats_(stats),
       flows_done_(flows_done),
-      np_(profile_.cc.dcqcn),
+      stuck_(topo.nics[nic_index].mac, prio_, line_rate_),
       pause_(prio_, line_rate_),
-      stuck_(spec_.mac, prio_, line_rate_) {}
+      spec_(topo.nics[nic_index]),
+      profile_(topo.cfg.nic),
+      np_(profile_.cc.dcqcn),
+      gateway_mac_(topo.switches[spec_.sw].port_mac[spec_.sw_port]) {}
 
 sim::NodeId GenNic::attach() {
     id_ = sim_.add_node(*this);
@@ -68,7 +69,7 @@ void GenNic::add_tx_flow(uint32_t flow, const FlowSpec& f, const NicSpec& dst) {
     p.bth.dqpn = Qpn{kFlowQpnBase + flow};
     p.reth.rkey = 0x1000 + flow;
     p.reth.dma_len = static_cast<uint32_t>(std::min<uint64_t>(f.size.v, UINT32_MAX));
-    tx_.push_back(TxFlow{flow, f, cc::QpCc(profile_.cc, line_rate_), p});
+    tx_.push_back(TxFlow{flow, Psn{0}, 0, f, cc::QpCc(profile_.cc, line_rate_), p});
 }
 
 void GenNic::add_rx_flow(uint32_t flow, const FlowSpec& f) {
@@ -276,7 +277,7 @@ bool GenNic::send_data(Nanos now) {
         p.bth.psn = t.psn;
         p.bth.ackreq = last || (t.psn.value() % kAckReqEvery) == kAckReqEvery - 1;
         p.l3.ip_id = ip_id_++;
-        if (profile_.spraying) p.udp_sport = static_cast<uint16_t>(0xC000 | ((t.spec.sport + t.psn.value()) & 0x3FFF));
+        if (spraying_) p.udp_sport = static_cast<uint16_t>(0xC000 | ((t.spec.sport + t.psn.value()) & 0x3FFF));
         p.payload = nullptr;
         p.payload_len = len;
         // The payload is zeros: the pool clears only what it does not know

@@ -85,10 +85,11 @@ public:
     Nanos paused_time(Nanos now) const { return total_ - (until() > now ? until() - now : Nanos{0}); }
 
 private:
-    wire::PfcPauseState state_;
+    // prio_ first: paused() reads it and until_[prio_], which then share a line.
     uint8_t prio_;
     BitsPerSec speed_;
     Nanos total_{};
+    wire::PfcPauseState state_;
 };
 
 // A stuck receiver's pauses, for both NIC models: the longest XOFF for its
@@ -130,7 +131,7 @@ struct NicCounters {
     uint64_t cnp_queue_drops = 0;   // CNP backlog full
 };
 
-class GenNic : public sim::Node {
+class alignas(64) GenNic : public sim::Node {
 public:
     // `flows_done` counts flows whose last byte arrived, fabric-wide.
     GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, std::vector<FlowStats>& stats,
@@ -160,13 +161,15 @@ public:
     const NicSpec& spec() const { return spec_; }
 
 private:
+    // What send_data and rearm test first (sent, psn, the spec) share the
+    // first line; the packet template, which only a sent frame reads, is last.
     struct TxFlow {
         uint32_t flow;
+        Psn psn{0};
+        uint64_t sent = 0;
         FlowSpec spec;
         cc::QpCc cc;
         wire::RocePacket tmpl;
-        uint64_t sent = 0;
-        Psn psn{0};
     };
     struct RxFlow {
         uint32_t flow;
@@ -185,31 +188,33 @@ private:
     bool icrc_ok(const wire::RocePacket& p, sim::FrameHandle h) const;
     void receive_roce(const wire::RocePacket& p, Nanos now);
 
+    // In the order a frame sent or received reads them: the scalars, the
+    // flow tables, the counters and the pause state in the first lines; the
+    // NIC's spec and profile (set-up and CNPs) after them.
     sim::Simulator& sim_;
-    const NicSpec spec_;
-    const NicProfile profile_;
-    BitsPerSec line_rate_;
-    std::array<uint8_t, 6> gateway_mac_;
-    uint8_t prio_ = 3;  // 802.1p priority the data is paused on
+    sim::NodeId id_ = 0;
     uint32_t rdma_mtu_;
+    Nanos busy_until_{};
+    Nanos stall_at_ = Nanos::max();
+    BitsPerSec line_rate_;
+    uint32_t rr_ = 0;
+    uint16_t ip_id_ = 0;
+    uint8_t prio_ = 3;  // 802.1p priority the data is paused on
+    bool spraying_;     // profile_.spraying
     std::vector<FlowStats>& stats_;
     uint32_t& flows_done_;
-    sim::NodeId id_ = 0;
-
     std::vector<TxFlow> tx_;
     std::vector<RxFlow> rx_;
-    std::vector<uint32_t> rx_index_;  // flow -> index into rx_, or UINT32_MAX
-    uint32_t rr_ = 0;
-    cc::DcqcnNp np_;
-
-    std::vector<uint32_t> cnp_queue_;  // flows owed a CNP, FIFO
     std::size_t cnp_head_ = 0;
-    Nanos busy_until_{};
-    NicPause pause_;
-    Nanos stall_at_ = Nanos::max();
     StuckPause stuck_;
-    uint16_t ip_id_ = 0;
+    std::vector<uint32_t> rx_index_;  // flow -> index into rx_, or UINT32_MAX
+    std::vector<uint32_t> cnp_queue_;  // flows owed a CNP, FIFO
+    NicPause pause_;
     NicCounters c_;
+    const NicSpec spec_;
+    const NicProfile profile_;
+    cc::DcqcnNp np_;  // keeps a pointer into profile_
+    std::array<uint8_t, 6> gateway_mac_;
 };
 
 }  // namespace rocemu::fabric

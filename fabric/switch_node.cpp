@@ -65,14 +65,17 @@ void mark_ce(sim::FramePool& pool, sim::FrameHandle h) {
 
 }  // namespace
 
-SwitchNode::SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_index, uint64_t seed)
+SwitchNode::SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_index, uint64_t seed,
+                       sw::Effects* scratch)
     : sim_(sim),
-      name_(topo.switches[sw_index].name),
-      sw_(topo.switches[sw_index].cfg),
+      own_fx_(scratch != nullptr ? nullptr : std::make_unique<sw::Effects>()),
+      fx_(scratch != nullptr ? *scratch : *own_fx_),
       rng_(seed),
-      port_mac_(topo.switches[sw_index].port_mac),
       tx_at_(topo.switches[sw_index].cfg.ports.size(), Nanos::max()),
-      tx_armed_((tx_at_.size() + 63) / 64, 0) {
+      tx_armed_((tx_at_.size() + 63) / 64, 0),
+      port_mac_(topo.switches[sw_index].port_mac),
+      sw_(topo.switches[sw_index].cfg),
+      name_(topo.switches[sw_index].name) {
     topo.install_routes(sw_index, sw_.routes());
 }
 

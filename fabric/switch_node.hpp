@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,14 @@ struct SwitchEvent {
     std::string text;
 };
 
-class SwitchNode : public sim::Node {
+class alignas(64) SwitchNode : public sim::Node {
 public:
-    SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_index, uint64_t seed);
+    // `scratch` is the effects buffer the node fills and applies within each
+    // call, empty in between; the switches of one Simulator can share one
+    // (one thread runs them and none calls another), so its lines stay in
+    // the cache across switches. Null: the node has its own.
+    SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_index, uint64_t seed,
+               sw::Effects* scratch = nullptr);
     SwitchNode(const SwitchNode&) = delete;
     SwitchNode& operator=(const SwitchNode&) = delete;
 
@@ -55,17 +61,20 @@ private:
     void rearm();
     void send_pfc(sim::PortId port, const sw::PfcFrameDesc& d);
 
+    // What every event reads comes first, next to the vtable pointer; the
+    // switch core (some 15 KB) and what only set-up, PFC and the watchdog
+    // read come after.
     sim::Simulator& sim_;
-    std::string name_;
-    sw::Switch sw_;
-    Rng rng_;
     sim::NodeId id_ = 0;
-    sw::Effects fx_;
-    std::vector<std::array<uint8_t, 6>> port_mac_;
-
+    std::unique_ptr<sw::Effects> own_fx_;  // null when the scratch is shared
+    sw::Effects& fx_;
+    Rng rng_;
     std::vector<Nanos> tx_at_;        // per port: when the core said a frame is ready
     std::vector<uint64_t> tx_armed_;  // bit per port: tx_at_ is set (so events cost O(armed ports), not O(ports))
+    std::vector<std::array<uint8_t, 6>> port_mac_;
     SwitchNodeCounters c_;
+    sw::Switch sw_;
+    std::string name_;
     std::vector<SwitchEvent> events_;
 };
 
