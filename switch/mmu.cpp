@@ -8,6 +8,7 @@ Mmu::Mmu(const SwitchConfig& cfg)
       queue_(cfg.ports.size() * kNumTc),
       port_(cfg.ports.size()) {
     for (int q = 0; q < kNumTc; ++q) queue_lossless_[q] = cfg.queue_lossless_at(q);
+    for (int pg = 0; pg < kNumTc; ++pg) pg_size_[pg] = profile(pg).size;
 }
 
 }  // namespace rocemu::sw

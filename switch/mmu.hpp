@@ -74,7 +74,7 @@ public:
     // a query and a commit that looks again.
     void commit_reserved(PortId in, int pg, PortId out, int q, Bytes len) {
         PgState& s = pg_at(in, pg);
-        if (s.reserved + len <= profile(pg).size) {
+        if (s.reserved + len <= pg_size_[pg]) {
             s.reserved += len;
         } else {
             s.shared += len;
@@ -103,6 +103,7 @@ private:
     std::vector<Bytes> queue_;
     std::vector<Bytes> port_;
     std::array<bool, kNumTc> queue_lossless_{};
+    std::array<Bytes, kNumTc> pg_size_{};  // profile(pg).size: a PG's reservation, per packet without the lossless test
     Bytes pool_used_{};
 };
 

@@ -38,7 +38,8 @@ Switch::Switch(const SwitchConfig& cfg)
       cold_(cfg_.ports.size()),
       pfc_refresh_interval_(cfg_.ports.size()),
       flowlets_(cfg_.routing.flowlet_table_size),
-      hash_l4_mask_(flow_hash_l4_mask(cfg_.routing.hash_fields)) {
+      hash_l4_mask_(flow_hash_l4_mask(cfg_.routing.hash_fields)),
+      num_ports_(static_cast<uint32_t>(cfg_.ports.size())) {
     for (int q = 0; q < kNumTc; ++q) {
         queue_lossless_[q] = cfg_.queue_lossless_at(q);
         dwrr_quantum_[q] = static_cast<int64_t>(cfg_.scheduler[q].weight) * kDwrrUnit;
@@ -197,7 +198,7 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
 [[gnu::always_inline]] inline Switch::Routed Switch::route_packet(const PacketDesc& d, RouteMemo& memo) const {
     Routed r{};
     r.drop = DropReason::kCount;
-    if (d.in_port >= hot_.size()) {
+    if (d.in_port >= num_ports_) {
         r.drop = DropReason::BadPort;
         return r;
     }

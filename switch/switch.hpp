@@ -326,6 +326,7 @@ private:
     };
     std::vector<Flowlet> flowlets_;
     const uint64_t hash_l4_mask_;  // flow_hash_l4_mask of the configured hash fields
+    const uint32_t num_ports_;     // hot_.size(), kept so a packet reads one word, not the vector's two ends
 
     // May be earlier than the true next deadline (then on_timer finds
     // nothing due and recomputes), never later.
