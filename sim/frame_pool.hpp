@@ -175,11 +175,15 @@ private:
     }
 
     // A slot: its State at offset 0, the frame's kFrameCapacity bytes from
-    // kFrameOffset (8-byte aligned), padded to whole lines so that every
-    // slot starts a line.
+    // kFrameOffset (8-byte aligned), padded to 176 lines. An L1 of 64 sets
+    // (every current x86 one) puts the first line of slot i in set
+    // (176 i) mod 64, one of 4: the headers of the frames in flight then
+    // evict one another rather than the links, nodes and events (the
+    // smallest padding, 145 lines, spreads them over all 64 sets: cachegrind
+    // counted 0.95 more L1d misses per packet-hop at 16 hosts, 0.12 at 256).
     static constexpr std::size_t kFrameOffset = 8;
-    static constexpr std::size_t kSlotBytes = (kFrameOffset + kFrameCapacity + 63) / 64 * 64;
-    static_assert(sizeof(State) <= kFrameOffset);
+    static constexpr std::size_t kSlotBytes = 176 * 64;
+    static_assert(sizeof(State) <= kFrameOffset && kFrameOffset + kFrameCapacity <= kSlotBytes);
 
     uint8_t* line(FrameHandle h) const { return base_ + std::size_t{h.v} * kSlotBytes; }
     uint8_t* slot(FrameHandle h) const { return line(h) + kFrameOffset; }
