@@ -753,8 +753,8 @@ void Switch::on_timer(Nanos now, Effects& fx) {
             if (!storm && paused_at(port, q, now) && !qhot(port, q).empty() &&
                 now - qc.pause_start >= wd.detection_time)
                 watchdog_detect(port, q, now, fx);
-            else if (storm && now - qc.last_pfc_rx >= wd.restoration_time)
-                watchdog_restore(port, q, fx);
+            else if (storm && !((hot_[pi].paused >> q) & 1) && now - qc.last_pfc_rx >= wd.restoration_time)
+                watchdog_restore(port, q, fx);  // alert leaves pauses on: restore once the last one ran out
         }
         if (has_eligible(port, now)) arm_tx(port, now, fx);
     }
@@ -780,8 +780,11 @@ Nanos Switch::compute_next_timer() const {
             const bool paused = (ph.paused >> q) & 1;
             if (paused) t = std::min(t, qc.paused_until);
             if (!wd.enabled || !queue_lossless_[q]) continue;
-            if ((ph.storms >> q) & 1)
-                t = std::min(t, qc.last_pfc_rx + wd.restoration_time);
+            // A storm queue still paused (action alert) restores no earlier
+            // than the pause's end, which is already in t.
+            if ((ph.storms >> q) & 1) {
+                if (!paused) t = std::min(t, qc.last_pfc_rx + wd.restoration_time);
+            }
             else if (paused && !qhot(static_cast<PortId>(p), q).empty())
                 t = std::min(t, qc.pause_start + wd.detection_time);
         }

@@ -284,6 +284,41 @@ TEST(SwitchPfcWatchdog, ForwardIgnoresPausesAlertOnlyReports) {
     }
 }
 
+// Alert leaves the pause on. A single pause longer than restoration_time
+// (0xFFFF quanta at 10 Gbit/s: 3.355 ms) must not restore while it runs:
+// the queue would qualify again at once, and detect and restore would
+// alternate for ever at the same time (a runtime loops while
+// next_timer() <= now). The storm is restored when the pause runs out.
+TEST(SwitchPfcWatchdog, AlertRestoresOnlyOnceAPauseLongerThanRestorationEnds) {
+    SwitchConfig cfg = sonic_default_config(2, BitsPerSec::gbps(10));
+    cfg.pfc_wd.detection_time = 20_us;
+    cfg.pfc_wd.restoration_time = 30_us;
+    cfg.pfc_wd.action = WdAction::Alert;
+    Rig r(cfg);
+    r.send(r.pkt(0, host_ip(1), kDscpLossless3), 0_ns);
+    Effects fx;
+    r.sw->on_pfc(1, pause(3, 0xFFFF), 0_ns, fx);
+    const Nanos pause_end = BitsPerSec::gbps(10).serialise(Bytes{uint64_t{0xFFFF} * 64});
+    std::vector<std::pair<EffectKind, Nanos>> events;
+    int calls = 0;
+    for (Nanos t; (t = r.sw->next_timer()) <= 10_ms;) {
+        Effects out;
+        r.sw->on_timer(t, out);
+        for (const Effect& e : out)
+            if (e.kind == EffectKind::WatchdogStorm || e.kind == EffectKind::WatchdogRestore) events.push_back({e.kind, t});
+        ASSERT_GT(r.sw->next_timer(), t) << "the timer stays due at " << t.v << " ns";
+        ASSERT_LT(++calls, 1000);
+    }
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[0].first, EffectKind::WatchdogStorm);
+    EXPECT_EQ(events[0].second, 20_us);
+    EXPECT_EQ(events[1].first, EffectKind::WatchdogRestore);
+    EXPECT_GE(events[1].second, pause_end);
+    EXPECT_FALSE(r.sw->watchdog_storm(1, 3));
+    fx.clear();
+    EXPECT_TRUE(r.sw->dequeue(1, events[1].second, r.rng, fx));  // unpaused: the stuck frame leaves
+}
+
 TEST(SwitchPfcWatchdog, EmptyQueueIsNoStormUntilSomethingIsStuck) {
     Rig r(wd_config(WdAction::Drop));
     auto seen = storm(r, 0_ns, 10_ms, 3_ms);
