@@ -67,7 +67,9 @@ public:
     // and returns how many it took (the rest wait for the next call).
     // With `next_hop`, packet i's Enqueued effect is not written: instead
     // next_hop[i] is its neighbor id (what the effect would carry), or
-    // kNotEnqueued when it was not enqueued; every other effect is the same.
+    // kNotEnqueued when it was not enqueued; every other effect is the same
+    // for the packets taken. As an enqueue then uses no effect room, a call
+    // that starts with `fx` nearly full may take more packets than without.
     // For a runtime that rewrites each frame's L2 header from its burst
     // position, without writing and reading back an effect a frame.
     std::size_t on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx,
