@@ -170,12 +170,6 @@ void SwitchRuntime::receive(PortId p, Nanos now) {
     }
 }
 
-// Destination = the next hop's MAC, source = its port's.
-void SwitchRuntime::rewrite(rte_mbuf* m, uint32_t neighbor) {
-    std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), (neighbor < l2_.size() ? l2_[neighbor] : l2_header(neighbor)).data(),
-                sizeof(L2Header));
-}
-
 // Destination = the neighbor's MAC, source = its port's: both fixed once the
 // neighbor exists, so each is built once and copied as 12 bytes per frame.
 const SwitchRuntime::L2Header& SwitchRuntime::l2_header(uint32_t neighbor) {
@@ -191,7 +185,9 @@ const SwitchRuntime::L2Header& SwitchRuntime::l2_header(uint32_t neighbor) {
 void SwitchRuntime::apply() {
     for (const Effect& e : fx_) {
         switch (e.kind) {
-            case EffectKind::Enqueued: rewrite(handles_[e.handle], e.neighbor); break;
+            // on_burst writes next hops instead (receive() rewrites L2 from them);
+            // nothing else the runtime calls enqueues.
+            case EffectKind::Enqueued: break;
             case EffectKind::Drop: rte_pktmbuf_free(take(e.handle)); break;
             case EffectKind::MarkCe: wire::set_ip_ecn(bytes(handles_[e.handle]), kEcnCe); break;
             case EffectKind::SendPfc: send_pfc(e.port, e.pfc); break;

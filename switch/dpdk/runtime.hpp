@@ -96,7 +96,6 @@ private:
     rte_mbuf* take(uint32_t handle);
     using L2Header = std::array<uint8_t, 12>;
     const L2Header& l2_header(uint32_t neighbor);
-    void rewrite(rte_mbuf* m, uint32_t neighbor);
 
     Switch& sw_;
     std::vector<PortRt> ports_;
