@@ -782,10 +782,10 @@ Nanos Switch::compute_next_timer() const {
             if (!wd.enabled || !queue_lossless_[q]) continue;
             // A storm queue still paused (action alert) restores no earlier
             // than the pause's end, which is already in t.
-            if ((ph.storms >> q) & 1) {
-                if (!paused) t = std::min(t, qc.last_pfc_rx + wd.restoration_time);
-            }
-            else if (paused && !qhot(static_cast<PortId>(p), q).empty())
+            const bool storm = (ph.storms >> q) & 1;
+            if (storm && !paused)
+                t = std::min(t, qc.last_pfc_rx + wd.restoration_time);
+            else if (!storm && paused && !qhot(static_cast<PortId>(p), q).empty())
                 t = std::min(t, qc.pause_start + wd.detection_time);
         }
     }
