@@ -239,7 +239,7 @@ TEST(TransportZeroCopy, FramesFromMrPagesAreTheCopiedFramesByteForByte) {
 }
 
 // Two engines lending payload of 1024 bytes or more, connected, with a
-// 3000-byte WRITE (1024 + 1024 + 952) posted on side 0.
+// WRITE of `len` bytes (by default 3000: 1024 + 1024 + 952) posted on side 0.
 struct PostedZeroCopyWrite {
     static EngineConfig config() {
         EngineConfig c;
@@ -248,15 +248,16 @@ struct PostedZeroCopyWrite {
     }
     Loop L{config()};
     Side s[2];
-    std::vector<uint8_t> mem = std::vector<uint8_t>(3 << 10, 7), far = std::vector<uint8_t>(8 << 10);
+    std::vector<uint8_t> mem, far = std::vector<uint8_t>(8 << 10);
     MrHandle mr;
 
-    PostedZeroCopyWrite() {
-        for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
+    explicit PostedZeroCopyWrite(const QpInitAttr& t = {}, uint32_t len = 3000, const ConnectOpts& o = {})
+        : mem(std::max<uint32_t>(len, 3 << 10), 7) {
+        for (int i = 0; i < 2; ++i) s[i] = make_side(L[i], t);
         mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
         const MrHandle dst = L[1].reg_mr(s[1].pd, far.data(), far.size(), kLocalWrite | kRemoteWrite).value;
-        connect(L, s);
-        SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem.data(), 3000, mr.lkey);
+        connect(L, s, o);
+        SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem.data(), len, mr.lkey);
         w.remote_addr = reinterpret_cast<uint64_t>(far.data());
         w.rkey = dst.rkey;
         EXPECT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
@@ -384,19 +385,13 @@ TEST(TransportZeroCopy, DeregBetweenPacketsOfAWqeFailsTheRest) {
 // freed memory. The lost PSN stays unsent and the WQE fails with LocProtErr
 // when the timeout's go-back-N reaches it, as the in-order path does.
 TEST(TransportZeroCopy, SelectiveRetransmitAfterDeregFailsInsteadOfReading) {
-    EngineConfig cfg;
-    cfg.zero_copy_min = 1024;
-    Loop L(cfg);
     QpInitAttr t;
     t.reliability = Reliability::Spray;
     t.spray_paths = 4;
     t.reorder_window = 64;
-    Side s[2];
-    std::vector<uint8_t> mem(4096, 9), far(8192);
-    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i], t);
-    const MrHandle mr = L[0].reg_mr(s[0].pd, mem.data(), mem.size(), kLocalWrite).value;
-    const MrHandle dst = L[1].reg_mr(s[1].pd, far.data(), far.size(), kLocalWrite | kRemoteWrite).value;
-    connect(L, s, {.timeout = 12});
+    PostedZeroCopyWrite z(t, 4096, {.timeout = 12});
+    Loop& L = z.L;
+    const Side* s = z.s;
     // The WRITE's third packet (PSN 102) is lost the first time; a second
     // copy of it would show up here.
     uint32_t psn2_sent = 0;
@@ -410,14 +405,10 @@ TEST(TransportZeroCopy, SelectiveRetransmitAfterDeregFailsInsteadOfReading) {
         for (const TxFrame& f : frames)
             lent_after_dereg |= side == 0 && deregistered && f.ext != nullptr;
     };
-    SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem.data(), 4096, mr.lkey);
-    w.remote_addr = reinterpret_cast<uint64_t>(far.data());
-    w.rkey = dst.rkey;
-    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
     L.pump();  // all four packets leave, each lent from the MR and released
     ASSERT_EQ(L[0].qp_counters(s[0].qpn)->sent_pkts, 4u);
     ASSERT_EQ(psn2_sent, 1u);
-    ASSERT_FALSE(L[0].dereg_mr(mr));  // nothing pins it between packets
+    ASSERT_FALSE(L[0].dereg_mr(z.mr));  // nothing pins it between packets
     deregistered = true;
     std::vector<Wc> wcs;
     L.run([&] {
