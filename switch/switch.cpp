@@ -561,7 +561,9 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
     // The checks of dequeue_burst's loop, before every frame. Only a
     // frame's own release (an XON) adds effects: the room is read again then.
     std::size_t fx_room = room(fx);
-    while (n < max && t <= now && fx_room > kEffectReserve) {
+    // The queue's count bounds the run: the chain needs no end test.
+    const std::size_t lim = std::min<std::size_t>(max, qs.count);
+    while (n < lim && t <= now && fx_room > kEffectReserve) {
         const Slot& s = slots_[i];
         if (s.in_port != pend.in || s.pg != pend.pg) {
             settle(pend);
@@ -587,7 +589,6 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
         bytes += s.len;
         last = i;
         i = s.next;
-        if (i == kNil) break;
     }
     settle(pend);
     if (n == 0) return 0;

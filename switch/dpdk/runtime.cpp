@@ -116,13 +116,16 @@ void SwitchRuntime::receive(PortId p, Nanos now) {
             drop = RtStat::DropMultiSegment;
         } else {
             PacketDesc& d = descs_[nd];
-            switch (parse_frame(bytes(m), p, 0, d, pfc)) {
+            // The handle the frame gets if it is taken, written by the parse
+            // (not written twice); taken off the stack only then.
+            const uint32_t next = free_n ? free[free_n - 1] : 0;
+            switch (parse_frame(bytes(m), p, next, d, pfc)) {
                 case RxKind::Data:
                     if (ttl && decrement_ttl(bytes(m)) == TtlResult::Expired) drop = RtStat::DropTtlExpired;
                     else if (free_n == 0) drop = RtStat::DropNoHandle;
                     else {
-                        d.handle = free[--free_n];
-                        handles[d.handle] = m;
+                        --free_n;
+                        handles[next] = m;
                         data[nd++] = m;
                         continue;
                     }

@@ -98,6 +98,58 @@ TEST(SwitchDpdkFrame, NonFirstFragmentHasNoPorts) {
     EXPECT_EQ(d.dst_port, 0);
 }
 
+// parse_frame takes untagged IPv4 frames without options that hold the L4
+// ports through a fast path: each field must be what the general parse gives,
+// at the length limits (the ports just in, just cut off), for TCP, UDP and
+// other protocols, fragments, options and every TOS byte's DSCP and ECN.
+TEST(SwitchDpdkFrame, TheIpv4FastPathAgreesWithTheGeneralParse) {
+    const auto base = encode(ud_packet(false, 3, wire::ecn::kEct0, 0xC123, kPayload));
+    const auto same = [](const PacketDesc& a, const PacketDesc& b) {
+        return a.handle == b.handle && a.frame_len == b.frame_len && a.in_port == b.in_port && a.dscp == b.dscp &&
+               a.ecn == b.ecn && a.ipv6 == b.ipv6 && a.ip_proto == b.ip_proto && a.src_port == b.src_port &&
+               a.dst_port == b.dst_port && a.src_v4 == b.src_v4 && a.dst_v4 == b.dst_v4 && a.src_v6 == b.src_v6 &&
+               a.dst_v6 == b.dst_v6;
+    };
+    std::size_t fast = 0, cases = 0;
+    for (const uint8_t vihl : {0x45, 0x46, 0x44}) {
+        for (const uint8_t proto : {wire::kIpProtoUdp, uint8_t{6}, uint8_t{1}}) {
+            for (const uint16_t frag : {0x0000, 0x2000, 0x4000, 0x0001}) {
+                for (const uint8_t tos : {0x00, 0x0E, 0x0F, 0xB9, 0xFF}) {
+                    for (std::size_t len = 30; len <= 64; ++len) {
+                        auto f = base;
+                        f[14] = vihl;
+                        f[15] = tos;
+                        f[14 + 9] = proto;
+                        wire::store_be16(f.data() + 14 + 6, frag);
+                        const std::span<const uint8_t> frame = std::span(f).first(len);
+                        // Both descriptors start from the same leftovers of an IPv6 frame.
+                        PacketDesc a, b;
+                        PfcFrameDesc pa, pb;
+                        ASSERT_EQ(parse_frame(encode(ud_packet(true, 46, 3, 0xC002, kPayload)), 1, 1, a, pa),
+                                  RxKind::Data);
+                        b = a;
+                        const RxKind ka = parse_frame(frame, 7, 42, a, pa);
+                        const RxKind kb = parse_frame_general(frame, 7, 42, b, pb);
+                        ASSERT_EQ(ka, kb) << "len " << len << " vihl " << int{vihl};
+                        EXPECT_TRUE(same(a, b)) << "len " << len << " vihl " << int{vihl} << " proto " << int{proto}
+                                                << " frag " << frag << " tos " << int{tos};
+                        ++cases;
+                        if (vihl == 0x45 && len >= 38) {
+                            ++fast;
+                            EXPECT_EQ(a.dscp, tos >> 2);
+                            EXPECT_EQ(a.ecn, tos & 3);
+                            const bool ports = proto != 1 && (frag & 0x1FFF) == 0;
+                            EXPECT_EQ(a.src_port, ports ? 0xC123 : 0) << len;
+                            EXPECT_EQ(a.dst_port, ports ? wire::kRoceUdpPort : 0) << len;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    EXPECT_GT(fast, cases / 4);
+}
+
 // The runtime reuses its descriptors frame after frame and the parser no
 // longer clears them: nothing the core reads may carry over from the last.
 TEST(SwitchDpdkFrame, AReusedDescriptorKeepsNothingOfTheFrameBefore) {
