@@ -6,8 +6,8 @@
 #
 #   tests/interop/run.sh [--core] [--rocemu PATH]
 #
-# --core: RC pingpong both ways and rdma_ops (WRITE, READ, atomics) both ways
-# at MTU 1500, for CI. Without it: the full suite (README.md, "Scenarios").
+# --core: RC pingpong both ways and rdma_ops (WRITE, READ, atomics, WRITE and
+# SEND WITH IMMEDIATE, an RNR-retried SEND) both ways at MTU 1500, for CI. Without it: the full suite (README.md, "Scenarios").
 #
 # Out-of-band TCP (the pingpong and rdma_ops exchanges) needs a kernel
 # endpoint on each side, but 10.77.0.1 must stay rocemu's alone, or the host
@@ -120,17 +120,25 @@ run_pair() {
   wait "$ROCEMU_PID"; rrc=$?; ROCEMU_PID=""
   guest_wait "$name" "$STEP_TIMEOUT" > "$glog" 2>&1; grc=$?
   after="$(rxe_counters)"
-  check_pair "$name" "$lossy" "$rrc" "$grc" "$before" "$after" "$cap" "$rlog" "$glog"
+  check_pair "$name" "$role" "$lossy" "$rrc" "$grc" "$before" "$after" "$cap" "$rlog" "$glog"
 }
 
+# rocemu's own counter NAME from the "counter NAME VALUE" lines of `rocemu rdma-ops` (empty if none).
+own_counter() { awk -v n="$1" '$1 == "counter" && $2 == n { print $3 }' "$2"; }
+
 check_pair() {
-  local name="$1" lossy="$2" rrc="$3" grc="$4" before="$5" after="$6" cap="$7" rlog="$8" glog="$9"
-  local c d bad="" retr pcap_out sent_by_rocemu sent_by_rxe
+  local name="$1" role="$2" lossy="$3" rrc="$4" grc="$5" before="$6" after="$7" cap="$8" rlog="$9" glog="${10}"
+  local c d bad="" retr pcap_out sent_by_rocemu sent_by_rxe fatal
   if [ "$rrc" != 0 ] || [ "$grc" != 0 ]; then
     fail "$name" "rocemu exit $rrc ($(grep -v '^counter ' "$rlog" | tail -2 | tr '\n' ' ')), rxe side exit $grc ($(tail -2 "$glog" | tr '\n' ' '))"
     return
   fi
-  for c in retry_exceeded_err retry_rnr_exceeded_err send_err send_rnr_err rcvd_rnr_err link_downed; do
+  # rxe's send_rnr_err / rcvd_rnr_err count RNR NAKs sent (responder) and
+  # received (requester), not errors: rdma_ops provokes them on purpose and
+  # checks them below; in every other pairing they must not move.
+  fatal="retry_exceeded_err retry_rnr_exceeded_err send_err link_downed"
+  [ -z "$(own_counter sent_pkts "$rlog")" ] && fatal="$fatal send_rnr_err rcvd_rnr_err"
+  for c in $fatal; do
     d="$(counter_delta "$c" "$before" "$after")"
     [ "$d" != 0 ] && bad="$bad $c+$d"
   done
@@ -154,13 +162,17 @@ check_pair() {
   local summary="rocemu sent $sent_by_rocemu / rxe rcvd $rxe_rcvd, rxe sent $rxe_sent / rocemu saw $sent_by_rxe, rxe retries $retr, seq-NAKs $seq, dup $dup"
   # rocemu rdma-ops prints its engine counters: they must match its own capture.
   local own_sent own_rcvd
-  own_sent="$(awk '$1 == "counter" && $2 == "sent_pkts" { print $3 }' "$rlog")"
-  own_rcvd="$(awk '$1 == "counter" && $2 == "rcvd_pkts" { print $3 }' "$rlog")"
+  own_sent="$(own_counter sent_pkts "$rlog")"
+  own_rcvd="$(own_counter rcvd_pkts "$rlog")"
   if [ -n "$own_sent" ]; then
     summary="$summary, rocemu counters sent $own_sent rcvd $own_rcvd"
     if [ "$own_sent" != "$sent_by_rocemu" ] || [ "$own_rcvd" != "$sent_by_rxe" ]; then
       fail "$name" "rocemu's counters disagree with its capture: $summary"; return
     fi
+    local why
+    why="$(check_imm_rnr "$role" "$lossy" "$before" "$after" "$rlog" "$listing")"
+    summary="$summary, ${why#* }"
+    [ "${why%% *}" = ok ] || { fail "$name" "immediate/RNR: $summary"; return; }
   fi
   if [ "$lossy" = 0 ]; then
     # On a clean link both stacks must have seen exactly the frames on the wire, with no retransmission.
@@ -177,6 +189,37 @@ check_pair() {
     fail "$name" "more rxe frames on the wire than rxe sent: $summary"; return
   fi
   pass "$name" "$summary"
+}
+
+# rdma_ops' immediate and RNR steps, seen on the wire and in both stacks'
+# counters. Prints "ok DETAILS" or "bad DETAILS".
+#   check_imm_rnr ROLE LOSSY BEFORE AFTER ROCEMU_LOG LISTING
+# ROLE server: rocemu is the responder of the RNR SEND, rxe the requester.
+check_imm_rnr() {
+  local role="$1" lossy="$2" before="$3" after="$4" rlog="$5" listing="$6"
+  local imm_w imm_s rnr_wire resp_sent req_rcvd other_sent other_rcvd
+  # ImmDt as `rocemu pcap` prints it: the big-endian wire value.
+  imm_w="$(grep -c ' imm=0x1a2b3c4d' <<< "$listing")"
+  imm_s="$(grep -c ' imm=0x5e6f7081' <<< "$listing")"
+  rnr_wire="$(grep -c 'aeth=RNR_NAK' <<< "$listing")"
+  if [ "$role" = server ]; then
+    resp_sent="$(own_counter send_rnr_err "$rlog")"; req_rcvd="$(counter_delta rcvd_rnr_err "$before" "$after")"
+    other_sent="$(counter_delta send_rnr_err "$before" "$after")"; other_rcvd="$(own_counter rcvd_rnr_err "$rlog")"
+  else
+    resp_sent="$(counter_delta send_rnr_err "$before" "$after")"; req_rcvd="$(own_counter rcvd_rnr_err "$rlog")"
+    other_sent="$(own_counter send_rnr_err "$rlog")"; other_rcvd="$(counter_delta rcvd_rnr_err "$before" "$after")"
+  fi
+  local details="imm frames $imm_w+$imm_s, RNR NAKs sent $resp_sent / rcvd $req_rcvd / on the wire $rnr_wire"
+  if [ "$imm_w" -lt 1 ] || [ "$imm_s" -lt 1 ] || [ "${resp_sent:-0}" -lt 1 ] || [ "$other_sent" != 0 ] ||
+     [ "${other_rcvd:-0}" != 0 ] || [ "$rnr_wire" -gt "$resp_sent" ] || [ "$req_rcvd" -gt "$resp_sent" ]; then
+    echo "bad $details"; return
+  fi
+  # On a clean link each ImmDt crosses once and every RNR NAK is on the wire and arrives.
+  if [ "$lossy" = 0 ] && { [ "$imm_w" != 1 ] || [ "$imm_s" != 1 ] || [ "$rnr_wire" != "$resp_sent" ] ||
+                            [ "$req_rcvd" != "$resp_sent" ]; }; then
+    echo "bad $details"; return
+  fi
+  echo "ok $details"
 }
 
 # Both directions of one pairing.

@@ -1,8 +1,9 @@
 // `rocemu rdma-ops`: the other side of tests/interop/guest/rdma_ops.c (RDMA
-// WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, checked end to
-// end). It speaks that program's TCP exchange (an 87-byte
-// LID:QPN:PSN:GID:RKEY:VADDR:LEN record each way, then DONE/FAIL and
-// PASS/FAIL verdicts, see tests/interop/README.md) so either side can be rxe.
+// WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, then RDMA WRITE
+// WITH IMMEDIATE, SEND WITH IMMEDIATE and an RNR-NAKed and retried SEND,
+// checked end to end). It speaks that program's TCP exchange (an 87-byte
+// LID:QPN:PSN:GID:RKEY:VADDR:LEN record each way, then 5-byte tokens, see
+// tests/interop/README.md, "rdma_ops protocol") so either side can be rxe.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -36,6 +37,11 @@ constexpr size_t kCsOff = 8;
 constexpr size_t kDataOff = 16;
 constexpr uint64_t kFaInitial = 0x1000000000000000ULL;
 constexpr uint64_t kCsMissSwap = 0xdeaddeaddeaddeadULL;
+// Immediate values as numbers: big-endian on the wire, and rocemu's SendWr/Wc
+// imm_data is the host-order value of those bytes (ibverbs: htonl/ntohl).
+constexpr uint32_t kImmWrite = 0x1a2b3c4d;
+constexpr uint32_t kImmSend = 0x5e6f7081;
+constexpr uint32_t kRnrSendMax = 256;  // the RNR SEND: one packet at any path MTU
 constexpr uint32_t kAccess =
     transport::kLocalWrite | transport::kRemoteWrite | transport::kRemoteRead | transport::kRemoteAtomic;
 const Nanos kExchangeTimeout = Nanos::from_s(120);
@@ -113,7 +119,6 @@ public:
         const Nanos io_timeout = kExchangeTimeout;
         bool ok = false;
         std::array<char, kRecordLen> in{};
-        char verdict[5];
         if (!o_.server.empty()) {
             const int fd = oob::tcp_connect(o_.server, static_cast<uint16_t>(o_.tcp_port), kExchangeTimeout, err);
             if (fd < 0) return fail(err);
@@ -128,16 +133,13 @@ public:
                 return fail(e);
             }
             ok = client_ops(*rem);
-            if (!oob::detail::write_all(fd, ok ? "DONE" : "FAIL", 5, err) ||
-                !oob::detail::read_exact(fd, verdict, 5, io_timeout, err)) {
+            if (!put_token(fd, ok ? "DONE" : "FAIL") || !get_token(fd, "PASS", "server's check of its region")) {
                 oob::detail::close_fd(fd);
-                return fail("lost the server before its verdict: " + err);
+                return 1;
             }
+            ok = client_imm_ops(*rem, fd);
+            if (!put_token(fd, ok ? "DONE" : "FAIL") || !get_token(fd, "PASS", "server verdict")) ok = false;
             oob::detail::close_fd(fd);
-            if (std::memcmp(verdict, "PASS", 5) != 0) {
-                fmt::print(stderr, "rocemu rdma-ops: server verdict: {:.4s}\n", verdict);
-                ok = false;
-            }
         } else {
             const int fd = oob::detail::listen_and_accept(static_cast<uint16_t>(o_.tcp_port), kExchangeTimeout, err);
             if (fd < 0) return fail(err);
@@ -150,18 +152,21 @@ public:
                 oob::detail::close_fd(fd);
                 return fail(e);
             }
-            // The client runs every operation before it answers, so this read
-            // waits as long as the whole test may take.
-            const Nanos whole_run = Nanos::from_s(static_cast<int64_t>(o_.timeout_s) * 5 * o_.iters) + io_timeout;
-            if (!oob::detail::write_all(fd, rec.data(), rec.size(), err) ||
-                !oob::detail::read_exact(fd, verdict, 5, whole_run, err)) {
+            if (!oob::detail::write_all(fd, rec.data(), rec.size(), err)) {
                 oob::detail::close_fd(fd);
                 return fail("lost the client: " + err);
             }
-            ok = std::memcmp(verdict, "DONE", 5) == 0 && server_check();
-            const bool sent = oob::detail::write_all(fd, ok ? "PASS" : "FAIL", 5, err);
+            // The client runs every operation before it answers, so this wait
+            // covers the whole loop.
+            const Nanos whole_run = Nanos::from_s(static_cast<int64_t>(o_.timeout_s) * 5 * o_.iters) + io_timeout;
+            ok = get_token(fd, "DONE", "client's operations", whole_run) && server_check() && post_recv_region();
+            if (!put_token(fd, ok ? "PASS" : "FAIL") || !ok) {
+                oob::detail::close_fd(fd);
+                return 1;
+            }
+            ok = server_imm_ops(fd) && get_token(fd, "DONE", "client's immediate and RNR operations");
+            put_token(fd, ok ? "PASS" : "FAIL");
             oob::detail::close_fd(fd);
-            if (!sent) return fail(err);
         }
         print_counters();
         fmt::print("rocemu rdma-ops: {} {}\n", o_.server.empty() ? "server" : "client", ok ? "PASS" : "FAIL");
@@ -189,7 +194,7 @@ private:
         ia.send_cq = cq_;
         ia.recv_cq = cq_;
         ia.cap.max_send_wr = 4;
-        ia.cap.max_recv_wr = 1;
+        ia.cap.max_recv_wr = 2;
         ia.cap.max_send_sge = 1;
         ia.cap.max_recv_sge = 1;
         if (ctx_.create_qp(ia, qpn_)) return !fail("create_qp failed: " + ctx_.last_error());
@@ -209,28 +214,63 @@ private:
         return connect_rc_qp(ctx_, qpn_, peer, "modify_qp RTR failed: ", "modify_qp RTS failed: ");
     }
 
-    // Posts one signaled WR and waits (bounded by -t) for its completion.
-    bool run_wr(SendWr& w, WcOpcode want, const char* what) {
+    bool post_wr(SendWr& w, const char* what) {
         w.send_flags = transport::kSendSignaled;
-        if (ctx_.post_send(qpn_, std::span(&w, 1))) {
-            fail(fmt::format("post {} failed: {}", what, ctx_.last_error()));
-            return false;
-        }
+        if (ctx_.post_send(qpn_, std::span(&w, 1)) == 0) return true;
+        return !fail(fmt::format("post {} failed: {}", what, ctx_.last_error()));
+    }
+
+    // Waits (bounded by -t) for one completion and checks its status and opcode.
+    bool wait_wc(Wc& wc, WcOpcode want, const char* what) {
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o_.timeout_s);
-        Wc wc;
         int n;
         while ((n = ctx_.poll_cq(cq_, std::span(&wc, 1))) == 0) {
-            if (std::chrono::steady_clock::now() > deadline) {
-                fail(fmt::format("{}: no completion within {} s", what, o_.timeout_s));
-                return false;
-            }
+            if (std::chrono::steady_clock::now() > deadline)
+                return !fail(fmt::format("{}: no completion within {} s", what, o_.timeout_s));
             std::this_thread::yield();
         }
-        if (n < 0 || wc.status != WcStatus::Success || wc.opcode != want) {
-            fail(fmt::format("{} completed with status {} ({}), opcode {}", what, wc_status_str(wc.status),
-                             static_cast<int>(wc.status), static_cast<int>(wc.opcode)));
-            return false;
-        }
+        if (n < 0 || wc.status != WcStatus::Success || wc.opcode != want)
+            return !fail(fmt::format("{} completed with status {} ({}), opcode {}", what, wc_status_str(wc.status),
+                                     static_cast<int>(wc.status), static_cast<int>(wc.opcode)));
+        return true;
+    }
+
+    // Posts one signaled WR and waits (bounded by -t) for its completion.
+    bool run_wr(SendWr& w, WcOpcode want, const char* what) {
+        Wc wc;
+        return post_wr(w, what) && wait_wc(wc, want, what);
+    }
+
+    // True if data[0..len) holds pattern(i, .), else says where it differs.
+    bool check_pattern(const uint8_t* data, size_t len, int i, const char* what) {
+        for (size_t j = 0; j < len; ++j)
+            if (data[j] != pattern(i, j))
+                return !fail(fmt::format("{}: byte {} is 0x{:02x}, expected 0x{:02x}", what, j, data[j], pattern(i, j)));
+        return true;
+    }
+
+    static void fill_pattern(uint8_t* data, size_t len, int i) {
+        for (size_t j = 0; j < len; ++j) data[j] = pattern(i, j);
+    }
+
+    // The SEND WITH IMMEDIATE length: two full packets and a partial third
+    // (3000 B at path MTU 1024), at most the region.
+    uint32_t send_imm_len() const { return std::min(3 * transport::mtu_bytes(mtu_) - 72, o_.size); }
+    uint32_t rnr_send_len() const { return std::min(kRnrSendMax, o_.size); }
+
+    // 5-byte tokens of the exchange ("DONE", "FAIL", "PASS", "SENT").
+    bool put_token(int fd, const char* t) {
+        std::string err;
+        return oob::detail::write_all(fd, t, 5, err) || !fail("lost the peer: " + err);
+    }
+
+    // The peer's step takes a few completions at most; `wait` overrides that bound.
+    bool get_token(int fd, const char* want, const char* step, std::optional<Nanos> wait = std::nullopt) {
+        std::string err;
+        char t[5];
+        const Nanos bound = wait.value_or(Nanos::from_s(static_cast<int64_t>(o_.timeout_s) * 3) + kExchangeTimeout);
+        if (!oob::detail::read_exact(fd, t, 5, bound, err)) return !fail(fmt::format("{}: lost the peer: {}", step, err));
+        if (t[4] != '\0' || std::strcmp(t, want) != 0) return !fail(fmt::format("{}: peer says {:.4s}", step, t));
         return true;
     }
 
@@ -242,7 +282,7 @@ private:
         uint64_t fa_expect = kFaInitial;
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < o_.iters; ++i) {
-            for (size_t j = 0; j < o_.size; ++j) data[j] = pattern(i, j);
+            fill_pattern(data, o_.size, i);
             SendWr w;
             w.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(data), o_.size, mr_.lkey});
             w.opcode = WrOpcode::RdmaWrite;
@@ -252,10 +292,7 @@ private:
             std::memset(data, 0, o_.size);
             w.opcode = WrOpcode::RdmaRead;
             if (!run_wr(w, WcOpcode::RdmaRead, "RDMA READ")) return false;
-            for (size_t j = 0; j < o_.size; ++j)
-                if (data[j] != pattern(i, j))
-                    return !fail(fmt::format("iteration {}: READ byte {} is 0x{:02x}, wrote 0x{:02x}", i, j, data[j],
-                                             pattern(i, j)));
+            if (!check_pattern(data, o_.size, i, "RDMA READ")) return false;
 
             SendWr a;
             a.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(result), 8, mr_.lkey});
@@ -303,14 +340,102 @@ private:
             return !fail(fmt::format("server: FETCH_AND_ADD word is 0x{:x}, expected 0x{:x}", fa,
                                      kFaInitial + n * (n + 1) / 2));
         if (cs != n) return !fail(fmt::format("server: CMP_AND_SWAP word is 0x{:x}, expected 0x{:x}", cs, n));
-        const uint8_t* data = buf_ + kDataOff;
-        for (size_t j = 0; j < o_.size; ++j)
-            if (data[j] != pattern(o_.iters - 1, j))
-                return !fail(fmt::format("server: data byte {} is 0x{:02x}, expected 0x{:02x}", j, data[j],
-                                         pattern(o_.iters - 1, j)));
+        if (!check_pattern(buf_ + kDataOff, o_.size, o_.iters - 1, "server: region after the WRITEs")) return false;
         fmt::print("rocemu rdma-ops: server: region holds the last WRITE, FETCH_AND_ADD word 0x{:x}, CMP_AND_SWAP "
                    "word {}\n",
                    fa, cs);
+        return true;
+    }
+
+    // Client, after the server's first PASS: RDMA WRITE WITH IMMEDIATE, SEND
+    // WITH IMMEDIATE (multi-packet) and a SEND posted before the server has a
+    // receive for it, so the server must RNR-NAK it and this QP (rnr_retry 7)
+    // retry until it completes. Each step waits for the server's token.
+    bool client_imm_ops(const Peer& rem, int fd) {
+        uint8_t* data = buf_ + kDataOff;
+        const int n = o_.iters;
+        const auto t0 = std::chrono::steady_clock::now();
+        SendWr w;
+        w.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(data), o_.size, mr_.lkey});
+        fill_pattern(data, o_.size, n);
+        w.opcode = WrOpcode::RdmaWriteWithImm;
+        w.imm_data = kImmWrite;
+        w.remote_addr = rem.vaddr + kDataOff;
+        w.rkey = rem.rkey;
+        if (!run_wr(w, WcOpcode::RdmaWrite, "RDMA WRITE WITH IMM") ||
+            !get_token(fd, "PASS", "server's check of the WRITE WITH IMM"))
+            return false;
+
+        w.sg_list[0].length = send_imm_len();
+        fill_pattern(data, send_imm_len(), n + 1);
+        w.opcode = WrOpcode::SendWithImm;
+        w.imm_data = kImmSend;
+        if (!run_wr(w, WcOpcode::Send, "SEND WITH IMM") || !get_token(fd, "PASS", "server's check of the SEND WITH IMM"))
+            return false;
+
+        w.sg_list[0].length = rnr_send_len();
+        fill_pattern(data, rnr_send_len(), n + 2);
+        w.opcode = WrOpcode::Send;
+        w.imm_data = 0;
+        Wc wc;
+        if (!post_wr(w, "SEND (RNR)") || !put_token(fd, "SENT") || !wait_wc(wc, WcOpcode::Send, "SEND (RNR)"))
+            return false;
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        fmt::print("rocemu rdma-ops: client: WRITE WITH IMM {} B, SEND WITH IMM {} B, RNR-retried SEND {} B ok in "
+                   "{:.3f} s\n",
+                   o_.size, send_imm_len(), rnr_send_len(), s);
+        return true;
+    }
+
+    bool post_recv_region() {
+        RecvWr r;
+        r.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(buf_ + kDataOff), o_.size, mr_.lkey});
+        if (ctx_.post_recv(qpn_, std::span(&r, 1)) == 0) return true;
+        return !fail("server: post_recv failed: " + ctx_.last_error());
+    }
+
+    // Waits for the next receive completion and checks it: opcode, immediate
+    // (none if want_imm is empty), byte_len and the pattern(i, .) bytes.
+    bool server_check_recv(WcOpcode op, std::optional<uint32_t> want_imm, uint32_t len, int i, const char* what) {
+        Wc wc;
+        if (!wait_wc(wc, op, what)) return false;
+        const bool has_imm = (wc.wc_flags & transport::kWcWithImm) != 0;
+        if (has_imm != want_imm.has_value() || (has_imm && wc.imm_data != *want_imm))
+            return !fail(fmt::format("server: {}: immediate {} 0x{:08x}, expected {} 0x{:08x}", what,
+                                     has_imm ? "present" : "absent", wc.imm_data, want_imm ? "present" : "absent",
+                                     want_imm.value_or(0)));
+        if (wc.byte_len != len) return !fail(fmt::format("server: {}: byte_len {}, expected {}", what, wc.byte_len, len));
+        return check_pattern(buf_ + kDataOff, len, i, what);
+    }
+
+    uint64_t rnr_naks_sent() {
+        Counters c;
+        ctx_.query_counters(c);
+        return c.send_rnr_err;
+    }
+
+    // Server side of client_imm_ops; a receive for the WRITE WITH IMM is already posted.
+    bool server_imm_ops(int fd) {
+        const int n = o_.iters;
+        bool ok = server_check_recv(WcOpcode::RecvRdmaWithImm, kImmWrite, o_.size, n, "RDMA WRITE WITH IMM") &&
+                  post_recv_region();
+        if (!put_token(fd, ok ? "PASS" : "FAIL") || !ok) return false;
+        ok = server_check_recv(WcOpcode::Recv, kImmSend, send_imm_len(), n + 1, "SEND WITH IMM");
+        const uint64_t rnr_before = rnr_naks_sent();  // before the PASS that lets the client send
+        if (!put_token(fd, ok ? "PASS" : "FAIL") || !ok || !get_token(fd, "SENT", "RNR SEND")) return false;
+        // The SEND is on its way and no receive is posted: wait until this side
+        // has RNR-NAKed it, then post the receive that lets the retry land.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o_.timeout_s);
+        while (rnr_naks_sent() <= rnr_before) {
+            if (std::chrono::steady_clock::now() > deadline)
+                return !fail(fmt::format("server: no RNR NAK sent within {} s", o_.timeout_s));
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+        if (!post_recv_region() || !server_check_recv(WcOpcode::Recv, std::nullopt, rnr_send_len(), n + 2, "SEND (RNR)"))
+            return false;
+        fmt::print("rocemu rdma-ops: server: WRITE WITH IMM, SEND WITH IMM and the RNR-retried SEND arrived intact ({} "
+                   "RNR NAKs sent)\n",
+                   rnr_naks_sent() - rnr_before);
         return true;
     }
 
@@ -359,7 +484,8 @@ void add_rdma_ops_command(CLI::App& app, int& status) {
     auto o = std::make_shared<RdmaOpsOptions>();
     CLI::App* cmd = app.add_subcommand(
         "rdma-ops",
-        "RDMA WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, paired with tests/interop's rdma_ops "
+        "RDMA WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, then WRITE WITH IMM, SEND WITH IMM and an "
+        "RNR-NAKed SEND, paired with tests/interop's rdma_ops "
         "(its 87-byte LID:QPN:PSN:GID:RKEY:VADDR:LEN exchange). Server (passive target) without SERVER_IP, client "
         "with it. EAL arguments go after `--`.");
     add_nic_options(cmd, *o);

@@ -1,7 +1,8 @@
 /*
  * rdma_ops: RDMA WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP,
- * checked end to end. The server is the passive target; the client issues
- * every operation. The out-of-band exchange over TCP is specified in
+ * then RDMA WRITE WITH IMMEDIATE, SEND WITH IMMEDIATE and a SEND that must be
+ * RNR-NAKed and retried, checked end to end. The server is the passive target
+ * (it only posts receives); the client issues every operation. The out-of-band exchange over TCP is specified in
  * tests/interop/README.md ("rdma_ops protocol"); any change here must keep
  * that text true, because rocemu implements the other side from it.
  *
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <infiniband/verbs.h>
@@ -31,6 +33,12 @@ enum {
 
 #define FA_INITIAL UINT64_C(0x1000000000000000)
 #define CS_MISS_SWAP UINT64_C(0xdeaddeaddeaddead)
+/* Immediate values as numbers; on the wire (ImmDt) they are big-endian, and
+ * ibverbs carries them in network byte order (htonl when posting, ntohl on
+ * the completion). A byte-swapped value fails the check. */
+#define IMM_WRITE UINT32_C(0x1a2b3c4d)
+#define IMM_SEND UINT32_C(0x5e6f7081)
+#define RNR_SEND_MAX 256u    /* the RNR SEND: one packet at any path MTU */
 
 struct peer {
 	uint16_t lid;
@@ -63,6 +71,7 @@ struct ctx {
 	uint8_t *buf;
 	size_t buf_len;
 	enum ibv_mtu active_mtu;
+	uint32_t path_mtu;   /* bytes, as used at RTR */
 };
 
 static void usage(const char *argv0)
@@ -243,7 +252,7 @@ static int open_ctx(const struct opts *o, struct ctx *c)
 	}
 	struct ibv_qp_init_attr qia = {
 		.send_cq = c->cq, .recv_cq = c->cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 4, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 	c->qp = ibv_create_qp(c->pd, &qia);
 	if (!c->qp) {
@@ -266,6 +275,8 @@ static int connect_qp(const struct opts *o, struct ctx *c, uint32_t my_psn,
 		      const struct peer *rem)
 {
 	enum ibv_mtu mtu = o->mtu ? mtu_to_enum(o->mtu) : c->active_mtu;
+
+	c->path_mtu = 128u << mtu;
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR, .path_mtu = mtu, .dest_qp_num = rem->qpn,
 		.rq_psn = rem->psn, .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
@@ -304,33 +315,101 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Posts one signaled work request and waits for its completion. */
-static int run_wr(const struct opts *o, struct ctx *c, struct ibv_send_wr *wr,
-		  enum ibv_wc_opcode want, const char *what)
+/* Waits (bounded by -t) for one completion and checks its status and opcode. */
+static int wait_wc(const struct opts *o, struct ctx *c, struct ibv_wc *wc,
+		   enum ibv_wc_opcode want, const char *what)
 {
-	struct ibv_send_wr *bad;
-	struct ibv_wc wc;
 	double deadline = now_s() + o->timeout_s;
 	int n;
 
-	wr->send_flags = IBV_SEND_SIGNALED;
-	if (ibv_post_send(c->qp, wr, &bad)) {
-		fprintf(stderr, "rdma_ops: post %s failed: %s\n", what, strerror(errno));
-		return -1;
-	}
-	while ((n = ibv_poll_cq(c->cq, 1, &wc)) == 0) {
+	while ((n = ibv_poll_cq(c->cq, 1, wc)) == 0) {
 		if (now_s() > deadline) {
 			fprintf(stderr, "rdma_ops: %s: no completion within %d s\n", what,
 				o->timeout_s);
 			return -1;
 		}
 	}
-	if (n < 0 || wc.status != IBV_WC_SUCCESS || wc.opcode != want) {
+	if (n < 0 || wc->status != IBV_WC_SUCCESS || wc->opcode != want) {
 		if (n < 0)
 			fprintf(stderr, "rdma_ops: %s: ibv_poll_cq failed\n", what);
 		else
 			fprintf(stderr, "rdma_ops: %s completed with status %s (%d), opcode %d\n",
-				what, ibv_wc_status_str(wc.status), (int)wc.status, (int)wc.opcode);
+				what, ibv_wc_status_str(wc->status), (int)wc->status, (int)wc->opcode);
+		return -1;
+	}
+	return 0;
+}
+
+static int post_wr(struct ctx *c, struct ibv_send_wr *wr, const char *what)
+{
+	struct ibv_send_wr *bad;
+
+	wr->send_flags = IBV_SEND_SIGNALED;
+	if (ibv_post_send(c->qp, wr, &bad)) {
+		fprintf(stderr, "rdma_ops: post %s failed: %s\n", what, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Posts one signaled work request and waits for its completion. */
+static int run_wr(const struct opts *o, struct ctx *c, struct ibv_send_wr *wr,
+		  enum ibv_wc_opcode want, const char *what)
+{
+	struct ibv_wc wc;
+
+	if (post_wr(c, wr, what))
+		return -1;
+	return wait_wc(o, c, &wc, want, what);
+}
+
+/* 0 if data[0..len) holds pattern(i, .), else says where it differs. */
+static int check_pattern(const uint8_t *data, size_t len, int i, const char *what)
+{
+	for (size_t j = 0; j < len; j++)
+		if (data[j] != pattern(i, j)) {
+			fprintf(stderr, "rdma_ops: %s: byte %zu is 0x%02x, expected 0x%02x\n",
+				what, j, data[j], pattern(i, j));
+			return -1;
+		}
+	return 0;
+}
+
+static void fill_pattern(uint8_t *data, size_t len, int i)
+{
+	for (size_t j = 0; j < len; j++)
+		data[j] = pattern(i, j);
+}
+
+/* The SEND WITH IMMEDIATE length: two full packets and a partial third
+ * (3000 B at path MTU 1024), at most the region. */
+static uint32_t send_imm_len(const struct opts *o, const struct ctx *c)
+{
+	uint32_t n = 3 * c->path_mtu - 72;
+	return n < o->size ? n : o->size;
+}
+
+static uint32_t rnr_send_len(const struct opts *o)
+{
+	return o->size < RNR_SEND_MAX ? o->size : RNR_SEND_MAX;
+}
+
+/* 5-byte tokens of the TCP exchange ("DONE", "FAIL", "PASS", "SENT"). */
+static int put_token(int fd, const char *t)
+{
+	return write_full(fd, t, 5);
+}
+
+static int get_token(int fd, const char *want, const char *step)
+{
+	char t[5];
+
+	if (read_full(fd, t, 5)) {
+		fprintf(stderr, "rdma_ops: %s: lost the peer\n", step);
+		return -1;
+	}
+	if (t[4] != '\0' || strcmp(t, want)) {
+		fprintf(stderr, "rdma_ops: %s: peer says %.4s\n", step, t);
 		return -1;
 	}
 	return 0;
@@ -351,8 +430,7 @@ static int client_ops(const struct opts *o, struct ctx *c, const struct peer *re
 		return -1;
 	}
 	for (int i = 0; i < o->iters; i++) {
-		for (size_t j = 0; j < o->size; j++)
-			data[j] = pattern(i, j);
+		fill_pattern(data, o->size, i);
 		wr.opcode = IBV_WR_RDMA_WRITE;
 		sge.addr = (uintptr_t)data;
 		sge.length = o->size;
@@ -365,12 +443,8 @@ static int client_ops(const struct opts *o, struct ctx *c, const struct peer *re
 		wr.opcode = IBV_WR_RDMA_READ;
 		if (run_wr(o, c, &wr, IBV_WC_RDMA_READ, "RDMA READ"))
 			return -1;
-		for (size_t j = 0; j < o->size; j++)
-			if (data[j] != pattern(i, j)) {
-				fprintf(stderr, "rdma_ops: iteration %d: READ byte %zu is 0x%02x, "
-					"wrote 0x%02x\n", i, j, data[j], pattern(i, j));
-				return -1;
-			}
+		if (check_pattern(data, o->size, i, "RDMA READ"))
+			return -1;
 
 		sge.addr = (uintptr_t)result;
 		sge.length = 8;
@@ -436,14 +510,151 @@ static int server_check(const struct opts *o, const struct ctx *c)
 			", expected 0x%" PRIx64 "\n", cs, n);
 		return -1;
 	}
-	for (size_t j = 0; j < o->size; j++)
-		if (data[j] != pattern(o->iters - 1, j)) {
-			fprintf(stderr, "rdma_ops: server: data byte %zu is 0x%02x, expected 0x%02x\n",
-				j, data[j], pattern(o->iters - 1, j));
-			return -1;
-		}
+	if (check_pattern(data, o->size, o->iters - 1, "server: region after the WRITEs"))
+		return -1;
 	printf("rdma_ops: server: region holds the last WRITE, FETCH_AND_ADD word 0x%" PRIx64
 	       ", CMP_AND_SWAP word %" PRIu64 "\n", fa, cs);
+	return 0;
+}
+
+/*
+ * Client, after the server's first PASS: RDMA WRITE WITH IMMEDIATE, SEND WITH
+ * IMMEDIATE (multi-packet) and a SEND posted before the server has a receive
+ * for it, so that the server must RNR-NAK it and this QP (rnr_retry 7) retry
+ * until it completes. Each step waits for the server's token.
+ */
+static int client_imm_ops(const struct opts *o, struct ctx *c, const struct peer *rem, int fd)
+{
+	uint8_t *data = c->buf + DATA_OFF;
+	struct ibv_sge sge = { .addr = (uintptr_t)data, .lkey = c->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1 };
+	struct ibv_wc wc;
+	int n = o->iters;
+	double t0 = now_s();
+
+	fill_pattern(data, o->size, n);
+	sge.length = o->size;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htonl(IMM_WRITE);
+	wr.wr.rdma.remote_addr = rem->vaddr + DATA_OFF;
+	wr.wr.rdma.rkey = rem->rkey;
+	if (run_wr(o, c, &wr, IBV_WC_RDMA_WRITE, "RDMA WRITE WITH IMM") ||
+	    get_token(fd, "PASS", "server's check of the WRITE WITH IMM"))
+		return -1;
+
+	sge.length = send_imm_len(o, c);
+	fill_pattern(data, sge.length, n + 1);
+	wr.opcode = IBV_WR_SEND_WITH_IMM;
+	wr.imm_data = htonl(IMM_SEND);
+	if (run_wr(o, c, &wr, IBV_WC_SEND, "SEND WITH IMM") ||
+	    get_token(fd, "PASS", "server's check of the SEND WITH IMM"))
+		return -1;
+
+	sge.length = rnr_send_len(o);
+	fill_pattern(data, sge.length, n + 2);
+	wr.opcode = IBV_WR_SEND;
+	wr.imm_data = 0;
+	if (post_wr(c, &wr, "SEND (RNR)") || put_token(fd, "SENT") ||
+	    wait_wc(o, c, &wc, IBV_WC_SEND, "SEND (RNR)"))
+		return -1;
+	printf("rdma_ops: client: WRITE WITH IMM %u B, SEND WITH IMM %u B, RNR-retried SEND %u B "
+	       "ok in %.3f s\n", o->size, send_imm_len(o, c), rnr_send_len(o), now_s() - t0);
+	return 0;
+}
+
+static int post_recv_region(const struct opts *o, struct ctx *c)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)(c->buf + DATA_OFF), .length = o->size,
+			       .lkey = c->mr->lkey };
+	struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	if (ibv_post_recv(c->qp, &wr, &bad)) {
+		fprintf(stderr, "rdma_ops: server: post_recv failed: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Waits for the next receive completion and checks it: opcode, immediate
+ * (want_imm < 0: none), byte_len and the pattern(i, .) bytes in the region. */
+static int server_check_recv(const struct opts *o, struct ctx *c, enum ibv_wc_opcode op,
+			     int64_t want_imm, uint32_t len, int i, const char *what)
+{
+	struct ibv_wc wc;
+	int has_imm;
+
+	if (wait_wc(o, c, &wc, op, what))
+		return -1;
+	has_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+	if (has_imm != (want_imm >= 0) || (has_imm && ntohl(wc.imm_data) != (uint32_t)want_imm)) {
+		fprintf(stderr, "rdma_ops: server: %s: immediate %s 0x%08x (wire order), expected %s "
+			"0x%08x\n", what, has_imm ? "present" : "absent", ntohl(wc.imm_data),
+			want_imm >= 0 ? "present" : "absent", (uint32_t)want_imm);
+		return -1;
+	}
+	if (wc.byte_len != len) {
+		fprintf(stderr, "rdma_ops: server: %s: byte_len %u, expected %u\n", what,
+			wc.byte_len, len);
+		return -1;
+	}
+	return check_pattern(c->buf + DATA_OFF, len, i, what);
+}
+
+/* The responder's count of RNR NAKs sent: rxe's send_rnr_err (-1 if unreadable). */
+static long long rnr_naks_sent(const struct opts *o, const struct ctx *c)
+{
+	char path[256];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/%d/hw_counters/send_rnr_err",
+		 ibv_get_device_name(c->verbs->device), o->port_num);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* Server side of client_imm_ops; a receive for the WRITE WITH IMM is already posted. */
+static int server_imm_ops(const struct opts *o, struct ctx *c, int fd)
+{
+	int n = o->iters, ok;
+	long long rnr_before, rnr_now;
+	double deadline;
+
+	ok = server_check_recv(o, c, IBV_WC_RECV_RDMA_WITH_IMM, IMM_WRITE, o->size, n,
+			       "RDMA WRITE WITH IMM") == 0 && post_recv_region(o, c) == 0;
+	if (put_token(fd, ok ? "PASS" : "FAIL") || !ok)
+		return -1;
+	ok = server_check_recv(o, c, IBV_WC_RECV, IMM_SEND, send_imm_len(o, c), n + 1,
+			       "SEND WITH IMM") == 0;
+	/* Read before the client may send: the PASS below lets it. */
+	rnr_before = rnr_naks_sent(o, c);
+	if (put_token(fd, ok ? "PASS" : "FAIL") || !ok || get_token(fd, "SENT", "RNR SEND"))
+		return -1;
+	/* The SEND is on its way and no receive is posted: wait until this side
+	 * has RNR-NAKed it, then post the receive that lets the retry land. */
+	if (rnr_before < 0) {
+		fprintf(stderr, "rdma_ops: server: send_rnr_err unreadable, not waiting for an RNR NAK\n");
+	} else {
+		deadline = now_s() + o->timeout_s;
+		while ((rnr_now = rnr_naks_sent(o, c)) <= rnr_before) {
+			if (now_s() > deadline) {
+				fprintf(stderr, "rdma_ops: server: no RNR NAK sent within %d s\n",
+					o->timeout_s);
+				return -1;
+			}
+			usleep(1000);
+		}
+	}
+	if (post_recv_region(o, c) ||
+	    server_check_recv(o, c, IBV_WC_RECV, -1, rnr_send_len(o), n + 2, "SEND (RNR)"))
+		return -1;
+	printf("rdma_ops: server: WRITE WITH IMM, SEND WITH IMM and the RNR-retried SEND arrived "
+	       "intact (%lld RNR NAKs sent)\n", rnr_before < 0 ? -1 : rnr_naks_sent(o, c) - rnr_before);
 	return 0;
 }
 
@@ -453,7 +664,7 @@ int main(int argc, char **argv)
 			  .iters = 10, .timeout_s = 30 };
 	struct ctx c = { 0 };
 	struct peer me = { 0 }, rem;
-	char rec[RECORD_LEN], verdict[5];
+	char rec[RECORD_LEN];
 	int opt, fd, ok;
 
 	while ((opt = getopt(argc, argv, "d:i:g:p:s:n:m:t:h")) != -1) {
@@ -478,6 +689,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	/* A peer that gives up closes the socket; fail on the write, not by SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
 	if (open_ctx(&o, &c))
 		return 1;
 	if (ibv_query_gid(c.verbs, (uint8_t)o.port_num, o.gid_index, &me.gid)) {
@@ -506,14 +719,14 @@ int main(int argc, char **argv)
 		if (connect_qp(&o, &c, me.psn, &rem))
 			return 1;
 		ok = client_ops(&o, &c, &rem) == 0;
-		if (write_full(fd, ok ? "DONE" : "FAIL", 5) || read_full(fd, verdict, 5)) {
-			fprintf(stderr, "rdma_ops: lost the server before its verdict\n");
+		if (put_token(fd, ok ? "DONE" : "FAIL") ||
+		    get_token(fd, "PASS", "server's check of its region")) {
+			close(fd);
 			return 1;
 		}
-		if (memcmp(verdict, "PASS", 5)) {
-			fprintf(stderr, "rdma_ops: server verdict: %.4s\n", verdict);
+		ok = client_imm_ops(&o, &c, &rem, fd) == 0;
+		if (put_token(fd, ok ? "DONE" : "FAIL") || get_token(fd, "PASS", "server verdict"))
 			ok = 0;
-		}
 	} else {
 		fd = tcp_listen_accept(o.tcp_port);
 		if (fd < 0 || read_full(fd, rec, RECORD_LEN) || parse_record(rec, &rem)) {
@@ -523,13 +736,19 @@ int main(int argc, char **argv)
 		if (connect_qp(&o, &c, me.psn, &rem))
 			return 1;
 		format_record(&me, rec);
-		if (write_full(fd, rec, RECORD_LEN) || read_full(fd, verdict, 5)) {
+		if (write_full(fd, rec, RECORD_LEN)) {
 			fprintf(stderr, "rdma_ops: lost the client\n");
 			return 1;
 		}
-		ok = !memcmp(verdict, "DONE", 5) && server_check(&o, &c) == 0;
-		if (write_full(fd, ok ? "PASS" : "FAIL", 5))
+		ok = get_token(fd, "DONE", "client's operations") == 0 && server_check(&o, &c) == 0 &&
+		     post_recv_region(&o, &c) == 0;
+		if (put_token(fd, ok ? "PASS" : "FAIL") || !ok) {
+			close(fd);
 			return 1;
+		}
+		ok = server_imm_ops(&o, &c, fd) == 0 &&
+		     get_token(fd, "DONE", "client's immediate and RNR operations") == 0;
+		put_token(fd, ok ? "PASS" : "FAIL");
 	}
 	close(fd);
 	printf("rdma_ops: %s %s\n", o.server ? "client" : "server", ok ? "PASS" : "FAIL");
