@@ -403,12 +403,25 @@ std::size_t Switch::burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rn
         bool one_port = true;
         uint64_t bytes = 0;
         unsigned pgs = 0;
-        for (std::size_t j = 0; j < k; ++j) {
-            routed[j] = route_packet(d[done + j], memo);
-            if (ahead) prefetch(d[done + j], routed[j]);
-            one_port &= d[done + j].in_port == in;
-            bytes += d[done + j].frame_len.v;
-            pgs |= 1u << routed[j].pg;
+        if (ahead) {
+            for (std::size_t j = 0; j < k; ++j) {
+                routed[j] = route_packet(d[done + j], memo);
+                prefetch(d[done + j], routed[j]);
+                one_port &= d[done + j].in_port == in;
+                bytes += d[done + j].frame_len.v;
+                pgs |= 1u << routed[j].pg;
+            }
+        } else {
+            // Without the loads to start, each packet is routed right before
+            // its admission (below), its Routed kept in registers rather
+            // than stored and read back: only the chunk's PGs are needed
+            // first. A packet's PG is its DSCP's (route_packet's r.pg, set
+            // for every packet but a bad port's, which is not one_port).
+            for (std::size_t j = 0; j < k; ++j) {
+                one_port &= d[done + j].in_port == in;
+                bytes += d[done + j].frame_len.v;
+                pgs |= 1u << cfg_.tc_to_pg[cfg_.dscp_to_tc[d[done + j].dscp & 63]];
+            }
         }
         // PGs that the whole chunk cannot take near a limit: their packets'
         // admission needs no shared-limit query and no XOFF check.
@@ -435,7 +448,15 @@ std::size_t Switch::burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rn
                 nh = next_hop + done + j;
                 *nh = kNotEnqueued;
             }
-            admit(d[done + j], routed[j], (far >> routed[j].pg) & 1, counted, now, rng, fx, nh);
+            if (ahead) {
+                admit(d[done + j], routed[j], (far >> routed[j].pg) & 1, counted, now, rng, fx, nh);
+            } else {
+                // Routing reads only tables admission does not change (an
+                // adaptive pick waits for admit): the same Routed as routed
+                // in the loop above.
+                const Routed r = route_packet(d[done + j], memo);
+                admit(d[done + j], r, (far >> r.pg) & 1, counted, now, rng, fx, nh);
+            }
         }
         done += k;
     }
@@ -563,33 +584,55 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
     std::size_t fx_room = room(fx);
     // The queue's count bounds the run: the chain needs no end test.
     const std::size_t lim = std::min<std::size_t>(max, qs.count);
-    while (n < lim && t <= now && fx_room > kEffectReserve) {
-        const Slot& s = slots_[i];
+    // In locals for the loop: through `t` and `pend`, the compiler stored and
+    // reloaded them around every TxDesc store (which could alias them).
+    Nanos at = t;
+    const uint8_t queue = static_cast<uint8_t>(q);
+    const Slot* const slots = slots_.data();
+    // One frame into out[n]: its TxDesc, its wire time, the run's sums.
+    const auto send = [&](const Slot& s) {
+        const uint32_t len = s.len;
+        TxDesc& tx = out[n++];
+        tx.handle = s.handle;
+        tx.queue = queue;
+        tx.frame_len = Bytes{len};
+        tx.start = at;
+        if (len != timed_len) {
+            timed_len = len;
+            timed = wire_time(speed, Bytes{len});
+        }
+        at += timed;
+        tx.end = at;
+        bytes += len;
+        last = i;
+        i = s.next;
+    };
+    while (n < lim && at <= now && fx_room > kEffectReserve) {
+        const Slot& s = slots[i];
         if (s.in_port != pend.in || s.pg != pend.pg) {
             settle(pend);
             pend = PendingRelease{s.in_port, s.pg, 0, !mmu_.xoff(s.in_port, s.pg)};
         }
-        if (pend.open) {
-            pend.bytes += s.len;
-        } else {
+        if (!pend.open) {
             release_pg(s, fx);
             fx_room = room(fx);
+            send(s);
+            continue;
         }
-        TxDesc& tx = out[n++];
-        tx.handle = s.handle;
-        tx.queue = static_cast<uint8_t>(q);
-        tx.frame_len = Bytes{s.len};
-        tx.start = t;
-        if (s.len != timed_len) {
-            timed_len = s.len;
-            timed = wire_time(speed, Bytes{s.len});
-        }
-        t += timed;
-        tx.end = t;
-        bytes += s.len;
-        last = i;
-        i = s.next;
+        // The frames of this open PG that follow, with nothing but their
+        // sum to release: a loop without a call (the effect room cannot
+        // change in it), so its variables stay in registers.
+        const PortId in = pend.in;
+        const uint8_t pg = pend.pg;
+        const uint64_t before = bytes;
+        do {
+            const Slot& f = slots[i];
+            if (f.in_port != in || f.pg != pg) break;
+            send(f);
+        } while (n < lim && at <= now);
+        pend.bytes += bytes - before;
     }
+    t = at;
     settle(pend);
     if (n == 0) return 0;
     // The run's slots are a chain from `first` to `last`: freed in one splice.
