@@ -196,10 +196,14 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
 // Inlined into on_packet and on_burst: as calls, passing a Routed between
 // them cost about 50 instructions a packet (cachegrind, fabric bench).
 [[gnu::always_inline]] inline Switch::Routed Switch::route_packet(const PacketDesc& d, RouteMemo& memo) const {
-    Routed r{};
+    // Not value-initialised (3 stores a packet): each path sets what admit
+    // and prefetch read of it (a bad port's pg, tc and q as zero).
+    Routed r;
     r.drop = DropReason::kCount;
+    r.adaptive = false;
     if (d.in_port >= num_ports_) {
         r.drop = DropReason::BadPort;
+        r.tc = r.pg = r.q = 0;
         return r;
     }
     r.tc = cfg_.dscp_to_tc[d.dscp & 63];
@@ -265,7 +269,7 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
 
 [[gnu::always_inline]] inline void Switch::admit(const PacketDesc& d, const Routed& r, bool far, bool counted,
                                                  Nanos now, Rng& rng, Effects& fx, uint32_t* next_hop) {
-    if (r.drop == DropReason::BadPort) {
+    if (r.drop == DropReason::BadPort) [[unlikely]] {
         ++bad_port_drops_;
         Effect& e = emit(fx, EffectKind::Drop, 0);
         e.reason = DropReason::BadPort;
@@ -277,7 +281,8 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
         ++in.rx_pkts;
         in.rx_bytes += d.frame_len.v;
     }
-    if (r.drop != DropReason::kCount) return drop(d.in_port, d.handle, r.drop, fx);
+    if (r.drop != DropReason::kCount) [[unlikely]]
+        return drop(d.in_port, d.handle, r.drop, fx);
     const int q = r.q;
     const int pg = r.pg;
     uint32_t nb = r.nb;
@@ -413,10 +418,10 @@ std::size_t Switch::burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rn
             }
         } else {
             // Without the loads to start, each packet is routed right before
-            // its admission (below), its Routed kept in registers rather
-            // than stored and read back: only the chunk's PGs are needed
-            // first. A packet's PG is its DSCP's (route_packet's r.pg, set
-            // for every packet but a bad port's, which is not one_port).
+            // its admission (below), its Routed not stored into an array and
+            // read back: only the chunk's PGs are needed first. A packet's PG
+            // is its DSCP's (route_packet's r.pg, set for every packet but a
+            // bad port's, which is not one_port).
             for (std::size_t j = 0; j < k; ++j) {
                 one_port &= d[done + j].in_port == in;
                 bytes += d[done + j].frame_len.v;

@@ -63,11 +63,16 @@ struct FastRx {
     std::size_t free_n = s.free_n;
     std::size_t nd = 0;
     uint64_t rx_bytes = 0;
+    // Each frame taken takes a handle: past the free ones, the general loop
+    // counts the rest as DropNoHandle.
+    const uint16_t lim = static_cast<uint16_t>(std::min<std::size_t>(n, free_n));
+    // The loop's tail has no frame kAhead further on to prefetch.
+    const uint16_t ahead = lim > kAhead ? lim - kAhead : 0;
     uint16_t i = 0;
-    for (; i < n; ++i) {
+    for (; i < lim; ++i) {
         rte_mbuf* m = rx[i];
-        if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(rx[i + kAhead], void*));
-        if (m->nb_segs != 1 || free_n == 0) break;
+        if (i < ahead) rte_prefetch0(rte_pktmbuf_mtod(rx[i + kAhead], void*));
+        if (m->nb_segs != 1) break;
         const uint32_t h = free[free_n - 1];
         if (!parse_ipv4_fast(bytes(m), port, h, descs[nd])) break;
         rx_bytes += rte_pktmbuf_data_len(m);  // its pkt_len: one segment
@@ -217,8 +222,10 @@ void SwitchRuntime::receive(PortId p, Nanos now) {
         std::size_t known = l2_.size();
         for (std::size_t j = done; j < done + took; ++j) {
             const uint32_t nb = next_hop_[j];
-            if (nb == Switch::kNotEnqueued) continue;
-            if (nb >= known) {  // a neighbor's first frame: its header is built (l2_ may move)
+            // kNotEnqueued is above every neighbor id: one test for both.
+            if (nb >= known) [[unlikely]] {
+                if (nb == Switch::kNotEnqueued) continue;
+                // a neighbor's first frame: its header is built (l2_ may move)
                 l2_header(nb);
                 l2 = l2_.data();
                 known = l2_.size();
