@@ -197,10 +197,11 @@ check_pair() {
 # ROLE server: rocemu is the responder of the RNR SEND, rxe the requester.
 check_imm_rnr() {
   local role="$1" lossy="$2" before="$3" after="$4" rlog="$5" listing="$6"
-  local imm_w imm_s rnr_wire resp_sent req_rcvd other_sent other_rcvd
+  local imm_w imm_s imm_r rnr_wire resp_sent req_rcvd other_sent other_rcvd
   # ImmDt as `rocemu pcap` prints it: the big-endian wire value.
   imm_w="$(grep -c ' imm=0x1a2b3c4d' <<< "$listing")"
   imm_s="$(grep -c ' imm=0x5e6f7081' <<< "$listing")"
+  imm_r="$(grep -c ' imm=0x2c3d4e5f' <<< "$listing")"
   rnr_wire="$(grep -c 'aeth=RNR_NAK' <<< "$listing")"
   if [ "$role" = server ]; then
     resp_sent="$(own_counter send_rnr_err "$rlog")"; req_rcvd="$(counter_delta rcvd_rnr_err "$before" "$after")"
@@ -209,13 +210,15 @@ check_imm_rnr() {
     resp_sent="$(counter_delta send_rnr_err "$before" "$after")"; req_rcvd="$(own_counter rcvd_rnr_err "$rlog")"
     other_sent="$(own_counter send_rnr_err "$rlog")"; other_rcvd="$(counter_delta rcvd_rnr_err "$before" "$after")"
   fi
-  local details="imm frames $imm_w+$imm_s, RNR NAKs sent $resp_sent / rcvd $req_rcvd / on the wire $rnr_wire"
-  if [ "$imm_w" -lt 1 ] || [ "$imm_s" -lt 1 ] || [ "${resp_sent:-0}" -lt 1 ] || [ "$other_sent" != 0 ] ||
+  local details="imm frames $imm_w+$imm_s+$imm_r, RNR NAKs sent $resp_sent / rcvd $req_rcvd / on the wire $rnr_wire"
+  # Two RNR steps (a SEND, a WRITE WITH IMM): at least one RNR NAK each.
+  if [ "$imm_w" -lt 1 ] || [ "$imm_s" -lt 1 ] || [ "$imm_r" -lt 1 ] || [ "${resp_sent:-0}" -lt 2 ] || [ "$other_sent" != 0 ] ||
      [ "${other_rcvd:-0}" != 0 ] || [ "$rnr_wire" -gt "$resp_sent" ] || [ "$req_rcvd" -gt "$resp_sent" ]; then
     echo "bad $details"; return
   fi
-  # On a clean link each ImmDt crosses once and every RNR NAK is on the wire and arrives.
-  if [ "$lossy" = 0 ] && { [ "$imm_w" != 1 ] || [ "$imm_s" != 1 ] || [ "$rnr_wire" != "$resp_sent" ] ||
+  # On a clean link the ImmDt of the steps without RNR crosses once (the RNR'd
+  # WRITE's once per attempt), and every RNR NAK is on the wire and arrives.
+  if [ "$lossy" = 0 ] && { [ "$imm_w" != 1 ] || [ "$imm_s" != 1 ] || [ "$imm_r" -lt 2 ] || [ "$rnr_wire" != "$resp_sent" ] ||
                             [ "$req_rcvd" != "$resp_sent" ]; }; then
     echo "bad $details"; return
   fi

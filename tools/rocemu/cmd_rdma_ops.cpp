@@ -41,6 +41,7 @@ constexpr uint64_t kCsMissSwap = 0xdeaddeaddeaddeadULL;
 // imm_data is the host-order value of those bytes (ibverbs: htonl/ntohl).
 constexpr uint32_t kImmWrite = 0x1a2b3c4d;
 constexpr uint32_t kImmSend = 0x5e6f7081;
+constexpr uint32_t kImmRnrWrite = 0x2c3d4e5f;
 constexpr uint32_t kRnrSendMax = 256;  // the RNR SEND: one packet at any path MTU
 constexpr uint32_t kAccess =
     transport::kLocalWrite | transport::kRemoteWrite | transport::kRemoteRead | transport::kRemoteAtomic;
@@ -348,9 +349,10 @@ private:
     }
 
     // Client, after the server's first PASS: RDMA WRITE WITH IMMEDIATE, SEND
-    // WITH IMMEDIATE (multi-packet) and a SEND posted before the server has a
-    // receive for it, so the server must RNR-NAK it and this QP (rnr_retry 7)
-    // retry until it completes. Each step waits for the server's token.
+    // WITH IMMEDIATE (multi-packet), then a SEND and a multi-packet WRITE WITH
+    // IMMEDIATE each posted before the server has a receive for it, so the
+    // server must RNR-NAK it and this QP (rnr_retry 7) retry until it
+    // completes. Each step waits for the server's token.
     bool client_imm_ops(const Peer& rem, int fd) {
         uint8_t* data = buf_ + kDataOff;
         const int n = o_.iters;
@@ -377,14 +379,29 @@ private:
         fill_pattern(data, rnr_send_len(), n + 2);
         w.opcode = WrOpcode::Send;
         w.imm_data = 0;
-        Wc wc;
-        if (!post_wr(w, "SEND (RNR)") || !put_token(fd, "SENT") || !wait_wc(wc, WcOpcode::Send, "SEND (RNR)"))
+        if (!client_rnr_step(w, fd, "SEND (RNR)") || !get_token(fd, "PASS", "server's check of the RNR SEND"))
             return false;
+
+        // Only the last packet consumes the receive: with size > path MTU the
+        // RNR NAK comes after the earlier packets' bytes are placed.
+        w.sg_list[0].length = o_.size;
+        fill_pattern(data, o_.size, n + 3);
+        w.opcode = WrOpcode::RdmaWriteWithImm;
+        w.imm_data = kImmRnrWrite;
+        if (!client_rnr_step(w, fd, "RDMA WRITE WITH IMM (RNR)")) return false;
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        fmt::print("rocemu rdma-ops: client: WRITE WITH IMM {} B, SEND WITH IMM {} B, RNR-retried SEND {} B ok in "
-                   "{:.3f} s\n",
-                   o_.size, send_imm_len(), rnr_send_len(), s);
+        fmt::print("rocemu rdma-ops: client: WRITE WITH IMM {} B, SEND WITH IMM {} B, RNR-retried SEND {} B and WRITE "
+                   "WITH IMM {} B ok in {:.3f} s\n",
+                   o_.size, send_imm_len(), rnr_send_len(), o_.size, s);
         return true;
+    }
+
+    // Posts a request the server has no receive for yet, says SENT, and waits
+    // for its completion: the responder RNR-NAKs it until the receive is posted.
+    bool client_rnr_step(SendWr& w, int fd, const char* what) {
+        Wc wc;
+        const WcOpcode want = w.opcode == WrOpcode::Send ? WcOpcode::Send : WcOpcode::RdmaWrite;
+        return post_wr(w, what) && put_token(fd, "SENT") && wait_wc(wc, want, what);
     }
 
     bool post_recv_region() {
@@ -422,21 +439,32 @@ private:
         if (!put_token(fd, ok ? "PASS" : "FAIL") || !ok) return false;
         ok = server_check_recv(WcOpcode::Recv, kImmSend, send_imm_len(), n + 1, "SEND WITH IMM");
         const uint64_t rnr_before = rnr_naks_sent();  // before the PASS that lets the client send
-        if (!put_token(fd, ok ? "PASS" : "FAIL") || !ok || !get_token(fd, "SENT", "RNR SEND")) return false;
-        // The SEND is on its way and no receive is posted: wait until this side
-        // has RNR-NAKed it, then post the receive that lets the retry land.
+        if (!put_token(fd, ok ? "PASS" : "FAIL") || !ok) return false;
+        ok = server_rnr_step(fd, rnr_before, WcOpcode::Recv, std::nullopt, rnr_send_len(), n + 2, "SEND (RNR)");
+        const uint64_t rnr_mid = rnr_naks_sent();
+        if (!put_token(fd, ok ? "PASS" : "FAIL") || !ok) return false;
+        if (!server_rnr_step(fd, rnr_mid, WcOpcode::RecvRdmaWithImm, kImmRnrWrite, o_.size, n + 3,
+                             "RDMA WRITE WITH IMM (RNR)"))
+            return false;
+        fmt::print("rocemu rdma-ops: server: WRITE WITH IMM, SEND WITH IMM and the RNR-retried SEND and WRITE WITH IMM "
+                   "arrived intact ({} + {} RNR NAKs sent)\n",
+                   rnr_mid - rnr_before, rnr_naks_sent() - rnr_mid);
+        return true;
+    }
+
+    // Server side of client_rnr_step: on SENT, waits (bounded) until this side
+    // has RNR-NAKed the request (its RNR NAKs sent rose above rnr_before), then
+    // posts the receive that lets the retry land and checks it.
+    bool server_rnr_step(int fd, uint64_t rnr_before, WcOpcode op, std::optional<uint32_t> want_imm, uint32_t len,
+                         int i, const char* what) {
+        if (!get_token(fd, "SENT", what)) return false;
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o_.timeout_s);
         while (rnr_naks_sent() <= rnr_before) {
             if (std::chrono::steady_clock::now() > deadline)
-                return !fail(fmt::format("server: no RNR NAK sent within {} s", o_.timeout_s));
+                return !fail(fmt::format("server: {}: no RNR NAK sent within {} s", what, o_.timeout_s));
             std::this_thread::sleep_for(std::chrono::microseconds(100));
         }
-        if (!post_recv_region() || !server_check_recv(WcOpcode::Recv, std::nullopt, rnr_send_len(), n + 2, "SEND (RNR)"))
-            return false;
-        fmt::print("rocemu rdma-ops: server: WRITE WITH IMM, SEND WITH IMM and the RNR-retried SEND arrived intact ({} "
-                   "RNR NAKs sent)\n",
-                   rnr_naks_sent() - rnr_before);
-        return true;
+        return post_recv_region() && server_check_recv(op, want_imm, len, i, what);
     }
 
     // One "counter NAME VALUE" line per port counter, for scripts that compare them with rxe's.

@@ -38,6 +38,7 @@ enum {
  * the completion). A byte-swapped value fails the check. */
 #define IMM_WRITE UINT32_C(0x1a2b3c4d)
 #define IMM_SEND UINT32_C(0x5e6f7081)
+#define IMM_RNR_WRITE UINT32_C(0x2c3d4e5f)
 #define RNR_SEND_MAX 256u    /* the RNR SEND: one packet at any path MTU */
 
 struct peer {
@@ -517,18 +518,31 @@ static int server_check(const struct opts *o, const struct ctx *c)
 	return 0;
 }
 
+/* Posts a request the server has no receive for yet, says SENT, and waits
+ * for its completion: the responder RNR-NAKs it until the receive is posted. */
+static int client_rnr_step(const struct opts *o, struct ctx *c, struct ibv_send_wr *wr, int fd,
+			   const char *what)
+{
+	struct ibv_wc wc;
+	enum ibv_wc_opcode want = wr->opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE;
+
+	if (post_wr(c, wr, what) || put_token(fd, "SENT"))
+		return -1;
+	return wait_wc(o, c, &wc, want, what);
+}
+
 /*
  * Client, after the server's first PASS: RDMA WRITE WITH IMMEDIATE, SEND WITH
- * IMMEDIATE (multi-packet) and a SEND posted before the server has a receive
- * for it, so that the server must RNR-NAK it and this QP (rnr_retry 7) retry
- * until it completes. Each step waits for the server's token.
+ * IMMEDIATE (multi-packet), then a SEND and a multi-packet WRITE WITH
+ * IMMEDIATE each posted before the server has a receive for it, so that the
+ * server must RNR-NAK it and this QP (rnr_retry 7) retry until it completes.
+ * Each step waits for the server's token.
  */
 static int client_imm_ops(const struct opts *o, struct ctx *c, const struct peer *rem, int fd)
 {
 	uint8_t *data = c->buf + DATA_OFF;
 	struct ibv_sge sge = { .addr = (uintptr_t)data, .lkey = c->mr->lkey };
 	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1 };
-	struct ibv_wc wc;
 	int n = o->iters;
 	double t0 = now_s();
 
@@ -554,11 +568,21 @@ static int client_imm_ops(const struct opts *o, struct ctx *c, const struct peer
 	fill_pattern(data, sge.length, n + 2);
 	wr.opcode = IBV_WR_SEND;
 	wr.imm_data = 0;
-	if (post_wr(c, &wr, "SEND (RNR)") || put_token(fd, "SENT") ||
-	    wait_wc(o, c, &wc, IBV_WC_SEND, "SEND (RNR)"))
+	if (client_rnr_step(o, c, &wr, fd, "SEND (RNR)") ||
+	    get_token(fd, "PASS", "server's check of the RNR SEND"))
 		return -1;
-	printf("rdma_ops: client: WRITE WITH IMM %u B, SEND WITH IMM %u B, RNR-retried SEND %u B "
-	       "ok in %.3f s\n", o->size, send_imm_len(o, c), rnr_send_len(o), now_s() - t0);
+
+	/* Only the last packet consumes the receive: with size > path MTU the
+	 * RNR NAK comes after the earlier packets' bytes are placed. */
+	sge.length = o->size;
+	fill_pattern(data, o->size, n + 3);
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htonl(IMM_RNR_WRITE);
+	if (client_rnr_step(o, c, &wr, fd, "RDMA WRITE WITH IMM (RNR)"))
+		return -1;
+	printf("rdma_ops: client: WRITE WITH IMM %u B, SEND WITH IMM %u B, RNR-retried SEND %u B and "
+	       "WRITE WITH IMM %u B ok in %.3f s\n", o->size, send_imm_len(o, c), rnr_send_len(o),
+	       o->size, now_s() - t0);
 	return 0;
 }
 
@@ -618,12 +642,37 @@ static long long rnr_naks_sent(const struct opts *o, const struct ctx *c)
 	return v;
 }
 
+/* Server side of client_rnr_step: on SENT, waits (bounded) until this side has
+ * RNR-NAKed the request (its count of RNR NAKs sent rose above rnr_before),
+ * then posts the receive that lets the retry land and checks it. */
+static int server_rnr_step(const struct opts *o, struct ctx *c, int fd, long long rnr_before,
+			   enum ibv_wc_opcode op, int64_t want_imm, uint32_t len, int i,
+			   const char *what)
+{
+	double deadline = now_s() + o->timeout_s;
+
+	if (get_token(fd, "SENT", what))
+		return -1;
+	if (rnr_before < 0)
+		fprintf(stderr, "rdma_ops: server: send_rnr_err unreadable, not waiting for an RNR NAK\n");
+	while (rnr_before >= 0 && rnr_naks_sent(o, c) <= rnr_before) {
+		if (now_s() > deadline) {
+			fprintf(stderr, "rdma_ops: server: %s: no RNR NAK sent within %d s\n", what,
+				o->timeout_s);
+			return -1;
+		}
+		usleep(1000);
+	}
+	if (post_recv_region(o, c))
+		return -1;
+	return server_check_recv(o, c, op, want_imm, len, i, what);
+}
+
 /* Server side of client_imm_ops; a receive for the WRITE WITH IMM is already posted. */
 static int server_imm_ops(const struct opts *o, struct ctx *c, int fd)
 {
 	int n = o->iters, ok;
-	long long rnr_before, rnr_now;
-	double deadline;
+	long long rnr_before, rnr_mid;
 
 	ok = server_check_recv(o, c, IBV_WC_RECV_RDMA_WITH_IMM, IMM_WRITE, o->size, n,
 			       "RDMA WRITE WITH IMM") == 0 && post_recv_region(o, c) == 0;
@@ -633,28 +682,20 @@ static int server_imm_ops(const struct opts *o, struct ctx *c, int fd)
 			       "SEND WITH IMM") == 0;
 	/* Read before the client may send: the PASS below lets it. */
 	rnr_before = rnr_naks_sent(o, c);
-	if (put_token(fd, ok ? "PASS" : "FAIL") || !ok || get_token(fd, "SENT", "RNR SEND"))
+	if (put_token(fd, ok ? "PASS" : "FAIL") || !ok)
 		return -1;
-	/* The SEND is on its way and no receive is posted: wait until this side
-	 * has RNR-NAKed it, then post the receive that lets the retry land. */
-	if (rnr_before < 0) {
-		fprintf(stderr, "rdma_ops: server: send_rnr_err unreadable, not waiting for an RNR NAK\n");
-	} else {
-		deadline = now_s() + o->timeout_s;
-		while ((rnr_now = rnr_naks_sent(o, c)) <= rnr_before) {
-			if (now_s() > deadline) {
-				fprintf(stderr, "rdma_ops: server: no RNR NAK sent within %d s\n",
-					o->timeout_s);
-				return -1;
-			}
-			usleep(1000);
-		}
-	}
-	if (post_recv_region(o, c) ||
-	    server_check_recv(o, c, IBV_WC_RECV, -1, rnr_send_len(o), n + 2, "SEND (RNR)"))
+	ok = server_rnr_step(o, c, fd, rnr_before, IBV_WC_RECV, -1, rnr_send_len(o), n + 2,
+			     "SEND (RNR)") == 0;
+	rnr_mid = rnr_naks_sent(o, c);
+	if (put_token(fd, ok ? "PASS" : "FAIL") || !ok)
 		return -1;
-	printf("rdma_ops: server: WRITE WITH IMM, SEND WITH IMM and the RNR-retried SEND arrived "
-	       "intact (%lld RNR NAKs sent)\n", rnr_before < 0 ? -1 : rnr_naks_sent(o, c) - rnr_before);
+	if (server_rnr_step(o, c, fd, rnr_mid, IBV_WC_RECV_RDMA_WITH_IMM, IMM_RNR_WRITE, o->size,
+			    n + 3, "RDMA WRITE WITH IMM (RNR)"))
+		return -1;
+	printf("rdma_ops: server: WRITE WITH IMM, SEND WITH IMM and the RNR-retried SEND and WRITE "
+	       "WITH IMM arrived intact (%lld + %lld RNR NAKs sent)\n",
+	       rnr_before < 0 ? -1 : rnr_mid - rnr_before,
+	       rnr_before < 0 ? -1 : rnr_naks_sent(o, c) - rnr_mid);
 	return 0;
 }
 
