@@ -103,7 +103,7 @@ OPS="rdma_ops -d rxe0 -g $gidx -s 65536 -n 20"
 guest_spawn ops_srv "$OPS"
 cli="$(guest_run -t 120 "$OPS 127.0.0.1")"; cli_rc=$?
 srv="$(guest_wait ops_srv 60)"; srv_rc=$?
-check "rdma_ops WRITE/READ/FETCH_ADD/CMP_SWAP, WRITE/SEND WITH IMM, RNR SEND loopback (client)" "rc=$cli_rc: $cli" \
+check "rdma_ops WRITE/READ/FETCH_ADD/CMP_SWAP, WRITE/SEND WITH IMM, RNR SEND and WRITE WITH IMM loopback (client)" "rc=$cli_rc: $cli" \
   eval '[ $cli_rc = 0 ] && grep -q "client PASS" <<< "$cli"'
 check "rdma_ops server region verified" "rc=$srv_rc: $srv" \
   eval '[ $srv_rc = 0 ] && grep -q "server PASS" <<< "$srv"'
@@ -126,7 +126,7 @@ counters="$(guest_run 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters && grep
 errs="$(grep -E '^(retry_exceeded_err|retry_rnr_exceeded_err|send_err|link_downed):' <<< "$counters" | grep -v ':0$')"
 check "rxe hw_counters show no fatal errors" "$errs" test -z "$errs"
 rnr="$(grep -E '^(send_rnr_err|rcvd_rnr_err):' <<< "$counters" | tr '\n' ' ')"
-check "rdma_ops' RNR step: rxe sent and received the same number (>= 1) of RNR NAKs" "$rnr" \
+check "rdma_ops' RNR steps: rxe sent and received the same number (>= 1) of RNR NAKs" "$rnr" \
   eval '[ "$(sed -n "s/^send_rnr_err://p" <<< "$counters")" -ge 1 ] &&
         [ "$(sed -n "s/^send_rnr_err://p" <<< "$counters")" = "$(sed -n "s/^rcvd_rnr_err://p" <<< "$counters")" ]'
 echo "info: rxe retransmission counters: $(grep -E '^(completer_retry_err|rcvd_seq_err|duplicate_request|out_of_seq_request):' <<< "$counters" | tr '\n' ' ')"
