@@ -196,16 +196,23 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
 // Inlined into on_packet and on_burst: as calls, passing a Routed between
 // them cost about 50 instructions a packet (cachegrind, fabric bench).
 [[gnu::always_inline]] inline Switch::Routed Switch::route_packet(const PacketDesc& d, RouteMemo& memo) const {
-    // Not value-initialised (3 stores a packet): each path sets what admit
-    // and prefetch read of it (a bad port's pg, tc and q as zero).
+    // Not value-initialised (3 stores a packet): every path sets every
+    // field, the usual one (routed, ECMP) without a store twice.
     Routed r;
-    r.drop = DropReason::kCount;
     r.adaptive = false;
-    if (d.in_port >= num_ports_) {
-        r.drop = DropReason::BadPort;
-        r.tc = r.pg = r.q = 0;
+    // A drop: the fields it does not decide are zero (a bad port's tc, pg, q too).
+    const auto dropped = [&r](DropReason why) {
+        r.drop = why;
+        r.nb = r.group = 0;
+        r.out = 0;
+        r.hash = 0;
         return r;
+    };
+    if (d.in_port >= num_ports_) {
+        r.tc = r.pg = r.q = 0;
+        return dropped(DropReason::BadPort);
     }
+    r.drop = DropReason::kCount;
     r.tc = cfg_.dscp_to_tc[d.dscp & 63];
     r.pg = cfg_.tc_to_pg[r.tc];
     r.q = cfg_.tc_to_queue[r.tc];
@@ -216,21 +223,13 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
         group = routes_.route(d);
         memo = RouteMemo{.valid = !d.ipv6, .hashed = false, .dst = d.dst_v4, .src = 0, .group = group, .addrs = 0};
     }
-    if (group == RouteTable::kNoRoute) {
-        r.drop = DropReason::NoRoute;
-        return r;
-    }
-    if (group == RouteTable::kUnresolved) {
-        r.drop = DropReason::NeighborMiss;
-        return r;
-    }
+    if (group == RouteTable::kNoRoute) return dropped(DropReason::NoRoute);
+    if (group == RouteTable::kUnresolved) return dropped(DropReason::NeighborMiss);
     const RouteTable::Group& g = routes_.group_ref(group);
-    if (g.size == 0) {
-        r.drop = DropReason::NoRoute;
-        return r;
-    }
+    if (g.size == 0) return dropped(DropReason::NoRoute);
     r.group = group;
     uint32_t pick = 0;
+    r.hash = 0;
     if (g.size > 1) {
         const uint8_t fields = cfg_.routing.hash_fields;
         if (d.ipv6) {
@@ -244,9 +243,11 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
             r.hash = flow_hash_rest_masked(memo.addrs, d, hash_l4_mask_);
         }
         // Adaptive picks read queue occupancy, which the packets ahead in
-        // the burst change: they wait for admit().
+        // the burst change: they wait for admit() (which sets nb and out).
         if (cfg_.routing.adaptive[r.tc] != ArMode::Off) {
             r.adaptive = true;
+            r.nb = 0;
+            r.out = 0;
             return r;
         }
         pick = hashed_member(r.hash, g.size);
