@@ -240,6 +240,45 @@ TEST_F(TransportRc, RnrRetryExhausted) {
     EXPECT_EQ(qc(0).retry_rnr_exceeded_err, 1u);
 }
 
+// A WRITE WITH IMMEDIATE meets an empty RQ only at its last packet: the
+// responder places the 63 packets before it and RNR-NAKs the last (as rxe
+// does, tests/interop), and the requester resumes at the refused packet, not
+// at the start of the message (rxe as requester replays all 64; rocemu's
+// responder takes those as duplicates).
+TEST_F(TransportRc, RnrAtTheLastPacketOfAWriteWithImmResendsOnlyThatPacket) {
+    setup();
+    constexpr uint32_t kLen = 64 << 10;  // 64 packets at path MTU 1024
+    fill(0, 0, kLen, 9);
+    std::array<uint32_t, 256> sent_by_opcode{};
+    L.filter = [&](int from, const wire::RocePacket& p, uint64_t) {
+        if (from == 0) ++sent_by_opcode[p.bth.opcode];
+        return Delivery{};
+    };
+    SendWr w = rdma(1, WrOpcode::RdmaWriteWithImm, 0, kLen, 8192);
+    w.imm_data = 0x1a2b3c4d;
+    send(0, w);
+    L.run([&] { return qc(0).rcvd_rnr_err >= 2; });
+    EXPECT_EQ(drain(L[0], s[0].scq).size(), 0u);
+    recv(1, 9, 0, 0);
+    auto wcs = wait_send(1);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::Success);
+    auto r = drain(L[1], s[1].rcq);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].opcode, WcOpcode::RecvRdmaWithImm);
+    EXPECT_EQ(r[0].wr_id, 9u);
+    EXPECT_EQ(r[0].byte_len, kLen);
+    EXPECT_TRUE(r[0].wc_flags & kWcWithImm);
+    EXPECT_EQ(r[0].imm_data, 0x1a2b3c4du);
+    EXPECT_EQ(0, std::memcmp(at(0, 0), at(1, 8192), kLen));
+    const uint64_t rnr = qc(0).rcvd_rnr_err;
+    EXPECT_EQ(qc(1).send_rnr_err, rnr);
+    EXPECT_EQ(sent_by_opcode[wire::op::WRITE_FIRST], 1u);
+    EXPECT_EQ(sent_by_opcode[wire::op::WRITE_MIDDLE], 62u);
+    EXPECT_EQ(sent_by_opcode[wire::op::WRITE_LAST_IMM], rnr + 1);  // once refused per RNR NAK, then taken
+    EXPECT_EQ(qc(1).duplicate_request, 0u);
+}
+
 TEST_F(TransportRc, DuplicateAtomicAnsweredFromSavedResult) {
     setup();
     uint64_t target = 100;
