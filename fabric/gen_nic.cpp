@@ -98,34 +98,6 @@ void GenNic::on_timer(Nanos now) {
     rearm(now);
 }
 
-void GenNic::prefetch_send() const {
-    sim_.prefetch_out_link(id_, 0);
-    if (tx_.empty()) return;
-    const TxFlow& t = tx_[rr_];
-    const auto* p = reinterpret_cast<const char*>(&t);
-    for (std::size_t off = 0; off < sizeof(TxFlow); off += 64) __builtin_prefetch(p + off, 1);
-}
-
-void GenNic::prefetch_timer() const { prefetch_send(); }
-
-void GenNic::prefetch_deliver(sim::PortId, sim::FrameHandle h) const {
-    prefetch_send();
-    // Where receive_roce looks: the BTH's destination QP names the flow.
-    const std::span<const uint8_t> f = sim_.pool().frame(h);
-    wire::EthView eth;
-    if (!wire::parse_eth(f, eth) || eth.l2.ethertype != wire::ethertype::kIpv4) return;
-    const auto l3 = static_cast<std::size_t>(eth.l3_off);
-    if (f.size() <= l3) return;
-    const std::size_t bth = l3 + static_cast<std::size_t>(f[l3] & 0x0F) * 4 + 8;
-    if (f.size() < bth + wire::kBthLen || f[bth] == wire::op::CNP) return;
-    const uint32_t flow = wire::load_be24(f.data() + bth + 5) - kFlowQpnBase;
-    if (flow >= rx_index_.size() || rx_index_[flow] == UINT32_MAX) return;
-    __builtin_prefetch(&rx_[rx_index_[flow]], 1);
-    const auto* s = reinterpret_cast<const char*>(&stats_[flow]);
-    __builtin_prefetch(s, 1);
-    __builtin_prefetch(s + sizeof(FlowStats) - 1, 1);
-}
-
 void GenNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
     sim::FramePool& pool = sim_.pool();
     const std::span<const uint8_t> f = pool.frame(h);

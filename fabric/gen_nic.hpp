@@ -151,11 +151,6 @@ public:
 
     void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
     void on_timer(Nanos now) override;
-    // Load what the event will touch: for a data frame its flow's receive
-    // state and stats; for both, the flow send_data tries first and the
-    // link it sends on.
-    void prefetch_deliver(sim::PortId port, sim::FrameHandle h) const override;
-    void prefetch_timer() const override;
 
     const NicCounters& counters() const { return c_; }
     bool paused(Nanos now) const { return pause_.paused(now); }
@@ -185,7 +180,6 @@ private:
         wire::IpAddr peer_ip;
     };
 
-    void prefetch_send() const;
     void try_send(Nanos now);
     bool send_cnp(Nanos now);
     bool send_data(Nanos now);

@@ -34,15 +34,6 @@ bool describe_ipv4(std::span<const uint8_t> f, sw::PacketDesc& d) {
     return true;
 }
 
-// describe_ipv4 plus what on_packet needs of the frame's place.
-bool describe_arrival(std::span<const uint8_t> f, sim::PortId port, sim::FrameHandle h, sw::PacketDesc& d) {
-    if (!describe_ipv4(f, d)) return false;
-    d.handle = h.v;
-    d.frame_len = Bytes{f.size()};
-    d.in_port = port;
-    return true;
-}
-
 // Where the IPv4 header of a frame describe_ipv4 accepted ends: the bytes a
 // hop rewrites, and all the pool counts as written (not the payload, which
 // a generator's receiver then need not read).
@@ -111,19 +102,17 @@ void SwitchNode::on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) {
         pool.free(h);
     } else {
         sw::PacketDesc d;
-        if (!describe_arrival(f, port, h, d)) {
+        if (!describe_ipv4(f, d)) {
             ++c_.not_ip_drops;
             pool.free(h);
         } else {
+            d.handle = h.v;
+            d.frame_len = Bytes{f.size()};
+            d.in_port = port;
             sw_.on_packet(d, now, rng_, fx_);
         }
     }
     apply(now);
-}
-
-void SwitchNode::prefetch_deliver(sim::PortId port, sim::FrameHandle h) const {
-    sw::PacketDesc d;
-    if (describe_arrival(sim_.pool().frame(h), port, h, d)) sw_.prefetch_arrival(d);
 }
 
 void SwitchNode::on_timer(Nanos now) {

@@ -49,9 +49,6 @@ public:
 
     void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
     void on_timer(Nanos now) override;
-    // Routes the frame's headers as on_frame will and has the core load the
-    // ingress, egress, queue and MMU lines its arrival touches.
-    void prefetch_deliver(sim::PortId port, sim::FrameHandle h) const override;
 
     const sw::Switch& core() const { return sw_; }
     const std::string& name() const { return name_; }

@@ -79,30 +79,31 @@ public:
         return Nanos{nodes_[head_[next_slot()]].time};
     }
 
-    // The next events in pop order, top() first, into out[0..max): as many
-    // as a cheap look finds (each further one in the same slot as the one
-    // before or at most 127 slots later), so possibly fewer than there are.
-    // A look ahead for prefetching only: a push can still come between.
-    std::size_t peek(Event* out, std::size_t max) const {
-        if (max == 0 || empty()) return 0;
-        if (wheel_count_ == 0) {
-            out[0] = far_.front();
-            return 1;
+    // The event after top() when it is in top()'s slot or at most 127 slots
+    // later (into `out`), else false: a cheap look two events ahead, for
+    // prefetching only.
+    bool peek_second(Event& out) const {
+        if (wheel_count_ < 2) return false;
+        const uint32_t s = next_slot();
+        const uint32_t after = nodes_[head_[s]].next;
+        if (after != kNil) {
+            out = nodes_[after].event();
+            return true;
         }
-        uint32_t s = next_slot();
-        uint32_t idx = head_[s];
-        std::size_t n = 0;
-        for (;;) {
-            const Node& node = nodes_[idx];
-            out[n++] = node.event();
-            if (n == max) return n;
-            idx = node.next;
-            if (idx == kNil) {
-                s = busy_slot_after(s);
-                if (s == kNil) return n;
-                idx = head_[s];
-            }
+        const uint32_t b = static_cast<uint32_t>(base_) & kMask;
+        const uint32_t w = s >> 6;
+        uint64_t m = (s & 63) == 63 ? 0 : bits_[w] & (~uint64_t{0} << ((s & 63) + 1));
+        uint32_t word = w;
+        if (m == 0) {
+            word = (w + 1) % kWords;
+            m = bits_[word];
         }
+        if (m == 0) return false;
+        const uint32_t c = (word << 6) | static_cast<uint32_t>(std::countr_zero(m));
+        // Past base's slot the wheel wraps round to later times.
+        if (((c - b) & kMask) <= ((s - b) & kMask)) return false;
+        out = nodes_[head_[c]].event();
+        return true;
     }
 
     // Precondition: !empty().
@@ -198,24 +199,6 @@ private:
         const uint32_t w = slot >> 6;
         bits_[w] &= ~(uint64_t{1} << (slot & 63));
         if (bits_[w] == 0) summary_[w >> 6] &= ~(uint64_t{1} << (w & 63));
-    }
-
-    // The first busy slot after `s` in time, if it is in s's bitmap word or
-    // the next one, else kNil.
-    uint32_t busy_slot_after(uint32_t s) const {
-        const uint32_t b = static_cast<uint32_t>(base_) & kMask;
-        const uint32_t w = s >> 6;
-        uint64_t m = (s & 63) == 63 ? 0 : bits_[w] & (~uint64_t{0} << ((s & 63) + 1));
-        uint32_t word = w;
-        if (m == 0) {
-            word = (w + 1) % kWords;
-            m = bits_[word];
-        }
-        if (m == 0) return kNil;
-        const uint32_t c = (word << 6) | static_cast<uint32_t>(std::countr_zero(m));
-        // Past base's slot the wheel wraps round to later times.
-        if (((c - b) & kMask) <= ((s - b) & kMask)) return kNil;
-        return c;
     }
 
     // The busy slot that comes first in time, scanning circularly from

@@ -123,42 +123,27 @@ void Simulator::schedule_link_state(LinkId link, Nanos at, bool up) {
 
 // In a large fabric thousands of frames are in flight and the one the next
 // event delivers was last touched thousands of events ago, so its headers,
-// its link, the node it reaches and the node's state for it are in memory,
-// not in the cache. Loading them while the events before it run hides that
-// latency, which otherwise grows with the fabric. Each load needs the one
-// before it, so they form a pipeline over the next three events:
-//  - three events ahead, the frame's headers and the link's lines (the
-//    peek itself loads the wheel events);
-//  - two ahead, the first line of the node the link leads to (its id is
-//    in the link, loaded a step ago);
-//  - one ahead, the node's own hook (prefetch_deliver, prefetch_timer),
-//    which reads the headers and starts loading the state the event will
-//    touch: for a switch the ports, queue and MMU lines of its arrival.
+// its link and the node it reaches are in memory, not in the cache. Loading
+// them while this event runs hides that latency, which otherwise grows with
+// the fabric: two events ahead the frame and the link (whose lines then
+// arrive while this event and the next run), one event ahead the node the
+// link leads to, whose id is only known once the link is loaded.
+void Simulator::prefetch_event(const Event& n) const {
+    if (n.kind == EventKind::Deliver) pool_.prefetch(FrameHandle{static_cast<uint32_t>(n.arg)});
+    if (n.kind == EventKind::Deliver || n.kind == EventKind::TxDone) links_[n.target].prefetch();
+}
+
 void Simulator::prefetch_next() const {
-    Event n[3];
-    const std::size_t k = queue_.peek(n, 3);
-    if (k == 0) return;
-    switch (n[0].kind) {
-        case EventKind::Deliver: {
-            const Link& l = links_[n[0].target];
-            nodes_[l.dst().node]->prefetch_deliver(l.dst().port, FrameHandle{static_cast<uint32_t>(n[0].arg)});
-            break;
-        }
-        case EventKind::Timer: nodes_[n[0].target]->prefetch_timer(); break;
-        default: break;
-    }
-    if (k < 2) return;
-    if (n[1].kind == EventKind::Deliver)
-        __builtin_prefetch(nodes_[links_[n[1].target].dst().node]);
-    else if (n[1].kind == EventKind::TxDone)
-        __builtin_prefetch(nodes_[links_[n[1].target].src().node]);
-    else if (n[1].kind == EventKind::Timer) {
-        __builtin_prefetch(nodes_[n[1].target]);
-        __builtin_prefetch(&timers_[n[1].target]);
-    }
-    if (k < 3) return;
-    if (n[2].kind == EventKind::Deliver) pool_.prefetch(FrameHandle{static_cast<uint32_t>(n[2].arg)});
-    if (n[2].kind == EventKind::Deliver || n[2].kind == EventKind::TxDone) links_[n[2].target].prefetch();
+    if (queue_.empty()) return;
+    const Event n = queue_.top();
+    prefetch_event(n);
+    if (n.kind == EventKind::Deliver)
+        __builtin_prefetch(nodes_[links_[n.target].dst().node]);
+    else if (n.kind == EventKind::TxDone)
+        __builtin_prefetch(nodes_[links_[n.target].src().node]);
+    else if (n.kind == EventKind::Timer)
+        __builtin_prefetch(nodes_[n.target]);
+    if (Event after; queue_.peek_second(after)) prefetch_event(after);
 }
 
 bool Simulator::step() {

@@ -36,17 +36,6 @@ public:
         (void)port;
         (void)now;
     }
-    // Prefetch hooks, called one event ahead of the event they name (its
-    // frame's headers and the node's first line were loaded before that):
-    // a node starts loading the state that event will touch. They must not
-    // change anything; the default does nothing.
-    // The frame `h` will arrive on `port` (its headers are readable).
-    virtual void prefetch_deliver(PortId port, FrameHandle h) const {
-        (void)port;
-        (void)h;
-    }
-    // The node's timer will fire.
-    virtual void prefetch_timer() const {}
     // The link out of `port` went down or came back up (carrier). Taking a
     // cable down means scheduling both of its links, so each end hears once.
     virtual void on_link_state(PortId port, bool up, Nanos now) {
@@ -92,10 +81,6 @@ public:
     // the link owns it from here on, including when it drops it (the result
     // says so, a counter says why).
     Link::Send transmit(NodeId node, PortId port, FrameHandle h);
-    // Starts loading the lines transmit(node, port, ...) reads of the link.
-    void prefetch_out_link(NodeId node, PortId port) const {
-        if (const LinkId id = out_link(node, port); id != kNoLink) links_[id].prefetch();
-    }
     // True if the port has a link and nothing is serialising or queued on it.
     bool tx_idle(NodeId node, PortId port) const;
     // One timer per node. Arming again moves it (earlier or later); a time
@@ -149,6 +134,7 @@ private:
     void fire_timer(const Event& e);
     // Gives `node` `count` port slots (setup only).
     void grow_ports(NodeId node, uint32_t count);
+    void prefetch_event(const Event& n) const;
     void prefetch_next() const;
 
     uint64_t seed_;
