@@ -380,11 +380,6 @@ void Switch::on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx) {
     admit(d, route_packet(d, memo), false, false, now, rng, fx, nullptr);
 }
 
-void Switch::prefetch_arrival(const PacketDesc& d) const {
-    RouteMemo memo;
-    prefetch(d, route_packet(d, memo));
-}
-
 std::size_t Switch::on_burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx,
                              uint32_t* next_hop) {
     return next_hop ? burst<true>(d, n, now, rng, fx, next_hop) : burst<false>(d, n, now, rng, fx, nullptr);

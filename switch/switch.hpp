@@ -63,10 +63,6 @@ public:
     // most kMaxEffectsPerPacket.
     void on_packet(const PacketDesc& d, Nanos now, Rng& rng, Effects& fx);
     static constexpr std::size_t kMaxEffectsPerPacket = 5;
-    // Loads the lines on_packet(d) will touch (ingress port and PG, egress
-    // port, queue and its MMU state) without changing anything: for a
-    // caller that knows its next packet an event or more ahead.
-    void prefetch_arrival(const PacketDesc& d) const;
     // Burst form: processes packets while `fx` has room for their effects
     // and returns how many it took (the rest wait for the next call).
     // With `next_hop`, packet i's Enqueued effect is not written: instead
