@@ -23,6 +23,10 @@ public:
     Nanos now() const { return to_nanos(rte_rdtsc()); }
     Nanos to_nanos(uint64_t tsc) const {
         const uint64_t d = tsc - start_;
+        // A count behind the start (read on a CPU whose TSC lags) is the
+        // start, not a wrapped difference of centuries: differences of 2^63
+        // cycles or more (58 years at 5 GHz) are taken as behind.
+        if (static_cast<int64_t>(d) < 0) return Nanos{0};
         uint64_t ns = d * whole_ + static_cast<uint64_t>((static_cast<unsigned __int128>(d) * frac_) >> 64);
         // d*1e9 - ns*hz is below 2*hz, so its low 64 bits are all of it.
         ns += d * kNsPerS - ns * hz_ >= hz_;

@@ -136,7 +136,11 @@ public:
         rte_mbuf* rx[kBurst];
         const auto room = static_cast<uint16_t>(std::min<uint32_t>(kBurst, kRxBacklog - backlog_n_));
         const uint16_t n = room ? rte_eth_rx_burst(port_.id(), 0, rx, room) : 0;
-        now_ = clock_.now();
+        // Never backwards: the TSC of the CPU this thread moved to may be
+        // behind the last one read, and every timer and rate here assumes
+        // time only grows.
+        const Nanos t = clock_.now();
+        if (t > now_) now_ = t;
         if (n) {
             stats_.add(PortStat::RxBursts);
             if (capture_) stats_.add(PortStat::CaptureLost, capture_->record(port_.id(), rx, n, false));

@@ -59,12 +59,14 @@ protected:
         n[0]->nic->poll();
         n[1]->nic->poll();
     }
+    // The bound is the test's own clock, not a NIC's: a NIC's time is the
+    // one it read at its last turn (0 before its first).
     template <typename Done>
     bool poll_until(Done&& done, Nanos limit = 5_s) {
-        const Nanos deadline = n[0]->nic->now() + limit;
+        const Nanos deadline = clock.now() + limit;
         while (!done()) {
             poll();
-            if (n[0]->nic->now() > deadline) return false;
+            if (clock.now() > deadline) return false;
         }
         return true;
     }
@@ -107,7 +109,8 @@ protected:
             ASSERT_TRUE(poll_until([&] {
                 r = fill_av(*me.nic, a.ah_attr, me.qpn.v);
                 return r.status != host::PathResult::Status::Pending;
-            }));
+            })) << "NIC " << i << " at " << me.nic->now().v << " ns, test clock " << clock.now().v << " ns, ARP resolved "
+                << me.stack.arp().counters().resolved << " failed " << me.stack.arp().counters().failed;
             ASSERT_EQ(r.status, host::PathResult::Status::Ready) << r.error;
             ASSERT_FALSE(me.engine->modify_qp(me.qpn, a, kRtr, me.upper->effects()));
             to_rts(me);
