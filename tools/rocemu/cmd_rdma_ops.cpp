@@ -1,7 +1,7 @@
 // `rocemu rdma-ops`: the other side of tests/interop/guest/rdma_ops.c (RDMA
 // WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, then RDMA WRITE
-// WITH IMMEDIATE, SEND WITH IMMEDIATE and an RNR-NAKed and retried SEND,
-// checked end to end). It speaks that program's TCP exchange (an 87-byte
+// WITH IMMEDIATE, SEND WITH IMMEDIATE, and a SEND and a WRITE WITH IMMEDIATE
+// each RNR-NAKed and retried, checked end to end). It speaks that program's TCP exchange (an 87-byte
 // LID:QPN:PSN:GID:RKEY:VADDR:LEN record each way, then 5-byte tokens, see
 // tests/interop/README.md, "rdma_ops protocol") so either side can be rxe.
 #include <arpa/inet.h>
@@ -512,8 +512,8 @@ void add_rdma_ops_command(CLI::App& app, int& status) {
     auto o = std::make_shared<RdmaOpsOptions>();
     CLI::App* cmd = app.add_subcommand(
         "rdma-ops",
-        "RDMA WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, then WRITE WITH IMM, SEND WITH IMM and an "
-        "RNR-NAKed SEND, paired with tests/interop's rdma_ops "
+        "RDMA WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, then WRITE WITH IMM, SEND WITH IMM, and a "
+        "SEND and a WRITE WITH IMM each RNR-NAKed and retried, paired with tests/interop's rdma_ops "
         "(its 87-byte LID:QPN:PSN:GID:RKEY:VADDR:LEN exchange). Server (passive target) without SERVER_IP, client "
         "with it. EAL arguments go after `--`.");
     add_nic_options(cmd, *o);
