@@ -7,7 +7,9 @@
 #   tests/interop/run.sh [--core] [--rocemu PATH]
 #
 # --core: RC pingpong both ways and rdma_ops (WRITE, READ, atomics, WRITE and
-# SEND WITH IMMEDIATE, an RNR-retried SEND) both ways at MTU 1500, for CI. Without it: the full suite (README.md, "Scenarios").
+# SEND WITH IMMEDIATE, an RNR-retried SEND and multi- and single-packet WRITE
+# WITH IMMEDIATE) both ways at MTU 1500, once more with the server's receives
+# on an SRQ, for CI. Without it: the full suite (README.md, "Scenarios").
 #
 # Out-of-band TCP (the pingpong and rdma_ops exchanges) needs a kernel
 # endpoint on each side, but 10.77.0.1 must stay rocemu's alone, or the host
@@ -173,6 +175,10 @@ check_pair() {
     why="$(check_imm_rnr "$role" "$lossy" "$before" "$after" "$rlog" "$listing")"
     summary="$summary, ${why#* }"
     [ "${why%% *}" = ok ] || { fail "$name" "immediate/RNR: $summary"; return; }
+    # The SRQ pairings: the server (whichever stack) must say it received through its SRQ.
+    if [[ "$name" == *-srq-* ]] && ! grep -q 'server (SRQ): ' "$([ "$role" = server ] && echo "$rlog" || echo "$glog")"; then
+      fail "$name" "the server did not receive through an SRQ: $summary"; return
+    fi
   fi
   if [ "$lossy" = 0 ]; then
     # On a clean link both stacks must have seen exactly the frames on the wire, with no retransmission.
@@ -197,11 +203,12 @@ check_pair() {
 # ROLE server: rocemu is the responder of the RNR SEND, rxe the requester.
 check_imm_rnr() {
   local role="$1" lossy="$2" before="$3" after="$4" rlog="$5" listing="$6"
-  local imm_w imm_s imm_r rnr_wire resp_sent req_rcvd other_sent other_rcvd
+  local imm_w imm_s imm_r imm_r1 rnr_wire resp_sent req_rcvd other_sent other_rcvd
   # ImmDt as `rocemu pcap` prints it: the big-endian wire value.
   imm_w="$(grep -c ' imm=0x1a2b3c4d' <<< "$listing")"
   imm_s="$(grep -c ' imm=0x5e6f7081' <<< "$listing")"
   imm_r="$(grep -c ' imm=0x2c3d4e5f' <<< "$listing")"
+  imm_r1="$(grep -c ' imm=0x6b7c8d9e' <<< "$listing")"
   rnr_wire="$(grep -c 'aeth=RNR_NAK' <<< "$listing")"
   if [ "$role" = server ]; then
     resp_sent="$(own_counter send_rnr_err "$rlog")"; req_rcvd="$(counter_delta rcvd_rnr_err "$before" "$after")"
@@ -210,15 +217,17 @@ check_imm_rnr() {
     resp_sent="$(counter_delta send_rnr_err "$before" "$after")"; req_rcvd="$(own_counter rcvd_rnr_err "$rlog")"
     other_sent="$(own_counter send_rnr_err "$rlog")"; other_rcvd="$(counter_delta rcvd_rnr_err "$before" "$after")"
   fi
-  local details="imm frames $imm_w+$imm_s+$imm_r, RNR NAKs sent $resp_sent / rcvd $req_rcvd / on the wire $rnr_wire"
-  # Two RNR steps (a SEND, a WRITE WITH IMM): at least one RNR NAK each.
-  if [ "$imm_w" -lt 1 ] || [ "$imm_s" -lt 1 ] || [ "$imm_r" -lt 1 ] || [ "${resp_sent:-0}" -lt 2 ] || [ "$other_sent" != 0 ] ||
+  local details="imm frames $imm_w+$imm_s+$imm_r+$imm_r1, RNR NAKs sent $resp_sent / rcvd $req_rcvd / on the wire $rnr_wire"
+  # Three RNR steps (a SEND, a multi- and a single-packet WRITE WITH IMM): at least one RNR NAK each.
+  if [ "$imm_w" -lt 1 ] || [ "$imm_s" -lt 1 ] || [ "$imm_r" -lt 1 ] || [ "$imm_r1" -lt 1 ] || [ "${resp_sent:-0}" -lt 3 ] ||
+     [ "$other_sent" != 0 ] ||
      [ "${other_rcvd:-0}" != 0 ] || [ "$rnr_wire" -gt "$resp_sent" ] || [ "$req_rcvd" -gt "$resp_sent" ]; then
     echo "bad $details"; return
   fi
   # On a clean link the ImmDt of the steps without RNR crosses once (the RNR'd
-  # WRITE's once per attempt), and every RNR NAK is on the wire and arrives.
-  if [ "$lossy" = 0 ] && { [ "$imm_w" != 1 ] || [ "$imm_s" != 1 ] || [ "$imm_r" -lt 2 ] || [ "$rnr_wire" != "$resp_sent" ] ||
+  # WRITEs' once per attempt), and every RNR NAK is on the wire and arrives.
+  if [ "$lossy" = 0 ] && { [ "$imm_w" != 1 ] || [ "$imm_s" != 1 ] || [ "$imm_r" -lt 2 ] || [ "$imm_r1" -lt 2 ] ||
+                            [ "$rnr_wire" != "$resp_sent" ] ||
                             [ "$req_rcvd" != "$resp_sent" ]; }; then
     echo "bad $details"; return
   fi
@@ -289,6 +298,8 @@ if boot 1500; then
   RP="pingpong"
   both_ways rc-3000-mtu1500 0 "$PP -s 3000 -n 50" "$RP -s 3000 -n 50"
   both_ways rdma-ops-mtu1500 0 "rdma_ops -d rxe0 -g $G -s 65536 -n 3 -t 60" "rdma-ops -s 65536 -n 3 -t 60"
+  # The server's receives on an SRQ: the RNR steps meet an empty SRQ (the client ignores -q/--srq).
+  both_ways rdma-ops-srq-mtu1500 0 "rdma_ops -d rxe0 -g $G -q -s 4096 -n 1 -t 60" "rdma-ops --srq -s 4096 -n 1 -t 60"
   if [ "$CORE" = 0 ]; then
     both_ways rc-64-mtu1500 0 "$PP -s 64 -n 100" "$RP -s 64 -n 100"
     both_ways rc-1MiB-mtu1500 0 "$PP -s 1048576 -n 5" "$RP -s 1048576 -n 5"

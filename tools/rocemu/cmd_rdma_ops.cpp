@@ -1,7 +1,8 @@
 // `rocemu rdma-ops`: the other side of tests/interop/guest/rdma_ops.c (RDMA
 // WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, then RDMA WRITE
-// WITH IMMEDIATE, SEND WITH IMMEDIATE, and a SEND and a WRITE WITH IMMEDIATE
-// each RNR-NAKed and retried, checked end to end). It speaks that program's TCP exchange (an 87-byte
+// WITH IMMEDIATE, SEND WITH IMMEDIATE, and a SEND, a multi-packet and a
+// single-packet WRITE WITH IMMEDIATE each RNR-NAKed and retried, checked end
+// to end; with --srq the server's QP receives from an SRQ). It speaks that program's TCP exchange (an 87-byte
 // LID:QPN:PSN:GID:RKEY:VADDR:LEN record each way, then 5-byte tokens, see
 // tests/interop/README.md, "rdma_ops protocol") so either side can be rxe.
 #include <arpa/inet.h>
@@ -42,6 +43,7 @@ constexpr uint64_t kCsMissSwap = 0xdeaddeaddeaddeadULL;
 constexpr uint32_t kImmWrite = 0x1a2b3c4d;
 constexpr uint32_t kImmSend = 0x5e6f7081;
 constexpr uint32_t kImmRnrWrite = 0x2c3d4e5f;
+constexpr uint32_t kImmRnrWrite1 = 0x6b7c8d9e;  // the single-packet RNR WRITE WITH IMM
 constexpr uint32_t kRnrSendMax = 256;  // the RNR SEND: one packet at any path MTU
 constexpr uint32_t kAccess =
     transport::kLocalWrite | transport::kRemoteWrite | transport::kRemoteRead | transport::kRemoteAtomic;
@@ -52,6 +54,7 @@ struct RdmaOpsOptions : NicCliOptions {
     int iters = 10;
     int tcp_port = oob::kDefaultPort;
     int timeout_s = 30;
+    bool srq = false;  // the server's receives go to an SRQ
 };
 
 struct Peer {
@@ -189,15 +192,19 @@ private:
         std::memset(buf_, 0, buf_len_);
         if (ctx_.alloc_pd(pd_) || ctx_.reg_mr(pd_, buf_, buf_len_, kAccess, mr_) || ctx_.create_cq(16, nullptr, cq_))
             return !fail("pd/mr/cq setup failed: " + ctx_.last_error());
+        // Only a server with --srq receives through an SRQ; a client never receives.
+        if (o_.srq && o_.server.empty() && ctx_.create_srq(pd_, 2, 1, srq_))
+            return !fail("create_srq failed: " + ctx_.last_error());
         QpInitAttr ia;
         ia.qp_type = QpType::Rc;
         ia.pd = pd_;
         ia.send_cq = cq_;
         ia.recv_cq = cq_;
+        ia.srq = srq_;
         ia.cap.max_send_wr = 4;
-        ia.cap.max_recv_wr = 2;
+        ia.cap.max_recv_wr = srq_.id ? 0 : 2;
         ia.cap.max_send_sge = 1;
-        ia.cap.max_recv_sge = 1;
+        ia.cap.max_recv_sge = 1;  // the engine wants >= 1 even with an SRQ (ibverbs ignores it then)
         if (ctx_.create_qp(ia, qpn_)) return !fail("create_qp failed: " + ctx_.last_error());
         if (modify_qp_to_init(ctx_, qpn_, kAccess)) return !fail("modify_qp INIT failed: " + ctx_.last_error());
         return true;
@@ -388,11 +395,19 @@ private:
         fill_pattern(data, o_.size, n + 3);
         w.opcode = WrOpcode::RdmaWriteWithImm;
         w.imm_data = kImmRnrWrite;
-        if (!client_rnr_step(w, fd, "RDMA WRITE WITH IMM (RNR)")) return false;
+        if (!client_rnr_step(w, fd, "RDMA WRITE WITH IMM (RNR)") ||
+            !get_token(fd, "PASS", "server's check of the RNR WRITE WITH IMM"))
+            return false;
+
+        // One packet (WRITE_ONLY_WITH_IMMEDIATE): the RNR NAK refuses the whole request.
+        w.sg_list[0].length = rnr_send_len();
+        fill_pattern(data, rnr_send_len(), n + 4);
+        w.imm_data = kImmRnrWrite1;
+        if (!client_rnr_step(w, fd, "single-packet RDMA WRITE WITH IMM (RNR)")) return false;
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         fmt::print("rocemu rdma-ops: client: WRITE WITH IMM {} B, SEND WITH IMM {} B, RNR-retried SEND {} B and WRITE "
-                   "WITH IMM {} B ok in {:.3f} s\n",
-                   o_.size, send_imm_len(), rnr_send_len(), o_.size, s);
+                   "WITH IMM {} B and {} B ok in {:.3f} s\n",
+                   o_.size, send_imm_len(), rnr_send_len(), o_.size, rnr_send_len(), s);
         return true;
     }
 
@@ -407,7 +422,8 @@ private:
     bool post_recv_region() {
         RecvWr r;
         r.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(buf_ + kDataOff), o_.size, mr_.lkey});
-        if (ctx_.post_recv(qpn_, std::span(&r, 1)) == 0) return true;
+        const int rc = srq_.id ? ctx_.post_srq_recv(srq_, std::span(&r, 1)) : ctx_.post_recv(qpn_, std::span(&r, 1));
+        if (rc == 0) return true;
         return !fail("server: post_recv failed: " + ctx_.last_error());
     }
 
@@ -443,12 +459,16 @@ private:
         ok = server_rnr_step(fd, rnr_before, WcOpcode::Recv, std::nullopt, rnr_send_len(), n + 2, "SEND (RNR)");
         const uint64_t rnr_mid = rnr_naks_sent();
         if (!put_token(fd, ok ? "PASS" : "FAIL") || !ok) return false;
-        if (!server_rnr_step(fd, rnr_mid, WcOpcode::RecvRdmaWithImm, kImmRnrWrite, o_.size, n + 3,
-                             "RDMA WRITE WITH IMM (RNR)"))
+        ok = server_rnr_step(fd, rnr_mid, WcOpcode::RecvRdmaWithImm, kImmRnrWrite, o_.size, n + 3,
+                             "RDMA WRITE WITH IMM (RNR)");
+        const uint64_t rnr_mid2 = rnr_naks_sent();
+        if (!put_token(fd, ok ? "PASS" : "FAIL") || !ok) return false;
+        if (!server_rnr_step(fd, rnr_mid2, WcOpcode::RecvRdmaWithImm, kImmRnrWrite1, rnr_send_len(), n + 4,
+                             "single-packet RDMA WRITE WITH IMM (RNR)"))
             return false;
-        fmt::print("rocemu rdma-ops: server: WRITE WITH IMM, SEND WITH IMM and the RNR-retried SEND and WRITE WITH IMM "
-                   "arrived intact ({} + {} RNR NAKs sent)\n",
-                   rnr_mid - rnr_before, rnr_naks_sent() - rnr_mid);
+        fmt::print("rocemu rdma-ops: server{}: WRITE WITH IMM, SEND WITH IMM and the RNR-retried SEND and WRITE WITH "
+                   "IMM (multi- and single-packet) arrived intact ({} + {} + {} RNR NAKs sent)\n",
+                   srq_.id ? " (SRQ)" : "", rnr_mid - rnr_before, rnr_mid2 - rnr_mid, rnr_naks_sent() - rnr_mid2);
         return true;
     }
 
@@ -483,6 +503,7 @@ private:
     PdHandle pd_;
     MrHandle mr_;
     CqHandle cq_;
+    SrqHandle srq_;  // id 0: the QP has its own receive queue
     Qpn qpn_;
 };
 
@@ -513,7 +534,7 @@ void add_rdma_ops_command(CLI::App& app, int& status) {
     CLI::App* cmd = app.add_subcommand(
         "rdma-ops",
         "RDMA WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP, then WRITE WITH IMM, SEND WITH IMM, and a "
-        "SEND and a WRITE WITH IMM each RNR-NAKed and retried, paired with tests/interop's rdma_ops "
+        "SEND, a multi-packet and a single-packet WRITE WITH IMM each RNR-NAKed and retried, paired with tests/interop's rdma_ops "
         "(its 87-byte LID:QPN:PSN:GID:RKEY:VADDR:LEN exchange). Server (passive target) without SERVER_IP, client "
         "with it. EAL arguments go after `--`.");
     add_nic_options(cmd, *o);
@@ -521,6 +542,7 @@ void add_rdma_ops_command(CLI::App& app, int& status) {
     cmd->add_option("-n,--iters", o->iters, "iterations")->capture_default_str();
     cmd->add_option("-p,--tcp-port", o->tcp_port, "TCP port of the exchange")->capture_default_str();
     cmd->add_option("-t,--timeout", o->timeout_s, "seconds to wait for each completion")->capture_default_str();
+    cmd->add_flag("-q,--srq", o->srq, "server: the QP receives from an SRQ (the RNR steps meet an empty SRQ)");
     cmd->add_option("server", o->server, "the server's IPv4 address (client mode)");
     cmd->add_option("eal", o->eal_args, "EAL arguments, after --");
     cmd->callback([o, &status] { status = run_rdma_ops(*o); });

@@ -1,7 +1,9 @@
 /*
  * rdma_ops: RDMA WRITE, READ, FETCH_AND_ADD and CMP_AND_SWAP over one RC QP,
- * then RDMA WRITE WITH IMMEDIATE, SEND WITH IMMEDIATE and a SEND that must be
- * RNR-NAKed and retried, checked end to end. The server is the passive target
+ * then RDMA WRITE WITH IMMEDIATE, SEND WITH IMMEDIATE, and a SEND, a
+ * multi-packet and a single-packet WRITE WITH IMMEDIATE that must each be
+ * RNR-NAKed and retried, checked end to end. With -q the server's QP takes its
+ * receives from an SRQ (the RNR steps then meet an empty SRQ). The server is the passive target
  * (it only posts receives); the client issues every operation. The out-of-band exchange over TCP is specified in
  * tests/interop/README.md ("rdma_ops protocol"); any change here must keep
  * that text true, because rocemu implements the other side from it.
@@ -39,6 +41,7 @@ enum {
 #define IMM_WRITE UINT32_C(0x1a2b3c4d)
 #define IMM_SEND UINT32_C(0x5e6f7081)
 #define IMM_RNR_WRITE UINT32_C(0x2c3d4e5f)
+#define IMM_RNR_WRITE1 UINT32_C(0x6b7c8d9e)   /* the single-packet RNR WRITE WITH IMM */
 #define RNR_SEND_MAX 256u    /* the RNR SEND: one packet at any path MTU */
 
 struct peer {
@@ -61,6 +64,7 @@ struct opts {
 	int iters;
 	int mtu;
 	int timeout_s;
+	int srq;             /* -q: the server's receives go to an SRQ */
 };
 
 struct ctx {
@@ -68,6 +72,7 @@ struct ctx {
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
+	struct ibv_srq *srq; /* NULL: the QP has its own receive queue */
 	struct ibv_mr *mr;
 	uint8_t *buf;
 	size_t buf_len;
@@ -79,9 +84,10 @@ static void usage(const char *argv0)
 {
 	fprintf(stderr,
 		"usage: %s [-d dev] [-i ib_port] [-g gid_index] [-p tcp_port] [-s bytes]\n"
-		"          [-n iterations] [-m mtu] [-t timeout_s] [server_ipv4]\n"
+		"          [-n iterations] [-m mtu] [-t timeout_s] [-q] [server_ipv4]\n"
 		"defaults: first device, port 1, gid 1, tcp 18515, 4096 B, 10 iterations,\n"
-		"          the port's active mtu, 30 s per completion\n", argv0);
+		"          the port's active mtu, 30 s per completion; -q: the server's QP\n"
+		"          receives from an SRQ\n", argv0);
 }
 
 static enum ibv_mtu mtu_to_enum(int mtu)
@@ -251,9 +257,19 @@ static int open_ctx(const struct opts *o, struct ctx *c)
 		fprintf(stderr, "rdma_ops: pd/mr/cq setup failed: %s\n", strerror(errno));
 		return -1;
 	}
+	/* Only a server with -q receives through an SRQ; a client never receives. */
+	if (o->srq && !o->server) {
+		struct ibv_srq_init_attr sia = { .attr = { .max_wr = 2, .max_sge = 1 } };
+		c->srq = ibv_create_srq(c->pd, &sia);
+		if (!c->srq) {
+			fprintf(stderr, "rdma_ops: create_srq failed: %s\n", strerror(errno));
+			return -1;
+		}
+	}
 	struct ibv_qp_init_attr qia = {
-		.send_cq = c->cq, .recv_cq = c->cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 4, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 },
+		.send_cq = c->cq, .recv_cq = c->cq, .srq = c->srq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = c->srq ? 0 : 2, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	c->qp = ibv_create_qp(c->pd, &qia);
 	if (!c->qp) {
@@ -578,11 +594,19 @@ static int client_imm_ops(const struct opts *o, struct ctx *c, const struct peer
 	fill_pattern(data, o->size, n + 3);
 	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 	wr.imm_data = htonl(IMM_RNR_WRITE);
-	if (client_rnr_step(o, c, &wr, fd, "RDMA WRITE WITH IMM (RNR)"))
+	if (client_rnr_step(o, c, &wr, fd, "RDMA WRITE WITH IMM (RNR)") ||
+	    get_token(fd, "PASS", "server's check of the RNR WRITE WITH IMM"))
+		return -1;
+
+	/* One packet (WRITE_ONLY_WITH_IMMEDIATE): the RNR NAK refuses the whole request. */
+	sge.length = rnr_send_len(o);
+	fill_pattern(data, sge.length, n + 4);
+	wr.imm_data = htonl(IMM_RNR_WRITE1);
+	if (client_rnr_step(o, c, &wr, fd, "single-packet RDMA WRITE WITH IMM (RNR)"))
 		return -1;
 	printf("rdma_ops: client: WRITE WITH IMM %u B, SEND WITH IMM %u B, RNR-retried SEND %u B and "
-	       "WRITE WITH IMM %u B ok in %.3f s\n", o->size, send_imm_len(o, c), rnr_send_len(o),
-	       o->size, now_s() - t0);
+	       "WRITE WITH IMM %u B and %u B ok in %.3f s\n", o->size, send_imm_len(o, c),
+	       rnr_send_len(o), o->size, rnr_send_len(o), now_s() - t0);
 	return 0;
 }
 
@@ -592,7 +616,7 @@ static int post_recv_region(const struct opts *o, struct ctx *c)
 			       .lkey = c->mr->lkey };
 	struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
 
-	if (ibv_post_recv(c->qp, &wr, &bad)) {
+	if (c->srq ? ibv_post_srq_recv(c->srq, &wr, &bad) : ibv_post_recv(c->qp, &wr, &bad)) {
 		fprintf(stderr, "rdma_ops: server: post_recv failed: %s\n", strerror(errno));
 		return -1;
 	}
@@ -672,7 +696,7 @@ static int server_rnr_step(const struct opts *o, struct ctx *c, int fd, long lon
 static int server_imm_ops(const struct opts *o, struct ctx *c, int fd)
 {
 	int n = o->iters, ok;
-	long long rnr_before, rnr_mid;
+	long long rnr_before, rnr_mid, rnr_mid2;
 
 	ok = server_check_recv(o, c, IBV_WC_RECV_RDMA_WITH_IMM, IMM_WRITE, o->size, n,
 			       "RDMA WRITE WITH IMM") == 0 && post_recv_region(o, c) == 0;
@@ -689,13 +713,20 @@ static int server_imm_ops(const struct opts *o, struct ctx *c, int fd)
 	rnr_mid = rnr_naks_sent(o, c);
 	if (put_token(fd, ok ? "PASS" : "FAIL") || !ok)
 		return -1;
-	if (server_rnr_step(o, c, fd, rnr_mid, IBV_WC_RECV_RDMA_WITH_IMM, IMM_RNR_WRITE, o->size,
-			    n + 3, "RDMA WRITE WITH IMM (RNR)"))
+	ok = server_rnr_step(o, c, fd, rnr_mid, IBV_WC_RECV_RDMA_WITH_IMM, IMM_RNR_WRITE, o->size,
+			     n + 3, "RDMA WRITE WITH IMM (RNR)") == 0;
+	rnr_mid2 = rnr_naks_sent(o, c);
+	if (put_token(fd, ok ? "PASS" : "FAIL") || !ok)
 		return -1;
-	printf("rdma_ops: server: WRITE WITH IMM, SEND WITH IMM and the RNR-retried SEND and WRITE "
-	       "WITH IMM arrived intact (%lld + %lld RNR NAKs sent)\n",
+	if (server_rnr_step(o, c, fd, rnr_mid2, IBV_WC_RECV_RDMA_WITH_IMM, IMM_RNR_WRITE1,
+			    rnr_send_len(o), n + 4, "single-packet RDMA WRITE WITH IMM (RNR)"))
+		return -1;
+	printf("rdma_ops: server%s: WRITE WITH IMM, SEND WITH IMM and the RNR-retried SEND and "
+	       "WRITE WITH IMM (multi- and single-packet) arrived intact (%lld + %lld + %lld RNR NAKs "
+	       "sent)\n", c->srq ? " (SRQ)" : "",
 	       rnr_before < 0 ? -1 : rnr_mid - rnr_before,
-	       rnr_before < 0 ? -1 : rnr_naks_sent(o, c) - rnr_mid);
+	       rnr_before < 0 ? -1 : rnr_mid2 - rnr_mid,
+	       rnr_before < 0 ? -1 : rnr_naks_sent(o, c) - rnr_mid2);
 	return 0;
 }
 
@@ -708,7 +739,7 @@ int main(int argc, char **argv)
 	char rec[RECORD_LEN];
 	int opt, fd, ok;
 
-	while ((opt = getopt(argc, argv, "d:i:g:p:s:n:m:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "d:i:g:p:s:n:m:t:qh")) != -1) {
 		switch (opt) {
 		case 'd': o.dev = optarg; break;
 		case 'i': o.port_num = atoi(optarg); break;
@@ -718,6 +749,7 @@ int main(int argc, char **argv)
 		case 'n': o.iters = atoi(optarg); break;
 		case 'm': o.mtu = atoi(optarg); break;
 		case 't': o.timeout_s = atoi(optarg); break;
+		case 'q': o.srq = 1; break;
 		default: usage(argv[0]); return 2;
 		}
 	}
@@ -794,6 +826,8 @@ int main(int argc, char **argv)
 	close(fd);
 	printf("rdma_ops: %s %s\n", o.server ? "client" : "server", ok ? "PASS" : "FAIL");
 	ibv_destroy_qp(c.qp);
+	if (c.srq)
+		ibv_destroy_srq(c.srq);
 	ibv_destroy_cq(c.cq);
 	ibv_dereg_mr(c.mr);
 	ibv_dealloc_pd(c.pd);
