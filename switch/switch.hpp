@@ -119,6 +119,10 @@ public:
     bool watchdog_storm(PortId p, int q) const { return (hot_[p].storms >> q) & 1; }
     const Mmu& mmu() const { return mmu_; }
     uint64_t effects_overflow() const { return effects_overflow_; }
+    // Packets admitted by on_burst's fast path (admit_run), and a switch to
+    // turn it off, for tests that compare it with the general path.
+    uint64_t fast_admits() const { return fast_admits_; }
+    void set_fast_admit(bool on) { fast_admit_ = on; }
     uint64_t bad_port_drops() const { return bad_port_drops_; }
 
     // One human-readable line for an effect, naming the port: what the
@@ -256,6 +260,17 @@ private:
     // `far`: Mmu::pg_far_below holds for the packet's PG over its whole burst.
     template <bool kNextHop>
     std::size_t burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rng, Effects& fx, uint32_t* next_hop);
+    // admit()'s common case for the packets of a chunk counted at one port,
+    // one after the other, from d[0]: routed, not adaptive, its PG in `far`,
+    // within the MTU, a descriptor free, the egress queue takes it, its depth
+    // at or below WRED Kmin (or WRED at dequeue), the queue not paused and
+    // its port armed already. Such a packet gets what admit() would give it
+    // (no effect but the Enqueued one, no draw), in a loop without a call, so
+    // its values stay in registers. Stops at the first other packet, routed
+    // into `stop`, and returns how many it took (n: all).
+    template <bool kNextHop>
+    std::size_t admit_run(const PacketDesc* d, std::size_t n, unsigned far, RouteMemo& memo, Effects& fx,
+                          uint32_t* next_hop, Routed& stop);
     // `counted`: the caller has counted the packet at its ingress port.
     // `next_hop`: where to write the neighbor instead of an Enqueued effect (on_burst's), or null.
     void admit(const PacketDesc& d, const Routed& r, bool far, bool counted, Nanos now, Rng& rng, Effects& fx,
@@ -271,6 +286,7 @@ private:
     std::size_t dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, std::size_t max, Effects& fx);
     static constexpr std::size_t kNotSole = ~std::size_t{0};
     Slot pop(PortId p, int q);
+    static void link_slot(Slot* slots, uint32_t& free, QueueHot& qs, const PacketDesc& d, uint8_t pg);
     // ECMP: the member a flow hash `h` picks out of n.
     static uint32_t hashed_member(uint64_t h, std::size_t n) { return static_cast<uint32_t>(((h >> 32) * n) >> 32); }
     // Per-TC adaptive routing (PerPacket, Flowlet), for groups of two or more.
@@ -340,6 +356,8 @@ private:
     // the per-queue storm test.
     uint32_t storming_ = 0;
     uint64_t effects_overflow_ = 0;
+    uint64_t fast_admits_ = 0;
+    bool fast_admit_ = true;
     uint64_t bad_port_drops_ = 0;
     Effect overflow_sink_{};
 };

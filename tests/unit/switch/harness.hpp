@@ -55,6 +55,12 @@ struct Rig {
     uint32_t next_handle = 1;
 };
 
+inline bool same_effect(const Effect& a, const Effect& b) {
+    return a.kind == b.kind && a.reason == b.reason && a.queue == b.queue && a.port == b.port &&
+           a.handle == b.handle && a.neighbor == b.neighbor && a.at == b.at &&
+           a.pfc.class_enable == b.pfc.class_enable && a.pfc.quanta == b.pfc.quanta;
+}
+
 inline int count(const Effects& fx, EffectKind k) {
     int n = 0;
     for (const Effect& e : fx) n += e.kind == k;

@@ -167,12 +167,6 @@ TEST(SwitchBurst, TakesWhatFitsInTheEffectBufferAndNoMore) {
     EXPECT_EQ(r.sw->effects_overflow(), 0u);
 }
 
-bool same_effect(const Effect& a, const Effect& b) {
-    return a.kind == b.kind && a.reason == b.reason && a.queue == b.queue && a.port == b.port &&
-           a.handle == b.handle && a.neighbor == b.neighbor && a.at == b.at &&
-           a.pfc.class_enable == b.pfc.class_enable && a.pfc.quanta == b.pfc.quanta;
-}
-
 // on_burst routes a whole burst before it admits any packet of it; what
 // comes out must be what on_packet gives one packet at a time: the same
 // effects in the same order, the same counters and the same random draws.
