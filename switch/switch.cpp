@@ -44,6 +44,11 @@ Switch::Switch(const SwitchConfig& cfg)
         queue_lossless_[q] = cfg_.queue_lossless_at(q);
         dwrr_quantum_[q] = static_cast<int64_t>(cfg_.scheduler[q].weight) * kDwrrUnit;
         if (cfg_.scheduler[q].strict) strict_mask_ |= static_cast<uint8_t>(1u << q);
+        // Above Kmin, admit() asks red_decide, which passes without a draw
+        // when the profile is off.
+        fast_kmin_[q] = cfg_.wred_stage == WredStage::Enqueue && cfg_.wred[q].active()
+                            ? cfg_.wred[q].green_min_threshold
+                            : Bytes{~uint64_t{0}};
     }
     // The MMU admits at most the shared pool plus every PG's reservation and
     // every lossless PG's headroom; sized for that in minimum frames, the
@@ -235,16 +240,20 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
     r.q = cfg_.tc_to_queue[r.tc];
     // Routes do not change within a burst: the same IPv4 destination as the
     // packet before takes the same group.
-    uint32_t group = memo.group;
     if (d.ipv6 || !memo.valid || memo.dst != d.dst_v4) {
-        group = routes_.route(d);
+        const uint32_t group = routes_.route(d);
         memo = RouteMemo{.valid = !d.ipv6, .hashed = false, .dst = d.dst_v4, .src = 0, .group = group, .addrs = 0};
+        memo.drop = group == RouteTable::kNoRoute      ? DropReason::NoRoute
+                    : group == RouteTable::kUnresolved ? DropReason::NeighborMiss
+                                                       : DropReason::kCount;
+        if (memo.drop == DropReason::kCount) {
+            memo.g = routes_.group_ref(group);
+            if (memo.g.size == 0) memo.drop = DropReason::NoRoute;
+        }
     }
-    if (group == RouteTable::kNoRoute) return dropped(DropReason::NoRoute);
-    if (group == RouteTable::kUnresolved) return dropped(DropReason::NeighborMiss);
-    const RouteTable::Group& g = routes_.group_ref(group);
-    if (g.size == 0) return dropped(DropReason::NoRoute);
-    r.group = group;
+    if (memo.drop != DropReason::kCount) return dropped(memo.drop);
+    const RouteTable::Group& g = memo.g;
+    r.group = memo.group;
     uint32_t pick = 0;
     r.hash = 0;
     if (g.size > 1) {
@@ -395,7 +404,6 @@ std::size_t Switch::admit_run(const PacketDesc* d, std::size_t n, unsigned far, 
     PortHot* const hot = hot_.data();
     QueueHot* const queues = queue_hot_.data();
     const uint64_t* const max_frame = max_frame_.data();
-    const bool wred_at_enqueue = cfg_.wred_stage == WredStage::Enqueue;
     std::size_t j = 0;
     for (; j < n; ++j) {
         const PacketDesc& p = d[j];
@@ -412,7 +420,7 @@ std::size_t Switch::admit_run(const PacketDesc* d, std::size_t n, unsigned far, 
         // What admit() tests before it commits, and the tests after it that
         // could add an effect (a mark, a pause's watchdog, arming the port).
         if (!op.tx_armed || (op.paused & bit) || len.v > max_frame[out] || !mmu_.query_egress(out, q, len) ||
-            (wred_at_enqueue && mmu_.queue_bytes(out, q) > cfg_.wred[q].green_min_threshold)) [[unlikely]] {
+            mmu_.queue_bytes(out, q) > fast_kmin_[q]) [[unlikely]] {
             stop = r;
             break;
         }

@@ -252,6 +252,10 @@ private:
         uint32_t src = 0;
         uint32_t group = 0;
         uint64_t addrs = 0;  // flow_hash_addrs
+        // Set with dst: kCount when the group routes, else the drop; the
+        // group's members when it routes.
+        DropReason drop = DropReason::kCount;
+        RouteTable::Group g{};
     };
     Routed route_packet(const PacketDesc& d, RouteMemo& memo) const;
     // Starts loading the lines admit() will touch for this packet.
@@ -332,6 +336,10 @@ private:
     uint32_t free_head_ = kNil;
     std::array<bool, kNumTc> queue_lossless_{};
     uint8_t strict_mask_ = 0;
+    // Per queue: the depth above which admit_run leaves a packet to admit()
+    // for WRED at enqueue (Kmin), or no bound when the profile is off or
+    // WRED runs at dequeue.
+    std::array<Bytes, kNumTc> fast_kmin_{};
     std::array<int64_t, kNumTc> dwrr_quantum_{};
     std::vector<Nanos> pfc_refresh_interval_;  // per port, from its speed
     std::vector<uint64_t> max_frame_;          // per port: MTU + L2 header
