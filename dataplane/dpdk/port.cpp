@@ -65,6 +65,11 @@ std::unique_ptr<Port> Port::make(uint16_t port_id, bool probed, const PortConfig
     return p;
 }
 
+bool pmd_takes_chains(std::string_view driver, std::string_view devargs) {
+    if (driver == "net_memif") return devargs.find("zero-copy=yes") == std::string_view::npos;
+    return driver == "net_ring" || driver == "net_af_packet" || driver == "net_tap" || driver == "net_vhost";
+}
+
 bool Port::start(const PortConfig& cfg, std::string& error) {
     rte_eth_dev_info info;
     if (int rc = rte_eth_dev_info_get(id_, &info); rc != 0) {
@@ -76,7 +81,7 @@ bool Port::start(const PortConfig& cfg, std::string& error) {
     const rte_devargs* da = rte_dev_devargs(info.device);
     const std::string_view args = da && da->args ? da->args : "";
     memif_ = drv == "net_memif";
-    takes_chains_ = drv == "net_ring" || (memif_ && args.find("zero-copy=yes") == std::string_view::npos);
+    takes_chains_ = pmd_takes_chains(drv, args);
     // A jumbo MTU gets room for a whole 10 KB frame: some PMDs (af_packet
     // with framesz=9216) hand over their entire socket frame in one mbuf.
     constexpr uint32_t kJumboRoom = 10240;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/units.hpp"
 #include "dataplane/wire/packet.hpp"
@@ -24,6 +25,19 @@ struct PortConfig {
     uint32_t min_frame_room = 0;              // bytes every mbuf must hold (e.g. the engine's TX buffer)
     Nanos link_wait = Nanos::from_s(3);       // bounded wait for link up at start
 };
+
+// Whether the PMD `driver` (with these devargs) sends an mbuf chain as one
+// frame and is done with its segments when tx_burst returns, so the engine may
+// lend it an MR's pages (read in DPDK 22.11's drivers, dataplane/dpdk/README.md
+// "Chains on more port types"): net_ring hands the chain over (the receiver
+// frees it); net_memif in copy mode (eth_memif_tx), net_af_packet
+// (eth_af_packet_tx) and net_vhost (rte_vhost_enqueue_burst) copy every
+// segment, following ->next, and free the chain before returning; net_tap
+// writev()s one iovec per segment and frees it. Not: memif zero-copy=yes and
+// net_virtio_user, which hand segment addresses to the peer (an MR is not in
+// the DPDK memory the peer maps) and free them only later; any other PMD
+// until read.
+bool pmd_takes_chains(std::string_view driver, std::string_view devargs);
 
 class Port {
 public:
@@ -49,11 +63,8 @@ public:
     bool link_up() const;
     rte_mempool* pool() const { return pool_; }
     // Whether its PMD sends an mbuf chain as the frame it holds, so the
-    // engine may send payload from the MR's pages (zero copy): net_ring hands
-    // the chain over, memif in copy mode copies each segment into its ring
-    // (eth_memif_tx follows ->next). memif zero-copy passes segments as
-    // offsets into DPDK memory, which an MR is not in; af_packet, tap and
-    // vhost are not checked yet, so they get whole frames.
+    // engine may send payload from the MR's pages (zero copy): see
+    // pmd_takes_chains.
     bool takes_chains() const { return takes_chains_; }
     // The zero-copy threshold where it pays (bench/nic/zero_copy_ab.sh, see
     // the README): 1024 on memif, whose TX copies the segments anyway, so

@@ -487,11 +487,15 @@ private:
         return post_recv_region() && server_check_recv(op, want_imm, len, i, what);
     }
 
-    // One "counter NAME VALUE" line per port counter, for scripts that compare them with rxe's.
+    // One "counter NAME VALUE" line per engine counter, for scripts that
+    // compare them with rxe's, and one "port NAME VALUE" line per non-zero
+    // port counter (e.g. tx_zero_copy: frames sent as chains from MR pages).
     void print_counters() {
         Counters c;
         if (ctx_.query_counters(c)) return;
         transport::for_each_counter(c, [](const char* name, uint64_t v) { fmt::print("counter {} {}\n", name, v); });
+        for (const auto& [name, v] : ctx_.port_counters())
+            if (v) fmt::print("port {} {}\n", name, v);
     }
 
     const RdmaOpsOptions& o_;
