@@ -3,7 +3,8 @@
 // the guest, path MTU 1024, -s 65536 -n 3; tests/interop/captures/README.md):
 // the last packet of the 64 KiB RDMA WRITE WITH IMM, the three packets of the
 // 3000 B SEND WITH IMM, and the RNR NAK rxe's responder sent for the SEND
-// posted before its receive.
+// posted before its receive; and (rxe_write_only_imm_srq_rnr.pcap) a
+// single-packet WRITE WITH IMM, its RNR retry and an empty-SRQ RNR NAK.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -17,14 +18,16 @@
 namespace rocemu::wire {
 namespace {
 
-std::vector<std::vector<uint8_t>> rxe_imm_frames() {
-    pcap::Reader r(std::string(ROCEMU_INTEROP_CAPTURES_DIR) + "/rxe_imm_rnr.pcap");
+std::vector<std::vector<uint8_t>> capture_frames(const char* name) {
+    pcap::Reader r(std::string(ROCEMU_INTEROP_CAPTURES_DIR) + "/" + name);
     EXPECT_TRUE(r.ok()) << r.error();
     std::vector<std::vector<uint8_t>> out;
     pcap::Frame f;
     while (r.ok() && r.next(f)) out.push_back(f.data);
     return out;
 }
+
+std::vector<std::vector<uint8_t>> rxe_imm_frames() { return capture_frames("rxe_imm_rnr.pcap"); }
 
 // rdma_ops' byte at offset j of the message of iteration i.
 uint8_t pattern(int i, size_t j) { return static_cast<uint8_t>(static_cast<size_t>(i) * 131u + j * 7u + (j >> 8) + 1u); }
@@ -83,8 +86,53 @@ TEST(RxeImm, ParsesRxeRnrNak) {
     EXPECT_EQ(compute_icrc(frames[4].data() + p.l3_off, p.frame_len - 4 - p.l3_off, p.l3.v6), p.icrc);
 }
 
+// rxe_write_only_imm_srq_rnr.pcap (run.sh --core, rdma-ops-srq-mtu1500,
+// rdma_ops -q -s 4096 -n 1): rxe's single-packet WRITE WITH IMM that rocemu
+// RNR-NAKed and rxe's retry of it, then the RNR NAK rxe's responder sent when
+// rocemu's single-packet WRITE WITH IMM met its empty SRQ.
+TEST(RxeImm, ParsesRxeWriteOnlyWithImmItsRnrRetryAndAnEmptySrqNak) {
+    const auto frames = capture_frames("rxe_write_only_imm_srq_rnr.pcap");
+    ASSERT_EQ(frames.size(), 3u);
+    RocePacket first, retry;
+    ASSERT_EQ(parse_roce(frames[0], first), ParseError::Ok);
+    ASSERT_EQ(parse_roce(frames[1], retry), ParseError::Ok);
+    for (const RocePacket* p : {&first, &retry}) {
+        EXPECT_EQ(p->bth.opcode, op::WRITE_ONLY_IMM);
+        EXPECT_TRUE(p->info().has(Hdr::Reth));
+        EXPECT_TRUE(p->info().has(Hdr::ImmDt));
+        EXPECT_EQ(p->reth.va, 0x564990fb3010u);
+        EXPECT_EQ(p->reth.rkey, 0x101u);
+        EXPECT_EQ(p->reth.dma_len, 256u);
+        EXPECT_EQ(p->imm, 0x6b7c8d9eu);
+        ASSERT_EQ(p->payload_len, 256u);
+        // -n 1: step 10 writes pattern n + 4 = 5.
+        for (uint32_t j = 0; j < p->payload_len; ++j) ASSERT_EQ(p->payload[j], pattern(5, j)) << "byte " << j;
+        // RETH, then ImmDt (big-endian), then the payload.
+        const uint8_t be[4] = {0x6b, 0x7c, 0x8d, 0x9e};
+        EXPECT_TRUE(std::equal(be, be + 4, p->payload - 4));
+    }
+    // The retry is the same request: same PSN, nothing advanced.
+    EXPECT_EQ(retry.bth.psn, first.bth.psn);
+    EXPECT_EQ(retry.bth.psn.value(), 7054766u);
+    RocePacket nak;
+    ASSERT_EQ(parse_roce(frames[2], nak), ParseError::Ok);
+    EXPECT_EQ(nak.bth.opcode, op::ACKNOWLEDGE);
+    EXPECT_EQ(nak.aeth.syndrome & aeth::kTypeMask, aeth::kRnrNak);
+    EXPECT_EQ(nak.aeth.syndrome & 0x1F, 12) << "rdma_ops' min_rnr_timer";
+    EXPECT_EQ(nak.aeth.msn, 9u) << "5 operations, the WRITE WITH IMM, the SEND WITH IMM and two RNR steps completed";
+    EXPECT_EQ(nak.bth.psn.value(), 6572294u) << "the PSN of the refused WRITE_ONLY_WITH_IMMEDIATE";
+    for (size_t k = 0; k < frames.size(); ++k) {
+        RocePacket p;
+        ASSERT_EQ(parse_roce(frames[k], p), ParseError::Ok);
+        EXPECT_EQ(compute_icrc(frames[k].data() + p.l3_off, p.frame_len - 4 - p.l3_off, p.l3.v6), p.icrc) << k;
+    }
+}
+
 TEST(RxeImm, ReencodingReproducesEveryFrameByteForByte) {
-    for (const auto& f : rxe_imm_frames()) {
+    auto all = rxe_imm_frames();
+    for (auto& f : capture_frames("rxe_write_only_imm_srq_rnr.pcap")) all.push_back(std::move(f));
+    ASSERT_EQ(all.size(), 8u);
+    for (const auto& f : all) {
         RocePacket p;
         ASSERT_EQ(parse_roce(f, p), ParseError::Ok);
         std::vector<uint8_t> out(f.size() + 64);
