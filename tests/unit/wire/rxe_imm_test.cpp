@@ -74,16 +74,23 @@ TEST(RxeImm, ParsesOpcodeImmDtPayloadAndIcrcOfRxeFrames) {
     EXPECT_EQ(Psn::diff(b.bth.psn, a.bth.psn), 2);
 }
 
-TEST(RxeImm, ParsesRxeRnrNak) {
-    const auto frames = rxe_imm_frames();
-    ASSERT_EQ(frames.size(), 5u);
+// An RNR NAK from rxe's responder: rdma_ops' min_rnr_timer, the MSN of the
+// last completed message, a valid ICRC. Returns the parsed packet.
+RocePacket expect_rxe_rnr_nak(const std::vector<uint8_t>& f, uint32_t msn, const char* why) {
     RocePacket p;
-    ASSERT_EQ(parse_roce(frames[4], p), ParseError::Ok);
+    EXPECT_EQ(parse_roce(f, p), ParseError::Ok);
     EXPECT_EQ(p.bth.opcode, op::ACKNOWLEDGE);
     EXPECT_EQ(p.aeth.syndrome & aeth::kTypeMask, aeth::kRnrNak);
     EXPECT_EQ(p.aeth.syndrome & 0x1F, 12) << "rdma_ops' min_rnr_timer";
-    EXPECT_EQ(p.aeth.msn, 17u) << "3 x 5 operations, the WRITE WITH IMM and the SEND WITH IMM completed";
-    EXPECT_EQ(compute_icrc(frames[4].data() + p.l3_off, p.frame_len - 4 - p.l3_off, p.l3.v6), p.icrc);
+    EXPECT_EQ(p.aeth.msn, msn) << why;
+    EXPECT_EQ(compute_icrc(f.data() + p.l3_off, p.frame_len - 4 - p.l3_off, p.l3.v6), p.icrc);
+    return p;
+}
+
+TEST(RxeImm, ParsesRxeRnrNak) {
+    const auto frames = rxe_imm_frames();
+    ASSERT_EQ(frames.size(), 5u);
+    expect_rxe_rnr_nak(frames[4], 17, "3 x 5 operations, the WRITE WITH IMM and the SEND WITH IMM completed");
 }
 
 // rxe_write_only_imm_srq_rnr.pcap (run.sh --core, rdma-ops-srq-mtu1500,
@@ -111,21 +118,16 @@ TEST(RxeImm, ParsesRxeWriteOnlyWithImmItsRnrRetryAndAnEmptySrqNak) {
         const uint8_t be[4] = {0x6b, 0x7c, 0x8d, 0x9e};
         EXPECT_TRUE(std::equal(be, be + 4, p->payload - 4));
     }
+    for (size_t k = 0; k < 2; ++k) {
+        const RocePacket& p = k ? retry : first;
+        EXPECT_EQ(compute_icrc(frames[k].data() + p.l3_off, p.frame_len - 4 - p.l3_off, p.l3.v6), p.icrc) << k;
+    }
     // The retry is the same request: same PSN, nothing advanced.
     EXPECT_EQ(retry.bth.psn, first.bth.psn);
     EXPECT_EQ(retry.bth.psn.value(), 7054766u);
-    RocePacket nak;
-    ASSERT_EQ(parse_roce(frames[2], nak), ParseError::Ok);
-    EXPECT_EQ(nak.bth.opcode, op::ACKNOWLEDGE);
-    EXPECT_EQ(nak.aeth.syndrome & aeth::kTypeMask, aeth::kRnrNak);
-    EXPECT_EQ(nak.aeth.syndrome & 0x1F, 12) << "rdma_ops' min_rnr_timer";
-    EXPECT_EQ(nak.aeth.msn, 9u) << "5 operations, the WRITE WITH IMM, the SEND WITH IMM and two RNR steps completed";
+    const RocePacket nak =
+        expect_rxe_rnr_nak(frames[2], 9, "5 operations, the WRITE WITH IMM, the SEND WITH IMM and two RNR steps completed");
     EXPECT_EQ(nak.bth.psn.value(), 6572294u) << "the PSN of the refused WRITE_ONLY_WITH_IMMEDIATE";
-    for (size_t k = 0; k < frames.size(); ++k) {
-        RocePacket p;
-        ASSERT_EQ(parse_roce(frames[k], p), ParseError::Ok);
-        EXPECT_EQ(compute_icrc(frames[k].data() + p.l3_off, p.frame_len - 4 - p.l3_off, p.l3.v6), p.icrc) << k;
-    }
 }
 
 TEST(RxeImm, ReencodingReproducesEveryFrameByteForByte) {
