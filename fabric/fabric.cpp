@@ -39,10 +39,7 @@ Config make_link_config(const LinkClass& c) {
 
 sim::LinkConfig link_config(const LinkClass& c) { return make_link_config<sim::LinkConfig>(c); }
 
-Fabric::Fabric(const Topology& topo, uint64_t seed, Nanos window, bool reverse_window_order)
-    : topo_(topo),
-      sim_(sim::SimConfig{seed, 1u << 18, topo.cfg.nic.model == NicModel::Generator ? window : Nanos{0},
-                          reverse_window_order}) {
+Fabric::Fabric(const Topology& topo, uint64_t seed) : topo_(topo), sim_(sim::SimConfig{seed, 1u << 18}) {
     const sw::SwitchConfig& base = topo_.cfg.sw.base;
     data_queue_ = base.tc_to_queue[base.dscp_to_tc[topo_.cfg.nic.dscp & 63]];
     std::vector<sim::NodeId> sw_ids, nic_ids;

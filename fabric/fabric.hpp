@@ -45,13 +45,7 @@ sim::LinkConfig link_config(const LinkClass& c);
 
 class Fabric : private FlowSink {
 public:
-    // `window` > 0 runs the generator model in conservative time windows of
-    // at most that length (sim::SimConfig::window; capped at the smallest
-    // link delay): as reproducible, a different tie order at equal ns, and
-    // node state stays in the cache across a node's events. The RC model
-    // ignores it: a flow's step completing at one NIC begins the next
-    // step's flow at another NIC at once (`after`), which no window allows.
-    Fabric(const Topology& topo, uint64_t seed, Nanos window = Nanos{0}, bool reverse_window_order = false);
+    Fabric(const Topology& topo, uint64_t seed);
     Fabric(const Fabric&) = delete;
     Fabric& operator=(const Fabric&) = delete;
 
@@ -71,8 +65,7 @@ public:
 
     // Runs until every flow has delivered all its bytes or `limit`, calling
     // `sample(now)` every `every` of virtual time (if set). Returns the
-    // virtual time reached. With time windows, the flows are checked at the
-    // end of each window (and samples fall on window ends).
+    // virtual time reached.
     Nanos run(Nanos limit, Nanos every = Nanos{0}, const std::function<void(Nanos)>& sample = {});
     bool all_done() const;
 

@@ -100,7 +100,7 @@ public:
     Runner(std::string scenario, const ScenarioOptions& opts) : name_(std::move(scenario)), opts_(opts) {}
 
     Outcome run(const Variant& v, ScenarioResult& res) {
-        Fabric f(v.topo, opts_.seed, opts_.window);
+        Fabric f(v.topo, opts_.seed);
         for (const FlowSpec& fl : v.flows) f.add_flow(fl);
         if (v.setup) v.setup(f);
         const std::string prefix = fmt::format("{}_{}", name_, v.label);

@@ -24,7 +24,6 @@ struct ScenarioOptions {
     std::string out_dir;                 // report folder; empty writes nothing
     std::string pcap_link;               // capture this link of every variant
     std::optional<FabricConfig> fabric;  // replaces the scenario's own fabric where one applies
-    Nanos window{0};                     // Fabric's time window (generator model only)
     // Receives a progress line now and then (overwrite-style, no newline).
     std::function<void(const std::string&)> progress;
 };

@@ -15,16 +15,6 @@
 // base is the time of the last popped event; pushes must not be earlier.
 // Storage grows to the peak backlog and is then reused: no allocation in
 // steady state.
-//
-// For the Simulator's time windows (sim.hpp, SimConfig::window) the queue
-// has two more modes, both off by default:
-//  - keyed seqs: a push gets seq = (origin + 1) << 40 | the origin's own
-//    push count, where the origin is the node whose event was running
-//    (set_origin; 0 when none), so a tie no longer depends on which node
-//    ran first, only on who pushed and in what order it did;
-//  - a window end: a push due before it goes to a small local heap, ordered
-//    by (time, seq), that the Simulator pops while it runs one node's
-//    events of the window (push_local, pop_local).
 #pragma once
 
 #include <array>
@@ -56,11 +46,6 @@ class EventQueue {
 public:
     static constexpr uint32_t kWheelSlots = 8192;
 
-    // (time, seq) order.
-    static bool before(const Event& a, const Event& b) {
-        return a.time < b.time || (a.time == b.time && a.seq < b.seq);
-    }
-
     void reserve(std::size_t n) {
         nodes_.reserve(n);
         far_.reserve(n);
@@ -68,14 +53,7 @@ public:
 
     // Precondition: time >= the time of the last popped event.
     void push(Nanos time, EventKind kind, uint32_t target, uint64_t arg) {
-        const uint64_t seq = keyed_ ? next_key() : next_seq_;
-        ++next_seq_;
-        if (keyed_) ++origin_count_[origin_];
-        const Event e{time, seq, arg, target, kind};
-        if (time.v < window_end_) {
-            push_local(e);
-            return;
-        }
+        const Event e{time, next_seq_++, arg, target, kind};
         if (time.v - base_ < static_cast<int64_t>(kWheelSlots))
             wheel_append(e);
         else
@@ -128,33 +106,6 @@ public:
         return true;
     }
 
-    // --- Keyed seqs and the window (sim.hpp) -----------------------------------
-    // Turns keyed seqs on for origins [0, origins), 0 being "no node".
-    void set_keyed(uint32_t origins) {
-        keyed_ = true;
-        origin_count_.assign(origins, 0);
-    }
-    bool keyed() const { return keyed_; }
-    // Precondition: keyed(), origin < the count given to set_keyed.
-    void set_origin(uint32_t origin) { origin_ = origin; }
-    uint32_t origin() const { return origin_; }
-    // The seq the next push gets (keyed mode).
-    uint64_t next_key() const { return (uint64_t{origin_} << kOriginShift) | origin_count_[origin_]; }
-    static constexpr int kOriginShift = 40;
-    // Pushes due before `t` go to the local heap from now on; INT64_MIN
-    // turns that off.
-    void set_window_end(int64_t t) { window_end_ = t; }
-    void push_local(const Event& e) { sift_up_new(local_, e); }
-    bool local_empty() const { return local_.empty(); }
-    // Precondition: !local_empty().
-    const Event& local_top() const { return local_.front(); }
-    // Precondition: !local_empty().
-    Event pop_local() {
-        const Event out = local_.front();
-        sift_down_last(local_);
-        return out;
-    }
-
     // Precondition: !empty().
     Event pop() {
         if (wheel_count_ == 0) advance_to(far_.front().time.v);
@@ -204,6 +155,9 @@ private:
     };
     static_assert(sizeof(Node) == 32);
 
+    static bool before(const Event& a, const Event& b) {
+        return a.time < b.time || (a.time == b.time && a.seq < b.seq);
+    }
 
     // Moves the window start to `t` and pulls in the far events it now covers.
     void advance_to(int64_t t) {
@@ -272,39 +226,33 @@ private:
             if (summary_[sw] != 0) return (sw << 6) | static_cast<uint32_t>(std::countr_zero(summary_[sw]));
     }
 
-    void heap_push(const Event& e) { sift_up_new(far_, e); }
-
-    // Adds `e` to the binary min-heap `h`.
-    static void sift_up_new(std::vector<Event>& h, const Event& e) {
-        h.push_back(e);
-        std::size_t i = h.size() - 1;
+    void heap_push(const Event& e) {
+        far_.push_back(e);
+        std::size_t i = far_.size() - 1;
         while (i > 0) {
             const std::size_t parent = (i - 1) / 2;
-            if (!before(e, h[parent])) break;
-            h[i] = h[parent];
+            if (!before(e, far_[parent])) break;
+            far_[i] = far_[parent];
             i = parent;
         }
-        h[i] = e;
+        far_[i] = e;
     }
 
-    void heap_pop() { sift_down_last(far_); }
-
-    // Removes the front of the binary min-heap `h`.
-    static void sift_down_last(std::vector<Event>& h) {
-        const Event last = h.back();
-        h.pop_back();
-        const std::size_t n = h.size();
+    void heap_pop() {
+        const Event last = far_.back();
+        far_.pop_back();
+        const std::size_t n = far_.size();
         if (n == 0) return;
         std::size_t i = 0;
         for (;;) {
             std::size_t child = 2 * i + 1;
             if (child >= n) break;
-            if (child + 1 < n && before(h[child + 1], h[child])) ++child;
-            if (!before(h[child], last)) break;
-            h[i] = h[child];
+            if (child + 1 < n && before(far_[child + 1], far_[child])) ++child;
+            if (!before(far_[child], last)) break;
+            far_[i] = far_[child];
             i = child;
         }
-        h[i] = last;
+        far_[i] = last;
     }
 
     int64_t base_ = 0;
@@ -317,11 +265,6 @@ private:
     std::array<uint64_t, kWords> bits_{};
     std::array<uint64_t, kSummaryWords> summary_{};
     std::vector<Event> far_;  // binary min-heap on (time, seq)
-    int64_t window_end_ = INT64_MIN;
-    bool keyed_ = false;
-    uint32_t origin_ = 0;
-    std::vector<uint64_t> origin_count_;
-    std::vector<Event> local_;  // binary min-heap on (time, seq): the running node's events of the window
 
     static constexpr std::array<uint32_t, kWheelSlots> filled(uint32_t v) {
         std::array<uint32_t, kWheelSlots> a{};

@@ -1,7 +1,5 @@
 #include "sim/link.hpp"
 
-#include <algorithm>
-
 #include "dataplane/pcap/pcap.hpp"
 #include "dataplane/wire/wire.hpp"
 
@@ -57,7 +55,7 @@ FrameHandle Link::on_deliver(uint64_t arg, Nanos now, FramePool& pool) {
     }
     ++counters_.delivered_frames;
     counters_.delivered_bytes += pool.len(h);
-    if (tapped_ && tap_rx_ != nullptr) tap(tap_rx_, now, pool.frame(h));
+    if (tapped_ && tap_rx_ != nullptr) tap_rx_->write(now, pool.frame(h));
     return h;
 }
 
@@ -75,7 +73,7 @@ void Link::start(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) {
     const uint32_t len = pool.len(h);
     const uint32_t key = multipath_ ? path_key(pool.frame(h)) : 0;
     const link::Delivery d = model_.transmit(Bytes{len}, now, rng_, key);
-    if (tapped_ && tap_tx_ != nullptr) tap(tap_tx_, d.tx_start, pool.frame(h));
+    if (tapped_ && tap_tx_ != nullptr) tap_tx_->write(d.tx_start, pool.frame(h));
     transmitting_ = true;
     ++counters_.tx_frames;
     counters_.tx_bytes += len;
@@ -125,26 +123,6 @@ bool Link::corrupt_icrc(FrameHandle h, FramePool& pool) {
     f[off] ^= static_cast<uint8_t>(1 + rng_.below(255));
     ++counters_.corrupted;
     return true;
-}
-
-void Link::tap(pcap::Writer* w, Nanos t, std::span<const uint8_t> frame) {
-    if (stage_ != nullptr && stage_->active())
-        stage_->add(w, t, frame);
-    else
-        w->write(t, frame);
-}
-
-void TapStage::add(pcap::Writer* w, Nanos t, std::span<const uint8_t> frame) {
-    recs_.push_back(Rec{w, t.v, origin_, static_cast<uint32_t>(frame.size()), bytes_.size()});
-    bytes_.insert(bytes_.end(), frame.begin(), frame.end());
-}
-
-void TapStage::flush() {
-    std::stable_sort(recs_.begin(), recs_.end(),
-                     [](const Rec& a, const Rec& b) { return a.t < b.t || (a.t == b.t && a.origin < b.origin); });
-    for (const Rec& r : recs_) r.w->write(Nanos{r.t}, std::span<const uint8_t>(bytes_.data() + r.off, r.len));
-    recs_.clear();
-    bytes_.clear();
 }
 
 void Link::drop(LinkDrop why, FrameHandle h, FramePool& pool) {

@@ -62,33 +62,6 @@ struct LinkCounters {
     bool operator==(const LinkCounters&) const = default;
 };
 
-// Tap records held back while the Simulator runs a time window node by
-// node (sim.hpp), so that each pcap still gets its records in time order,
-// and in one order whichever node ran first: flush() writes them sorted by
-// (time, origin node), each node's own records in the order it made them.
-// Storage is reused from window to window.
-class TapStage {
-public:
-    bool active() const { return active_; }
-    void set_active(bool on) { active_ = on; }
-    void set_origin(uint32_t origin) { origin_ = origin; }
-    void add(pcap::Writer* w, Nanos t, std::span<const uint8_t> frame);
-    void flush();
-
-private:
-    struct Rec {
-        pcap::Writer* w;
-        int64_t t;
-        uint32_t origin;
-        uint32_t len;
-        std::size_t off;
-    };
-    bool active_ = false;
-    uint32_t origin_ = 0;
-    std::vector<Rec> recs_;
-    std::vector<uint8_t> bytes_;
-};
-
 class Link {
 public:
     enum class Send : uint8_t { Started, Queued, Dropped };
@@ -108,12 +81,10 @@ public:
 
     // Frames entering the wire (stamped when serialisation starts) and
     // frames leaving it (stamped on arrival) are written to these, if set.
-    // Several links may share one writer. While `stage` (if set) is
-    // active, records go to it instead of the writers.
-    void set_taps(pcap::Writer* tx, pcap::Writer* rx, TapStage* stage = nullptr) {
+    // Several links may share one writer.
+    void set_taps(pcap::Writer* tx, pcap::Writer* rx) {
         tap_tx_ = tx;
         tap_rx_ = rx;
-        stage_ = stage;
         tapped_ = tx != nullptr || rx != nullptr;
     }
 
@@ -142,7 +113,6 @@ private:
     bool corrupt_icrc(FrameHandle h, FramePool& pool);
     void drop(LinkDrop why, FrameHandle h, FramePool& pool);
     void ring_push(FrameHandle h);
-    void tap(pcap::Writer* w, Nanos t, std::span<const uint8_t> frame);
     FrameHandle ring_pop();
 
     // What a frame reads on a link nothing queues on (every send, TxDone
@@ -165,7 +135,6 @@ private:
     std::vector<FrameHandle> ring_;  // power-of-two sized FIFO
     pcap::Writer* tap_tx_ = nullptr;
     pcap::Writer* tap_rx_ = nullptr;
-    TapStage* stage_ = nullptr;
     Rng rng_;
     link::Model model_;
 };

@@ -1,7 +1,5 @@
 #include "sim/sim.hpp"
 
-#include <algorithm>
-#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -22,19 +20,10 @@ uint64_t link_seed(uint64_t run_seed, LinkId id) {
 
 }  // namespace
 
-Simulator::Simulator(const SimConfig& cfg)
-    : seed_(cfg.seed), pool_(cfg.max_frames), window_(cfg.window), reverse_order_(cfg.reverse_window_order) {
-    if (window_ > Nanos{0}) queue_.set_keyed(1);
-}
+Simulator::Simulator(const SimConfig& cfg) : seed_(cfg.seed), pool_(cfg.max_frames) {}
 
 NodeId Simulator::add_node(Node& node) {
-    if (queue_.keyed() && nodes_.size() + 2 > (uint32_t{1} << (64 - 8 - EventQueue::kOriginShift)))
-        throw std::invalid_argument("time windows: more than 65534 nodes");
     nodes_.push_back(&node);
-    if (queue_.keyed()) {
-        queue_.set_keyed(static_cast<uint32_t>(nodes_.size() + 1));
-        buckets_.emplace_back();
-    }
     timers_.emplace_back();
     ports_.push_back(NodePorts{static_cast<uint32_t>(out_links_.size()), 0});
     return static_cast<NodeId>(nodes_.size() - 1);
@@ -49,10 +38,6 @@ LinkId Simulator::add_link(NodeId src, PortId src_port, NodeId dst, PortId dst_p
         throw std::invalid_argument(fmt::format("link from node {} port {}: port already has a link", src, src_port));
     const auto id = static_cast<LinkId>(links_.size());
     links_.emplace_back(id, LinkEnd{src, src_port}, LinkEnd{dst, dst_port}, cfg, link_seed(seed_, id));
-    // A frame arrives no sooner than this after it starts (tx_end >= now).
-    Nanos min_delay = cfg.propagation_delay;
-    if (!cfg.paths.empty()) min_delay = *std::min_element(cfg.paths.begin(), cfg.paths.end());
-    min_delay_ = std::min(min_delay_, min_delay);
     if (src_port >= ports_[src].count) grow_ports(src, src_port + 1u);
     out_links_[ports_[src].first + src_port] = id;
     return id;
@@ -165,12 +150,6 @@ bool Simulator::step() {
     if (queue_.empty()) return false;
     const Event e = queue_.pop();
     prefetch_next();
-    if (queue_.keyed()) queue_.set_origin(owner(e) + 1);
-    dispatch(e);
-    return true;
-}
-
-void Simulator::dispatch(const Event& e) {
     now_ = e.time;
     ++counters_.events;
     switch (e.kind) {
@@ -194,114 +173,15 @@ void Simulator::dispatch(const Event& e) {
             break;
         }
     }
-}
-
-NodeId Simulator::owner(const Event& e) const {
-    switch (e.kind) {
-        case EventKind::Timer: return e.target;
-        case EventKind::Deliver: return links_[e.target].dst().node;
-        case EventKind::TxDone:
-        case EventKind::LinkState: break;
-    }
-    return links_[e.target].src().node;
-}
-
-// One window [t, end): every event due in it is taken from the queue into
-// its node's bucket, then each node runs its bucket merged with what it
-// schedules for itself before `end` (the queue's local heap), in (time, seq)
-// order. A bucket comes out of the queue in time order, so only ties at one
-// ns can be out of seq order: an insertion sort puts them right in about one
-// comparison an event. A link state change is read by both ends of its link
-// (up_, epoch_), so a window holding one stops right after that ns and runs
-// all its events in one (time, seq) order instead.
-void Simulator::run_window(Nanos limit) {
-    const int64_t start = queue_.top_time().v;
-    const int64_t w = window().v;
-    int64_t end = limit.v - start < w ? limit.v + 1 : start + w;
-    bool serial = false;
-    while (!queue_.empty() && queue_.top_time().v < end) {
-        const Event e = queue_.pop();
-        if (e.kind == EventKind::LinkState && !serial) {
-            serial = true;
-            end = e.time.v + 1;
-        }
-        const NodeId o = owner(e);
-        std::vector<Event>& b = buckets_[o];
-        if (b.empty()) touched_.push_back(o);
-        b.push_back(e);
-    }
-    ++counters_.windows;
-    queue_.set_window_end(end);
-    tap_stage_.set_active(true);
-    Nanos last = now_;
-    const auto run_one = [&](const Event& e, NodeId o) {
-        queue_.set_origin(o + 1);
-        tap_stage_.set_origin(o + 1);
-        last = std::max(last, e.time);
-        dispatch(e);
-    };
-    if (serial) {
-        ++counters_.serial_windows;
-        for (const NodeId n : touched_) {
-            for (const Event& e : buckets_[n]) queue_.push_local(e);
-            buckets_[n].clear();
-        }
-        while (!queue_.local_empty()) {
-            const Event e = queue_.pop_local();
-            run_one(e, owner(e));
-        }
-    } else {
-        if (reverse_order_)
-            std::sort(touched_.begin(), touched_.end(), std::greater<>());
-        else
-            std::sort(touched_.begin(), touched_.end());
-        for (const NodeId n : touched_) {
-            std::vector<Event>& b = buckets_[n];
-            for (std::size_t i = 1; i < b.size(); ++i) {
-                const Event e = b[i];
-                std::size_t j = i;
-                for (; j > 0 && EventQueue::before(e, b[j - 1]); --j) b[j] = b[j - 1];
-                b[j] = e;
-            }
-            std::size_t i = 0;
-            for (;;) {
-                if (!queue_.local_empty() && (i == b.size() || EventQueue::before(queue_.local_top(), b[i]))) {
-                    const Event e = queue_.pop_local();
-                    const NodeId o = owner(e);
-                    if (o != n) ++counters_.window_violations;
-                    run_one(e, o);
-                } else if (i < b.size()) {
-                    run_one(b[i++], n);
-                } else {
-                    break;
-                }
-            }
-            b.clear();
-        }
-    }
-    touched_.clear();
-    queue_.set_window_end(INT64_MIN);
-    queue_.set_origin(0);
-    tap_stage_.set_active(false);
-    tap_stage_.set_origin(0);
-    tap_stage_.flush();
-    now_ = last;
+    return true;
 }
 
 void Simulator::run_until(Nanos t) {
-    if (window() > Nanos{0}) {
-        while (!queue_.empty() && queue_.top_time() <= t) run_window(t);
-    } else {
-        while (!queue_.empty() && queue_.top_time() <= t) step();
-    }
+    while (!queue_.empty() && queue_.top_time() <= t) step();
     now_ = std::max(now_, t);
 }
 
 void Simulator::run_until_idle() {
-    if (window() > Nanos{0}) {
-        while (!queue_.empty()) run_window(Nanos::max());
-        return;
-    }
     while (step()) {
     }
 }

@@ -6,7 +6,6 @@
 // same counters and byte-identical pcaps.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -49,35 +48,12 @@ public:
 struct SimConfig {
     uint64_t seed = 1;
     uint32_t max_frames = 1u << 16;  // frame buffers that may exist at once
-    // Conservative time windows. 0 (the default) runs every event in one
-    // global (time, push order) order. W > 0: run_until, run_until_cond and
-    // run_until_idle cut time into windows [t, t + w) from the next event,
-    // w = min(W, the smallest propagation delay of any link), and run each
-    // node's events of a window together, node after node, each node's in
-    // (time, seq) order. No event of one node can reach another sooner
-    // than a link's delay, so within a window the nodes are independent;
-    // what a node runs stays in the cache across its events. Ties at one
-    // node and one ns go by (pushing node, that node's push count), which
-    // no visiting order changes, so a run is as reproducible as with 0,
-    // though not event for event the same run as with 0. Requires nodes
-    // that touch only their own state and links (a node arming another
-    // node's timer breaks it; SimCounters::window_violations counts such
-    // events), at most 65534 nodes, and a pool that never runs dry (which
-    // frames are free at a moment depends on the visiting order). A window
-    // holding a link state change runs in one global (time, seq) order.
-    Nanos window{0};
-    // Visits a window's nodes from the highest id down (tests: the result
-    // must not change).
-    bool reverse_window_order = false;
 };
 
 struct SimCounters {
     uint64_t events = 0;
     uint64_t stale_timers = 0;      // timer events superseded by a later arm or cancel
     uint64_t dropped_no_link = 0;   // transmit() on a port with no link
-    uint64_t windows = 0;           // time windows run (SimConfig::window)
-    uint64_t serial_windows = 0;    // of them, run in one global order (a link state change)
-    uint64_t window_violations = 0; // events a node scheduled for another node inside a window
 };
 
 class Simulator {
@@ -116,7 +92,7 @@ public:
 
     // --- Faults and capture ---------------------------------------------------
     void schedule_link_state(LinkId link, Nanos at, bool up);
-    void set_taps(LinkId link, pcap::Writer* tx, pcap::Writer* rx) { links_[link].set_taps(tx, rx, &tap_stage_); }
+    void set_taps(LinkId link, pcap::Writer* tx, pcap::Writer* rx) { links_[link].set_taps(tx, rx); }
 
     // --- Running --------------------------------------------------------------
     // Runs the next event. False if there is none.
@@ -127,22 +103,14 @@ public:
     void run_until_idle();
     // Runs events until `stop()` returns true (checked after each event),
     // the next event lies beyond `limit`, or none is left. True if `stop` did.
-    // With time windows, `stop` is checked after each window.
     template <typename Stop>
     bool run_until_cond(Stop&& stop, Nanos limit = Nanos::max()) {
-        const bool windows = window() > Nanos{0};
         while (!queue_.empty() && queue_.top_time() <= limit) {
-            if (windows)
-                run_window(limit);
-            else
-                step();
+            step();
             if (stop()) return true;
         }
         return false;
     }
-    // The window length in use: min(SimConfig::window, the smallest link
-    // delay); 0 if windows are off.
-    Nanos window() const { return std::min(window_, min_delay_); }
 
     // --- Inspection -----------------------------------------------------------
     Link& link(LinkId id) { return links_[id]; }
@@ -164,13 +132,6 @@ private:
     };
 
     void fire_timer(const Event& e);
-    // Runs one event (now_ = its time).
-    void dispatch(const Event& e);
-    // The node an event runs at.
-    NodeId owner(const Event& e) const;
-    // Runs the window starting at the next event, cut at `limit` (inclusive).
-    // Precondition: !queue_.empty() and window() > 0.
-    void run_window(Nanos limit);
     // Gives `node` `count` port slots (setup only).
     void grow_ports(NodeId node, uint32_t count);
     void prefetch_event(const Event& n) const;
@@ -193,13 +154,6 @@ private:
     std::vector<LinkId> out_links_;
     std::vector<Link> links_;
     SimCounters counters_;
-    // Time windows (SimConfig::window).
-    Nanos window_{0};
-    Nanos min_delay_ = Nanos::max();  // smallest propagation delay of any link
-    bool reverse_order_ = false;
-    std::vector<std::vector<Event>> buckets_;  // per node: its events of the window
-    std::vector<NodeId> touched_;               // nodes with events in the window
-    TapStage tap_stage_;
 };
 
 }  // namespace rocemu::sim

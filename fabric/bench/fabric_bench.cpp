@@ -14,12 +14,11 @@
 // same number of packets at any size.
 //
 // Usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both]
-//            [--hosts 16|32|64|128|256|all|sweep] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast] [--window-ns N]
+//            [--hosts 16|32|64|128|256|all|sweep] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]
 // --repeat runs the sizes N times interleaved (default 3) and keeps the
 // cheapest of each, since other load on the machine only adds time. `all` is
 // 16, 64 and 256 hosts; `sweep` every size from 16 to 256, doubling, to see
-// where the cost per packet-hop starts to grow. --window-ns runs the generator
-// model in time windows of N ns (Fabric, sim::SimConfig::window; default 0).
+// where the cost per packet-hop starts to grow.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -88,18 +87,18 @@ Figures timed_run(Fabric& f, Nanos warmup, Nanos span) {
 void usage_error(std::string_view msg) {
     fmt::print(stderr,
                "rocemu_fabric_bench: {}\nusage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both] "
-               "[--hosts 16|32|64|128|256|all|sweep] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast] [--window-ns N]\n",
+               "[--hosts 16|32|64|128|256|all|sweep] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]\n",
                msg);
     std::exit(2);
 }
 
-void incast(double seconds, NicModel model, Nanos window) {
+void incast(double seconds, NicModel model) {
     const Topology topo = make(fmt::format(
         "topology: {{kind: leaf_spine, leaves: 1, hosts_per_leaf: 3, spines: 0}}\n"
         "links: {{host: {{speed_gbps: 40, delay_ns: 1000}}}}\n"
         "nic: {{model: {}, cc: connectx-default, mtu: 1500}}\nswitch: {{profile: lossless-100g}}\n",
         nic_model_name(model)));
-    Fabric f(topo, 1, window);
+    Fabric f(topo, 1);
     f.add_flow(FlowSpec{0, 2, Bytes{1ull << 40}, Nanos{0}, 0xC001});
     f.add_flow(FlowSpec{1, 2, Bytes{1ull << 40}, Nanos{0}, 0xC002});
     const Figures r = timed_run(f, Nanos{0}, Nanos::from_s(seconds));
@@ -117,14 +116,14 @@ constexpr int kHostsPerLeaf = 8;
 constexpr int kSpines = 8;
 
 // CPU ns per packet-hop of a permutation on `hosts` hosts.
-double permutation(int hosts, NicModel model, int mtu, Nanos span, Nanos window) {
+double permutation(int hosts, NicModel model, int mtu, Nanos span) {
     const int leaves = hosts / kHostsPerLeaf;
     const Topology topo =
         make(fmt::format("topology: {{kind: leaf_spine, leaves: {}, hosts_per_leaf: {}, spines: {}}}\n"
                          "links: {{host: {{speed_gbps: 100}}, fabric: {{speed_gbps: 100}}}}\n"
                          "nic: {{model: {}, cc: connectx-default, mtu: {}}}\nswitch: {{profile: lossless-100g}}\n",
                          leaves, kHostsPerLeaf, kSpines, nic_model_name(model), mtu));
-    Fabric f(topo, 1, window);
+    Fabric f(topo, 1);
     Rng rng(1);
     Workload w;
     w.pattern = Pattern::Permutation;
@@ -156,7 +155,6 @@ int main(int argc, char** argv) {
     std::vector<NicModel> models{NicModel::Rc, NicModel::Generator};
     std::vector<int> hosts{16, 64, 256};
     Nanos span = Nanos::from_us(2000);
-    Nanos window{0};
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         const auto value = [&]() -> std::string_view {
@@ -192,11 +190,6 @@ int main(int argc, char** argv) {
             const std::string v(value());
             mtu = std::atoi(v.c_str());
             if (mtu != 1500 && mtu != 4200 && mtu != 9000) usage_error(fmt::format("--mtu: '{}' is not 1500, 4200 or 9000", v));
-        } else if (a == "--window-ns") {
-            const std::string v(value());
-            const int ns = std::atoi(v.c_str());
-            if (ns < 0 || ns > 100000) usage_error(fmt::format("--window-ns: '{}' is not in [0, 100000]", v));
-            window = Nanos{ns};
         } else if (a == "--no-incast") {
             run_incast = false;
         } else if (a.starts_with("-")) {
@@ -210,14 +203,14 @@ int main(int argc, char** argv) {
     }
 
     if (run_incast)
-        for (const NicModel m : models) incast(incast_s, m, window);
+        for (const NicModel m : models) incast(incast_s, m);
     for (const NicModel m : models) {
         // Interleaved rounds, the cheapest of each size kept: other load on
         // a shared machine only ever adds time.
         std::vector<double> cost(hosts.size(), 1e300);
         for (int round = 0; round < repeat; ++round)
             for (std::size_t i = 0; i < hosts.size(); ++i)
-                cost[i] = std::min(cost[i], permutation(hosts[i], m, mtu, span, window));
+                cost[i] = std::min(cost[i], permutation(hosts[i], m, mtu, span));
         for (std::size_t i = 1; i < hosts.size(); ++i)
             fmt::print("[{}] CPU cost per packet-hop, {} vs {} hosts: {:.0f} vs {:.0f} ns, {:.2f}x (target within "
                        "1.30x)\n",

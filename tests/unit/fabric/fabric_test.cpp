@@ -1,8 +1,6 @@
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -229,95 +227,6 @@ TEST(FabricRun, SameSeedGivesIdenticalCountersAndPcaps) {
     EXPECT_EQ(totals[0], totals[1]);
     EXPECT_GT(pcaps[0].size(), 1000u);
     EXPECT_TRUE(pcaps[0] == pcaps[1]);
-}
-
-// Time windows (Fabric's `window`, sim::SimConfig::window): the generator
-// fabric run node by node inside each window gives the same counters, link
-// counters and pcap whichever order the nodes are visited in, twice in a
-// row, and the pcap's records are in time order. Ties at one node and one ns
-// are ordered by who pushed them, not by a global push count: with the
-// global count, visiting the nodes in the other order changes the run.
-struct WindowRun {
-    Totals totals;
-    std::vector<sim::LinkCounters> links;
-    std::vector<FlowStats> stats;
-    std::string pcap;
-    sim::SimCounters sim;
-    Nanos window{};
-    Nanos end{};
-};
-WindowRun run_windowed(const Topology& topo, Nanos window, bool reverse, const std::string& path) {
-    Fabric f(topo, 7, window, reverse);
-    for (uint32_t s = 0; s < 4; ++s)
-        f.add_flow(FlowSpec{s, (s + 2) % 4, Bytes{1 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + 17 * s)});
-    f.add_flow(FlowSpec{0, 3, Bytes{1 << 19}, Nanos{3000}, 0xC100});  // a 2:1 onto NIC 3: PFC and CNPs
-    std::string err;
-    EXPECT_TRUE(f.capture("leaf0-spine1", path, err)) << err;
-    f.start();
-    const Nanos end = f.run(Nanos::from_ms(20), Nanos::from_us(50), [](Nanos) {});
-    WindowRun r{f.totals(), {}, f.stats(), slurp(path), f.sim().counters(), f.sim().window(), end};
-    for (std::size_t l = 0; l < f.sim().link_count(); ++l)
-        r.links.push_back(f.sim().link(static_cast<sim::LinkId>(l)).counters());
-    return r;
-}
-
-// The timestamps of a nanosecond pcap's records, in file order.
-std::vector<uint64_t> pcap_times(const std::string& file) {
-    std::vector<uint64_t> out;
-    for (std::size_t off = 24; off + 16 <= file.size();) {
-        uint32_t sec = 0, nsec = 0, incl = 0;
-        std::memcpy(&sec, file.data() + off, 4);
-        std::memcpy(&nsec, file.data() + off + 4, 4);
-        std::memcpy(&incl, file.data() + off + 8, 4);
-        out.push_back(uint64_t{sec} * 1000000000u + nsec);
-        off += 16 + incl;
-    }
-    return out;
-}
-
-TEST(FabricRun, TimeWindowsGiveTheSameRunInEitherNodeOrder) {
-    const Topology topo = make(std::string(kLeafSpine) + "nic: {model: generator, spraying: true}\n");
-    const std::string dir = ::testing::TempDir();
-    const WindowRun a = run_windowed(topo, Nanos{2000}, false, dir + "/fabric_win_a.pcap");
-    const WindowRun b = run_windowed(topo, Nanos{2000}, false, dir + "/fabric_win_b.pcap");
-    const WindowRun r = run_windowed(topo, Nanos{2000}, true, dir + "/fabric_win_r.pcap");
-    // Ties are ordered by who pushed, never by where a window starts, so a
-    // shorter window gives the same run too.
-    const WindowRun s = run_windowed(topo, Nanos{170}, false, dir + "/fabric_win_s.pcap");
-    EXPECT_EQ(a.window, Nanos{500});  // the host links' delay caps it
-    EXPECT_GT(a.sim.windows, 100u);
-    EXPECT_EQ(a.sim.window_violations, 0u);
-    EXPECT_EQ(a.sim.serial_windows, 0u);
-    EXPECT_GT(a.totals.pfc_frames + a.totals.cnps, 0u);
-    EXPECT_EQ(s.window, Nanos{170});
-    EXPECT_GT(s.sim.windows, a.sim.windows);
-    for (const WindowRun* o : {&b, &r, &s}) {
-        EXPECT_EQ(a.totals, o->totals);
-        EXPECT_TRUE(a.links == o->links);
-        ASSERT_EQ(a.stats.size(), o->stats.size());
-        for (std::size_t i = 0; i < a.stats.size(); ++i) {
-            EXPECT_EQ(a.stats[i].rx_bytes, o->stats[i].rx_bytes) << i;
-            EXPECT_EQ(a.stats[i].done, o->stats[i].done) << i;
-            EXPECT_EQ(a.stats[i].tx_pkts, o->stats[i].tx_pkts) << i;
-            EXPECT_EQ(a.stats[i].ce_rx, o->stats[i].ce_rx) << i;
-            EXPECT_EQ(a.stats[i].cnp_rx, o->stats[i].cnp_rx) << i;
-            EXPECT_EQ(a.stats[i].last_rx, o->stats[i].last_rx) << i;
-        }
-        EXPECT_EQ(a.end, o->end);
-        EXPECT_TRUE(a.pcap == o->pcap);
-    }
-    EXPECT_GT(a.pcap.size(), 1000u);
-    const std::vector<uint64_t> t = pcap_times(a.pcap);
-    EXPECT_GT(t.size(), 100u);
-    EXPECT_TRUE(std::is_sorted(t.begin(), t.end()));
-    // Without windows the same fabric moves the same bytes (the runs differ
-    // only in the order of ties).
-    const WindowRun off = run_windowed(topo, Nanos{0}, false, dir + "/fabric_win_0.pcap");
-    EXPECT_EQ(off.sim.windows, 0u);
-    EXPECT_EQ(off.window, Nanos{0});
-    for (std::size_t i = 0; i < a.stats.size(); ++i) EXPECT_EQ(a.stats[i].done, off.stats[i].done) << i;
-    const std::vector<uint64_t> t0 = pcap_times(off.pcap);
-    EXPECT_TRUE(std::is_sorted(t0.begin(), t0.end()));
 }
 
 // Two generator NICs joined by one cable whose a->b direction corrupts the

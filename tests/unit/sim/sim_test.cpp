@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <tuple>
@@ -195,8 +194,6 @@ struct RunResult {
     std::vector<std::pair<Nanos, std::vector<uint8_t>>> arrivals;
     uint64_t events = 0;
     std::string pcap;
-    SimCounters counters;
-    Nanos window{};
 };
 
 std::string read_file(const std::filesystem::path& p) {
@@ -207,15 +204,12 @@ std::string read_file(const std::filesystem::path& p) {
 // Two senders through lossy, duplicating, corrupting, jittery and sprayed
 // links into a 40G bottleneck with a finite queue, every link tapped into one
 // shared pcap.
-// `window`, `reverse`: SimConfig's time windows.
-RunResult faulty_run(uint64_t seed, const std::filesystem::path& pcap_path, Nanos window = Nanos{0},
-                     bool reverse = false) {
+RunResult faulty_run(uint64_t seed, const std::filesystem::path& pcap_path) {
     RunResult r;
     {
         pcap::Writer tap(pcap_path.string());
         EXPECT_TRUE(tap.ok());
-        Simulator sim(
-            SimConfig{.seed = seed, .max_frames = 4096, .window = window, .reverse_window_order = reverse});
+        Simulator sim(SimConfig{.seed = seed, .max_frames = 4096});
         Source a(sim, 3000, [](uint64_t i) { return test::roce_frame(static_cast<uint32_t>(i), 0xC000, 1024); });
         Source b(sim, 3000, [](uint64_t i) {
             return test::roce_frame(static_cast<uint32_t>(i + 100000), static_cast<uint16_t>(0xC000 + i), 700);
@@ -247,8 +241,6 @@ RunResult faulty_run(uint64_t seed, const std::filesystem::path& pcap_path, Nano
         for (LinkId id : ids) r.links.push_back(sim.link(id).counters());
         for (const auto& g : s.got()) r.arrivals.emplace_back(g.t, g.bytes);
         r.events = sim.counters().events;
-        r.counters = sim.counters();
-        r.window = sim.window();
         EXPECT_EQ(sim.pool().in_use(), 0u);
     }
     r.pcap = read_file(pcap_path);
@@ -278,59 +270,6 @@ TEST(SimDeterminism, SameSeedGivesIdenticalCountersAndPcaps) {
 
     EXPECT_NE(r1.links, r3.links);
     EXPECT_FALSE(r1.pcap == r3.pcap);
-}
-
-// Time windows: the same faulty run, with its node events run node by node
-// inside windows, is the same whichever order the nodes are visited in and
-// from run to run; the window is capped at the smallest delay (the 200 ns
-// path), the two link state changes run their windows in one global order,
-// and the shared pcap's records stay in time order.
-TEST(SimDeterminism, TimeWindowsGiveTheSameRunInEitherNodeOrder) {
-    const auto dir = std::filesystem::temp_directory_path() / ("rocemu_sim_win_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    const RunResult f1 = faulty_run(7, dir / "f1.pcap", 5_us);
-    const RunResult f2 = faulty_run(7, dir / "f2.pcap", 5_us);
-    const RunResult rv = faulty_run(7, dir / "rv.pcap", 5_us, true);
-    const RunResult off = faulty_run(7, dir / "off.pcap");
-    std::filesystem::remove_all(dir);
-
-    EXPECT_EQ(f1.window, 200_ns);
-    EXPECT_EQ(off.window, 0_ns);
-    EXPECT_EQ(off.counters.windows, 0u);
-    EXPECT_GT(f1.counters.windows, 100u);
-    EXPECT_EQ(f1.counters.serial_windows, 2u);
-    EXPECT_EQ(f1.counters.window_violations, 0u);
-    EXPECT_GT(f1.links[0].dropped(LinkDrop::LinkDown), 0u);
-    EXPECT_GT(f1.links[2].dropped(LinkDrop::QueueFull), 0u);
-    for (const RunResult* o : {&f2, &rv}) {
-        EXPECT_EQ(f1.links, o->links);
-        EXPECT_EQ(f1.events, o->events);
-        EXPECT_EQ(f1.arrivals, o->arrivals);
-        EXPECT_TRUE(f1.pcap == o->pcap);
-    }
-    // A nanosecond pcap: 24-byte header, then records of 16 + length bytes.
-    uint64_t prev = 0, records = 0;
-    for (std::size_t off = 24; off + 16 <= f1.pcap.size(); ++records) {
-        uint32_t v[3];
-        std::memcpy(v, f1.pcap.data() + off, sizeof v);
-        const uint64_t t = uint64_t{v[0]} * 1000000000u + v[1];
-        EXPECT_LE(prev, t) << "record " << records;
-        prev = t;
-        off += 16 + v[2];
-    }
-    EXPECT_GT(records, 6000u);
-}
-
-TEST(SimRun, AZeroDelayLinkTurnsTimeWindowsOff) {
-    Simulator sim(SimConfig{.window = 1_us});
-    test::Sink a(sim), b(sim);
-    EXPECT_EQ(sim.window(), 1_us);  // no link yet
-    LinkConfig slow = test::bare_link();
-    slow.propagation_delay = 300_ns;
-    sim.add_link(a.id(), 0, b.id(), 0, slow);
-    EXPECT_EQ(sim.window(), 300_ns);
-    sim.add_link(b.id(), 0, a.id(), 0, test::bare_link());
-    EXPECT_EQ(sim.window(), 0_ns);
 }
 
 }  // namespace
