@@ -50,6 +50,8 @@ Switch::Switch(const SwitchConfig& cfg)
                             ? cfg_.wred[q].green_min_threshold
                             : Bytes{~uint64_t{0}};
     }
+    for (std::size_t dscp = 0; dscp < dscp_pg_bit_.size(); ++dscp)
+        dscp_pg_bit_[dscp] = static_cast<uint8_t>(1u << cfg_.tc_to_pg[cfg_.dscp_to_tc[dscp]]);
     // The MMU admits at most the shared pool plus every PG's reservation and
     // every lossless PG's headroom; sized for that in minimum frames, the
     // pool cannot run dry for real Ethernet frames.
@@ -491,7 +493,7 @@ std::size_t Switch::burst(const PacketDesc* d, std::size_t n, Nanos now, Rng& rn
             for (std::size_t j = 0; j < k; ++j) {
                 one_port &= d[done + j].in_port == in;
                 bytes += d[done + j].frame_len.v;
-                pgs |= 1u << cfg_.tc_to_pg[cfg_.dscp_to_tc[d[done + j].dscp & 63]];
+                pgs |= dscp_pg_bit_[d[done + j].dscp & 63];
             }
         }
         // PGs that the whole chunk cannot take near a limit: their packets'

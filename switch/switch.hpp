@@ -340,6 +340,8 @@ private:
     // for WRED at enqueue (Kmin), or no bound when the profile is off or
     // WRED runs at dequeue.
     std::array<Bytes, kNumTc> fast_kmin_{};
+    // Per DSCP: its PG's bit (tc_to_pg[dscp_to_tc]), one load in on_burst's first pass.
+    std::array<uint8_t, 64> dscp_pg_bit_{};
     std::array<int64_t, kNumTc> dwrr_quantum_{};
     std::vector<Nanos> pfc_refresh_interval_;  // per port, from its speed
     std::vector<uint64_t> max_frame_;          // per port: MTU + L2 header
