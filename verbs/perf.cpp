@@ -80,14 +80,6 @@ struct Buffers {
     uint8_t* slot(uint32_t s, uint32_t size) { return mem.data() + static_cast<uint64_t>(s) * size; }
 };
 
-// Buffers whose MR dereg_mr refused (zero-copy frames still read them after
-// its drain deadline): kept, reachable, until the process ends, never freed
-// under the NIC.
-void keep_pinned(std::vector<uint8_t>&& mem) {
-    static auto* kept = new std::vector<std::vector<uint8_t>>;
-    kept->push_back(std::move(mem));
-}
-
 // Where the peer's buffers of one QP are.
 struct RemoteMr {
     uint64_t addr = 0;

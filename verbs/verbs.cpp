@@ -695,9 +695,14 @@ CompChannel::CompChannel(Context::Impl& ctx, int fd, std::unique_ptr<State> st)
 CompChannel::~CompChannel() {
     for (uint32_t i = 0; i < kMaxChannels; ++i) {
         if (ctx_.channel_fds[i] != fd_) continue;
+        // CQs still on it stop reporting events (ibverbs refuses to destroy
+        // such a channel; a destructor cannot): an armed CQ that completes
+        // later must not reach the freed channel.
         ctx_.run_ctl([&] {
             ctx_.channels[i] = nullptr;
             ctx_.channel_fds[i] = -1;
+            for (CqState& cq : ctx_.cqs)
+                if (cq.channel == static_cast<int>(i)) cq.channel = -1;
         });
     }
     ::close(fd_);
@@ -731,6 +736,11 @@ std::vector<std::string> get_device_list() {
         if (rte_eth_dev_get_name_by_port(id, name) == 0) names.emplace_back(name);
     }
     return names;
+}
+
+void keep_pinned(std::vector<uint8_t>&& mem) {
+    static auto* kept = new std::vector<std::vector<uint8_t>>;
+    kept->push_back(std::move(mem));
 }
 
 }  // namespace rocemu::verbs

@@ -226,4 +226,8 @@ private:
 // empty before the first Context::open starts the EAL.
 std::vector<std::string> get_device_list();
 
+// Keeps memory whose MR dereg_mr refused (zero-copy frames still read it
+// after the drain) reachable until the process ends: never freed under the NIC.
+void keep_pinned(std::vector<uint8_t>&& mem);
+
 }  // namespace rocemu::verbs

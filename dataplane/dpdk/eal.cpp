@@ -5,6 +5,7 @@
 #include <rte_errno.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 
 #include "dataplane/dpdk/eal_args.hpp"
@@ -19,6 +20,13 @@ std::string g_prefix;
 
 bool Eal::init(const std::vector<std::string>& user_args, std::string& error) {
     if (g_running) return true;
+    // A PMD's peer may close its socket first (virtio_user's vhost-user
+    // peer, memif's control channel): the next send on it must fail with
+    // EPIPE, which the PMD handles, not kill the process with SIGPIPE.
+    if (std::signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        error = "cannot ignore SIGPIPE";
+        return false;
+    }
     EalArgs args = make_eal_args(user_args, static_cast<long>(getpid()));
     std::vector<char*> argv;
     for (std::string& a : args.argv) argv.push_back(a.data());

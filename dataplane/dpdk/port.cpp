@@ -110,6 +110,13 @@ bool Port::start(const PortConfig& cfg, std::string& error) {
     if (cfg.mtu) {
         if (int rc = rte_eth_dev_set_mtu(id_, cfg.mtu); rc == 0) {
             rte_eth_dev_get_mtu(id_, &mtu_);
+        } else if (drv == "net_tap") {
+            // net_tap's TX refuses every frame longer than its MTU + 22 and
+            // leaves it with the caller: nothing larger than 1500 would leave.
+            error = fmt::format("{}: net_tap cannot carry MTU {} ({}): use MTU 1500 on a tap, or net_af_packet "
+                                "on a tap or veth whose MTU you set (ip link set DEV mtu {})",
+                                name_, cfg.mtu, rte_strerror(-rc), cfg.mtu);
+            return false;
         } else {
             // af_packet reports a 1518-byte limit yet carries whatever its netdev's MTU allows.
             spdlog::warn("{}: DPDK cannot set MTU {} ({}); assuming the link carries it (set the netdev's MTU "

@@ -56,7 +56,15 @@ class Pingpong {
 public:
     Pingpong(const PingpongOptions& o, Context& ctx) : o_(o), ctx_(ctx) {}
 
+    // The run, then the teardown; 1 if either failed.
     int run() {
+        const int status = exchange();
+        const int closed = close();
+        return status ? status : closed;
+    }
+
+private:
+    int exchange() {
         if (!setup()) return 1;
         oob::PingpongDest local;
         local.qpn = qpn_.v;
@@ -82,7 +90,28 @@ public:
         return pingpong();
     }
 
-private:
+    // ibv_rc_pingpong's teardown order: the QP first (nothing more lands in
+    // the buffer), the AH, the MR (dereg_mr waits for zero-copy frames that
+    // still read the buffer), the CQ, its channel, the PD. Whatever setup()
+    // did not get to is skipped. A buffer whose MR stays registered is kept,
+    // never freed under the NIC. Returns 0, or 1 after saying what failed.
+    int close() {
+        int status = 0;
+        const auto check = [&](int err, const char* what) {
+            if (err) status = fail(fmt::format("{}: {}", what, ctx_.last_error()));
+        };
+        if (qpn_.v) check(ctx_.destroy_qp(qpn_), "Couldn't destroy QP");
+        if (ah_.id) check(ctx_.destroy_ah(ah_), "Couldn't destroy AH");
+        if (mr_.lkey) {
+            const int err = ctx_.dereg_mr(mr_);
+            check(err, "Couldn't deregister MR");
+            if (err) verbs::keep_pinned(std::move(buf_));
+        }
+        if (cq_.id) check(ctx_.destroy_cq(cq_), "Couldn't destroy CQ");
+        channel_.reset();
+        if (pd_.id) check(ctx_.dealloc_pd(pd_), "Couldn't deallocate PD");
+        return status;
+    }
     int fail(const std::string& msg) {
         fmt::print(stderr, "rocemu pingpong: {}\n", msg);
         return 1;

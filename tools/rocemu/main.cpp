@@ -3,8 +3,10 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/rocemu/commands.hpp"
+#include "tools/rocemu/crash.hpp"
 
 int main(int argc, char** argv) {
+    rocemu::cli::install_crash_report("rocemu");
     CLI::App app{"rocemu: a software RoCEv2 NIC and lossless-fabric emulator"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "rocemu 0.1.0");

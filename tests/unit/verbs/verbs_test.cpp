@@ -414,6 +414,41 @@ TEST_P(VerbsRing, SrqFeedsTheQpAndTheChannelReportsTheCq) {
     EXPECT_EQ(b.recv_area()[199], 0x7b);
 }
 
+// A CQ armed for events whose channel the application destroyed keeps
+// working without events: its next completion must not reach the freed
+// channel (it did: a null dereference on the poll thread).
+TEST_P(VerbsRing, AnArmedCqOutlivesItsDestroyedChannel) {
+    Side& a = n[0];
+    Side& b = n[1];
+    std::unique_ptr<CompChannel> ch;
+    ASSERT_EQ(b.ctx->create_comp_channel(ch), 0);
+    CqHandle on_channel;
+    ASSERT_EQ(b.ctx->create_cq(64, ch.get(), on_channel), 0);
+    b.cq = on_channel;  // b's QP completes sends and receives there
+    connect_rc();
+    RecvWr r;
+    r.wr_id = 7;
+    r.sg_list.push_back(b.sge(b.recv_area(), 256));
+    ASSERT_EQ(b.ctx->post_recv(b.qpn, std::span(&r, 1)), 0);
+    ASSERT_EQ(b.ctx->req_notify_cq(on_channel), 0);
+    ch.reset();
+
+    std::memset(a.send_area(), 0x5c, 100);
+    SendWr s;
+    s.wr_id = 1;
+    s.opcode = WrOpcode::Send;
+    s.send_flags = transport::kSendSignaled;
+    s.sg_list.push_back(a.sge(a.send_area(), 100));
+    ASSERT_EQ(a.ctx->post_send(a.qpn, std::span(&s, 1)), 0);
+    std::vector<Wc> got[2];
+    ASSERT_TRUE(collect(got, {1, 1}));
+    EXPECT_EQ(got[1][0].wr_id, 7u);
+    EXPECT_EQ(got[1][0].byte_len, 100u);
+    EXPECT_EQ(b.recv_area()[99], 0x5c);
+    // It has no channel now: arming it is refused, as for a CQ created without one.
+    EXPECT_EQ(b.ctx->req_notify_cq(on_channel), EINVAL);
+}
+
 // Hundreds of WRs in flight at once (in Lcore mode, through the post queue); completions in order.
 TEST_P(VerbsRing, ManyWritesInFlightCompleteInOrder) {
     connect_rc();
