@@ -177,7 +177,22 @@ public:
         return ok ? 0 : 1;
     }
 
-    ~RdmaOps() { std::free(buf_); }
+    // The ibverbs teardown order: the QP first (nothing more lands in the
+    // buffer), then the MR (dereg_mr waits for zero-copy frames that still
+    // read it), the SRQ, the CQ and the PD. A buffer whose MR stays
+    // registered is never freed under the NIC.
+    ~RdmaOps() {
+        if (qpn_.v && ctx_.destroy_qp(qpn_)) fail("destroy_qp failed: " + ctx_.last_error());
+        bool registered = false;
+        if (mr_.lkey && ctx_.dereg_mr(mr_)) {
+            fail("dereg_mr failed: " + ctx_.last_error() + "; its buffer is kept");
+            registered = true;
+        }
+        if (!registered) std::free(buf_);
+        if (srq_.id && ctx_.destroy_srq(srq_)) fail("destroy_srq failed: " + ctx_.last_error());
+        if (cq_.id && ctx_.destroy_cq(cq_)) fail("destroy_cq failed: " + ctx_.last_error());
+        if (pd_.id && ctx_.dealloc_pd(pd_)) fail("dealloc_pd failed: " + ctx_.last_error());
+    }
 
 private:
     int fail(const std::string& msg) {
