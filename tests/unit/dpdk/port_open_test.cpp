@@ -13,33 +13,29 @@ namespace {
 
 bool can_create_taps() { return geteuid() == 0 && access("/dev/net/tun", R_OK | W_OK) == 0; }
 
-std::string tap_spec(const char* tag) {
+// A tap port named after this process, so parallel runs do not collide.
+PortConfig tap_config(const char* tag, uint16_t mtu) {
+    PortConfig cfg;
     const std::string iface = "rt" + std::string(tag) + std::to_string(getpid() % 100000);
-    return "net_tap_" + std::string(tag) + ",iface=" + iface;
+    cfg.devspec = "net_tap_" + std::string(tag) + ",iface=" + iface;
+    cfg.mtu = mtu;
+    cfg.mbufs = 1023;
+    cfg.link_wait = Nanos{0};
+    return cfg;
 }
 
 TEST(DpdkPort, TapRefusesAJumboMtuAtStart) {
     if (!can_create_taps()) GTEST_SKIP() << "needs root and /dev/net/tun to create a tap";
-    PortConfig cfg;
-    cfg.devspec = tap_spec("j");
-    cfg.mtu = 9000;
-    cfg.mbufs = 1023;
-    cfg.link_wait = Nanos{0};
     std::string error;
-    EXPECT_EQ(Port::open(cfg, error), nullptr);
+    EXPECT_EQ(Port::open(tap_config("j", 9000), error), nullptr);
     EXPECT_NE(error.find("net_tap cannot carry MTU 9000"), std::string::npos) << error;
     EXPECT_NE(error.find("net_af_packet"), std::string::npos) << error;
 }
 
 TEST(DpdkPort, TapOpensAtMtu1500) {
     if (!can_create_taps()) GTEST_SKIP() << "needs root and /dev/net/tun to create a tap";
-    PortConfig cfg;
-    cfg.devspec = tap_spec("s");
-    cfg.mtu = 1500;
-    cfg.mbufs = 1023;
-    cfg.link_wait = Nanos{0};
     std::string error;
-    auto port = Port::open(cfg, error);
+    auto port = Port::open(tap_config("s", 1500), error);
     ASSERT_NE(port, nullptr) << error;
     EXPECT_EQ(port->mtu(), 1500);
 }
