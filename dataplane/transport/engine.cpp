@@ -281,10 +281,12 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
         return {};
     };
     if (auto e = range("cap.max_send_wr", c.max_send_wr, 1, cfg_.max_qp_wr)) return {{}, e};
-    if (in.srq.id == 0)
+    // With an SRQ there is no receive queue of the QP's own to size (ibverbs ignores these then).
+    if (in.srq.id == 0) {
         if (auto e = range("cap.max_recv_wr", c.max_recv_wr, 1, cfg_.max_qp_wr)) return {{}, e};
+        if (auto e = range("cap.max_recv_sge", c.max_recv_sge, 1, kMaxSge)) return {{}, e};
+    }
     if (auto e = range("cap.max_send_sge", c.max_send_sge, 1, kMaxSge)) return {{}, e};
-    if (auto e = range("cap.max_recv_sge", c.max_recv_sge, 1, kMaxSge)) return {{}, e};
     if (auto e = range("cap.max_inline_data", c.max_inline_data, 0, 4096)) return {{}, e};
     if (in.qp_type == QpType::Rc && in.reliability == Reliability::Spray) {
         if (auto e = range("spray_paths", in.spray_paths, 1, 16)) return {{}, e};

@@ -80,6 +80,26 @@ TEST(TransportObjects, CreateQpValidatesAttributes) {
     EXPECT_EQ(e->create_qp(ia).value.v, Engine::kFirstQpn + 1);
 }
 
+// With an SRQ the QP has no receive queue of its own: like ibverbs, its
+// receive capacities are not checked then (rdma-ops had to pass 1).
+TEST(TransportObjects, AQpOnAnSrqIgnoresItsReceiveCaps) {
+    auto e = make_engine();
+    QpInitAttr ia;
+    ia.pd = e->alloc_pd().value;
+    ia.send_cq = ia.recv_cq = e->create_cq(16).value;
+    ia.cap.max_recv_wr = 0;
+    ia.cap.max_recv_sge = 0;
+    auto r = e->create_qp(ia);
+    EXPECT_STREQ(r.error.attr, "cap.max_recv_wr");
+    ia.cap.max_recv_wr = 4;
+    r = e->create_qp(ia);
+    EXPECT_STREQ(r.error.attr, "cap.max_recv_sge");
+    ia.cap.max_recv_wr = 0;
+    ia.srq = e->create_srq(ia.pd, 16, 1).value;
+    r = e->create_qp(ia);
+    EXPECT_TRUE(r.ok()) << r.error.msg;
+}
+
 struct TransportState : ::testing::Test {
     std::unique_ptr<Engine> e = make_engine();
     Effects fx;
