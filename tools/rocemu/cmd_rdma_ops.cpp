@@ -183,12 +183,10 @@ public:
     // registered is never freed under the NIC.
     ~RdmaOps() {
         if (qpn_.v && ctx_.destroy_qp(qpn_)) fail("destroy_qp failed: " + ctx_.last_error());
-        bool registered = false;
-        if (mr_.lkey && ctx_.dereg_mr(mr_)) {
+        if (mr_.lkey && ctx_.dereg_mr(mr_))
             fail("dereg_mr failed: " + ctx_.last_error() + "; its buffer is kept");
-            registered = true;
-        }
-        if (!registered) std::free(buf_);
+        else
+            std::free(buf_);
         if (srq_.id && ctx_.destroy_srq(srq_)) fail("destroy_srq failed: " + ctx_.last_error());
         if (cq_.id && ctx_.destroy_cq(cq_)) fail("destroy_cq failed: " + ctx_.last_error());
         if (pd_.id && ctx_.dealloc_pd(pd_)) fail("dealloc_pd failed: " + ctx_.last_error());
@@ -219,7 +217,7 @@ private:
         ia.cap.max_send_wr = 4;
         ia.cap.max_recv_wr = srq_.id ? 0 : 2;
         ia.cap.max_send_sge = 1;
-        ia.cap.max_recv_sge = 1;  // the engine wants >= 1 even with an SRQ (ibverbs ignores it then)
+        ia.cap.max_recv_sge = srq_.id ? 0 : 1;
         if (ctx_.create_qp(ia, qpn_)) return !fail("create_qp failed: " + ctx_.last_error());
         if (modify_qp_to_init(ctx_, qpn_, kAccess)) return !fail("modify_qp INIT failed: " + ctx_.last_error());
         return true;

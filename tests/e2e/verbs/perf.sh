@@ -15,7 +15,8 @@
 # count; a READ latency run prints ordered percentiles; the client's capture of a 4 KiB WRITE run decodes in tshark (RDMA
 # WRITE ONLY frames) and passes `rocemu pcap`; a server started for another
 # op refuses the client with a message and both exit 1; a client without a
-# server fails within its --wait.
+# server fails within its --wait. PERF_KEEP=1 keeps the run's logs and
+# captures in /tmp/perf-keep-<id> for a look after a failure.
 set -euo pipefail
 ROCEMU=$(realpath "${1:?usage: perf.sh path/to/rocemu memif|af_packet|tap|vhost}")
 MODE=${2:?usage: perf.sh path/to/rocemu memif|af_packet|tap|vhost}
