@@ -88,6 +88,11 @@ struct NoTransport {
 
 struct NicConfig {
     Nanos tx_drain = Nanos::from_us(100);  // longest a queued frame waits for a fuller burst
+    // The TX watchdog: when the PMD has refused the head of the TX queue for
+    // longer than this (a peer that stopped draining, a frame it will never
+    // take), the queued frames are dropped (drop_tx_timeout) and the loop
+    // goes on; the transport retransmits. Zero: wait forever.
+    Nanos tx_timeout = Nanos::from_s(1);
     Nanos publish_every = Nanos::from_ms(1);
     // PFC from the receive backlog: the PMD's RX queue where it can count it
     // (rte_eth_rx_queue_count) plus the frames the loop holds unhandled.
@@ -108,11 +113,14 @@ public:
     static constexpr uint16_t kMaxSegs = 16;
     // Frames the loop takes from the PMD ahead of handling them (power of two).
     static constexpr uint32_t kRxBacklog = 4096;
+    // The longest frame a port carries beyond its MTU: the Ethernet header
+    // and one VLAN tag (mbuf lengths hold no FCS).
+    static constexpr uint32_t kL2Overhead = 14 + 4;
 
     Nic(Port& port, host::HostStack& host, Upper& upper, const TscClock& clock, Capture* capture = nullptr,
         NicConfig cfg = {})
         : port_(port), host_(host), upper_(upper), clock_(clock), capture_(capture), cfg_(cfg),
-          board_(port.id(), port.name()), rx_pfc_(cfg.pfc_rx) {
+          board_(port.id(), port.name()), max_frame_(port.mtu() + kL2Overhead), rx_pfc_(cfg.pfc_rx) {
         board_.answers_queries = AnswersQueries<Upper>;
         host_due_ = host_.next_timer();
         if constexpr (BindsHost<Upper>) upper_.bind_host(host_);
@@ -175,18 +183,23 @@ public:
     // What its full queue does not take stays queued, first in line for the
     // next turn, and the loop pulls no more from the upper meanwhile: a NIC
     // stops fetching work when its wire is busy instead of dropping frames
-    // its transport would have to retransmit after a timeout.
+    // its transport would have to retransmit after a timeout. Only when the
+    // PMD has taken nothing for longer than tx_timeout does the watchdog
+    // drop what is queued.
     void flush() {
-        if (pfc_ && !send_pfc()) return;
+        if (pfc_ && !send_pfc()) return refused();
         if (!tx_n_) return;
         const uint16_t sent = rte_eth_tx_burst(port_.id(), 0, tx_, tx_n_);
-        if (sent) stats_.add(PortStat::TxBursts);
+        last_flush_ = now_;
+        if (sent == 0) return refused();
+        stats_.add(PortStat::TxBursts);
         for (uint16_t i = 0; i < sent; ++i) stats_.add(PortStat::TxBytes, tx_len_[i]);
         stats_.add(PortStat::TxPackets, sent);
         tx_n_ -= sent;
         std::memmove(tx_, tx_ + sent, tx_n_ * sizeof tx_[0]);
         std::memmove(tx_len_, tx_len_ + sent, tx_n_ * sizeof tx_len_[0]);
-        last_flush_ = now_;
+        refused_since_ = Nanos::max();
+        tx_stuck_logged_ = false;
     }
 
     host::PingStatus ping(uint32_t dst, uint16_t id, uint16_t seq, size_t payload_len, uint64_t cookie) {
@@ -223,6 +236,29 @@ public:
     const CounterBoard& board() const { return board_; }
 
 private:
+    // The PMD took nothing. The first refusal starts the watchdog; once it
+    // has refused for longer than tx_timeout, every queued frame (and a
+    // waiting PFC frame) is dropped and freed, which also takes zero-copy
+    // chains off their MR's pin, and the next refusal starts a new wait.
+    // The message is logged once until the PMD takes a frame again.
+    void refused() {
+        if (refused_since_ == Nanos::max()) {
+            refused_since_ = now_;
+            return;
+        }
+        if (cfg_.tx_timeout.v == 0 || now_ - refused_since_ <= cfg_.tx_timeout) return;
+        const uint32_t dropped = tx_n_ + (pfc_ != nullptr);
+        stats_.add(PortStat::DropTxTimeout, dropped);
+        stats_.add(PortStat::TxTimeouts);
+        if (!tx_stuck_logged_) warn_tx_timeout(port_.name(), now_ - refused_since_, dropped);
+        tx_stuck_logged_ = true;
+        rte_pktmbuf_free_bulk(tx_, tx_n_);
+        tx_n_ = 0;
+        rte_pktmbuf_free(pfc_);
+        pfc_ = nullptr;
+        refused_since_ = Nanos::max();
+    }
+
     void receive(rte_mbuf* m) {
         stats_.add(PortStat::RxPackets);
         stats_.add(PortStat::RxBytes, rte_pktmbuf_pkt_len(m));
@@ -411,6 +447,12 @@ private:
         for (size_t i = 0; i < n; ++i, ++stash_lo_) {
             rte_mbuf* m = stash_[stash_lo_];
             TxSlot& s = stash_slot_[stash_lo_];
+            if (s.len + (s.ext ? s.ext_len + s.tail_len : 0u) > max_frame_) [[unlikely]] {
+                stats_.add(PortStat::DropTxOversize);
+                if (s.ext) s.pin->fetch_sub(1, std::memory_order_release);
+                rte_pktmbuf_free(m);
+                continue;
+            }
             m->data_len = static_cast<uint16_t>(s.len);
             m->pkt_len = s.len;
             if (s.ext) chain(m, s);
@@ -481,6 +523,11 @@ private:
     }
 
     void enqueue(rte_mbuf* m) {
+        if (rte_pktmbuf_pkt_len(m) > max_frame_) [[unlikely]] {  // a host frame; pulled ones are checked before
+            stats_.add(PortStat::DropTxOversize);
+            rte_pktmbuf_free(m);
+            return;
+        }
         if (tx_n_ == kBurst) flush();
         if (tx_n_ == kBurst) {  // the PMD took nothing: no room even for an ARP reply
             stats_.add(PortStat::DropTxFull);
@@ -500,6 +547,7 @@ private:
     Capture* capture_;
     NicConfig cfg_;
     CounterBoard board_;
+    uint32_t max_frame_;  // the longest frame the port carries
     PortStats stats_;
     host::HostEffects fx_;
     rte_mbuf* tx_[kBurst];
@@ -512,6 +560,8 @@ private:
     uint16_t tx_n_ = 0;
     Nanos now_;
     Nanos last_flush_;
+    Nanos refused_since_ = Nanos::max();  // the PMD's first refusal since it last took a frame
+    bool tx_stuck_logged_ = false;
     Nanos last_publish_;
     // The host stack's next timer, kept here because finding it walks the
     // ARP cache: recomputed whenever ARP state may have changed.

@@ -1,5 +1,7 @@
 #include "dataplane/dpdk/stats.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <thread>
 
@@ -18,6 +20,9 @@ const char* to_string(PortStat s) {
         case PortStat::TxZeroCopy: return "tx_zero_copy";
         case PortStat::TxZeroCopyShort: return "tx_zero_copy_short";
         case PortStat::DropTxFull: return "drop_tx_full";
+        case PortStat::DropTxOversize: return "drop_tx_oversize";
+        case PortStat::DropTxTimeout: return "drop_tx_timeout";
+        case PortStat::TxTimeouts: return "tx_timeouts";
         case PortStat::DropNoMbuf: return "drop_no_mbuf";
         case PortStat::DropMultiSegment: return "drop_multi_segment";
         case PortStat::DropNoTransport: return "drop_no_transport";
@@ -35,6 +40,12 @@ const char* to_string(PortStat s) {
     };
     const auto i = static_cast<size_t>(s) - static_cast<size_t>(PortStat::TxPfcXoffPrio0);
     return i < std::size(kPfc) ? kPfc[i] : "unknown";
+}
+
+void warn_tx_timeout(const std::string& port, Nanos refused_for, uint32_t dropped) {
+    spdlog::warn("{}: the PMD refused every frame for {} ms (TX timeout); dropped the {} queued "
+                 "(drop_tx_timeout), the transport retransmits. Is the peer draining its queue?",
+                 port, refused_for.v / 1000000, dropped);
 }
 
 // Order: port stats, host events, host drops (without None).

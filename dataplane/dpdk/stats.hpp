@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/units.hpp"
 #include "dataplane/dpdk/host/host_stack.hpp"
 
 namespace rocemu::dpdk {
@@ -30,6 +31,14 @@ enum class PortStat : uint8_t {
     TxZeroCopy,       // frames sent as a chain with their payload in the MR's pages
     TxZeroCopyShort,  // zero-copy frames made whole because the pool had no two mbufs for the chain
     DropTxFull,        // a frame found the TX buffer full of frames the PMD's queue would not take
+    // Frames longer than the port carries (its MTU + 18 bytes of Ethernet
+    // header and VLAN tag), dropped before the PMD: one would block the TX
+    // queue's head forever (net_tap stops at the first such frame).
+    DropTxOversize,
+    // Frames dropped by the TX watchdog: the PMD had refused the queue's head
+    // for longer than NicConfig::tx_timeout (a peer that stopped draining).
+    DropTxTimeout,
+    TxTimeouts,        // the watchdog's firings (each drops what the TX queue held)
     DropNoMbuf,        // no mbuf for a frame the NIC originates
     DropMultiSegment,  // received chains the upper cannot take (more than Nic::kMaxSegs segments)
     DropNoTransport,   // RoCEv2 frames with no transport engine attached
@@ -45,6 +54,10 @@ enum class PortStat : uint8_t {
     kCount,
 };
 const char* to_string(PortStat s);
+
+// The TX watchdog's message, once per episode of refusals (out of line: the
+// loop's header does not pull in the logger).
+void warn_tx_timeout(const std::string& port, Nanos refused_for, uint32_t dropped);
 
 struct PortStats {
     std::array<uint64_t, static_cast<size_t>(PortStat::kCount)> v{};

@@ -11,6 +11,7 @@
 #include "dataplane/dpdk/eal.hpp"
 #include "dataplane/dpdk/roce_nic.hpp"
 #include "dataplane/dpdk/telemetry_client.hpp"
+#include "tests/unit/dpdk/manual_clock.hpp"
 #include "tests/unit/dpdk/ring_roce_nic.hpp"
 
 namespace rocemu::dpdk {
@@ -24,11 +25,11 @@ using RoceNic = test::RingRoceNic;
 class DpdkRoceRing : public ::testing::Test {
 protected:
     void SetUp() override { make({}); }
-    void make(const test::RingRoceNicOptions& o) {
+    void make(const test::RingRoceNicOptions& o, unsigned ring_size = 1024) {
         static int serial = 0;
         const std::string s = std::to_string(serial++);
         std::string error;
-        rings_ = RingPair::create("roce" + s, 1024, error);
+        rings_ = RingPair::create("roce" + s, ring_size, error);
         ASSERT_TRUE(rings_) << error;
         n[0] = std::make_unique<RoceNic>(*rings_, 0, "roce_a" + s, 1, clock, o);
         n[1] = std::make_unique<RoceNic>(*rings_, 1, "roce_b" + s, 2, clock, o);
@@ -123,7 +124,8 @@ protected:
         EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 3000, b.buf.begin() + 4096));
     }
 
-    TscClock clock = TscClock::starting_now();
+    test::ManualTscClock clk;
+    const TscClock& clock = clk.clock;
     std::unique_ptr<RingPair> rings_;  // outlives the NICs
     std::unique_ptr<RoceNic> n[2];
 };
@@ -167,13 +169,14 @@ TEST_F(DpdkRoceRing, RcSendAndWriteCompleteAcrossThePorts) {
 // ICRC. The receiver takes the chain as it is.
 class DpdkZeroCopyRing : public DpdkRoceRing {
 protected:
-    void SetUp() override {
+    void SetUp() override { make_zero_copy(1024); }
+    void make_zero_copy(unsigned ring_size) {
         test::RingRoceNicOptions o;
         NicProfile p;
         p.cc.algorithm = cc::CcAlgorithm::kNone;
         p.zero_copy_min = 1024;  // net_ring's default is to copy
         o.profile = p;
-        make(o);
+        make(o, ring_size);
         ASSERT_TRUE(n[0]->port->takes_chains());
         EXPECT_EQ(n[0]->port->zero_copy_default(), 0u);
         EXPECT_EQ(n[0]->engine->config().zero_copy_min, 1024u);
@@ -212,6 +215,37 @@ TEST_F(DpdkZeroCopyRing, AnMrIsNotDeregisteredWhileItsPagesAreInFlight) {
     std::vector<Wc> wa, wb;
     ASSERT_TRUE(wait_completions(wa, wb));
     ASSERT_TRUE(poll_until([&] { return !a.engine->dereg_mr(a.mr); }));
+}
+
+// A peer that stops draining (a memif peer that stopped): the sender's
+// chains wait in its TX queue, pinning the MR, until the PMD has refused them
+// for longer than tx_timeout (1 s); the watchdog then drops them, which
+// takes them off the MR, and the loop goes on.
+class DpdkZeroCopyStuckRing : public DpdkZeroCopyRing {
+protected:
+    void SetUp() override { make_zero_copy(4); }  // 3 frames fit in a ring
+};
+
+TEST_F(DpdkZeroCopyStuckRing, TheTxTimeoutReleasesTheMrPagesAStuckQueueHeld) {
+    connect();
+    post_send_and_write();
+    RoceNic& a = *n[0];
+    // Only the sender runs: 3 frames fill the ring, the others wait.
+    while (a.nic->stats()[PortStat::TxZeroCopy] < 4) a.nic->poll();
+    a.nic->flush();  // the ring takes what it has room for, if the loop did not offer it yet
+    a.nic->flush();  // and refuses the rest: the watchdog's wait starts
+    EXPECT_EQ(a.nic->stats()[PortStat::TxPackets], 4u);  // ARP and 3 in the ring
+    EXPECT_EQ(a.engine->dereg_mr(a.mr).err, EBUSY);
+    EXPECT_EQ(a.nic->stats()[PortStat::DropTxTimeout], 0u);
+    clk.advance(1100_ms);
+    a.nic->poll();
+    EXPECT_EQ(a.nic->stats()[PortStat::TxTimeouts], 1u);
+    EXPECT_GE(a.nic->stats()[PortStat::DropTxTimeout], 3u);  // the WRITE's (and what the engine retransmitted)
+    // What the ring holds is the peer's now: read and freed, the MR is free.
+    rte_mbuf* m[8];
+    EXPECT_EQ(rte_eth_rx_burst(n[1]->port->id(), 0, m, 8), 3u);
+    rte_pktmbuf_free_bulk(m, 3);
+    EXPECT_FALSE(a.engine->dereg_mr(a.mr)) << "no dropped frame still pins it";
 }
 
 // Without two free mbufs for a chain, a lendable frame is made whole in its
