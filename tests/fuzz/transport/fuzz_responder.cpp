@@ -13,6 +13,7 @@
 
 #include "dataplane/transport/engine.hpp"
 #include "dataplane/wire/wire.hpp"
+#include "tests/fuzz/common/rc_qp.hpp"
 
 using namespace rocemu;
 using namespace rocemu::transport;
@@ -45,24 +46,7 @@ struct Target {
         ia.pd = pd;
         ia.send_cq = ia.recv_cq = cq;
         qpn = eng->create_qp(ia).value;
-        QpAttr a;
-        a.qp_state = QpState::Init;
-        a.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
-        eng->modify_qp(qpn, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags, fx);
-        a.qp_state = QpState::Rtr;
-        a.path_mtu = PathMtu::Mtu1024;
-        a.dest_qp_num = Qpn{0x11};
-        a.rq_psn = Psn{0};
-        a.max_dest_rd_atomic = 4;
-        a.ah_attr.dgid = peer;
-        eng->modify_qp(qpn, a,
-                       kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
-                           kAttrMinRnrTimer,
-                       fx);
-        a.qp_state = QpState::Rts;
-        a.sq_psn = Psn{0};
-        eng->modify_qp(qpn, a, kAttrState | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrSqPsn | kAttrMaxQpRdAtomic,
-                       fx);
+        fuzz::rc_to_rts(*eng, qpn, peer, QpAttr{}, fx);
     }
 
     // Keeps the QP usable: back to RTS after an error, RECVs topped up, CQ drained.
