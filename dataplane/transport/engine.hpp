@@ -62,7 +62,8 @@ struct EngineConfig {
     // ns plain, 282-289 streaming; through 128 MiB: 472-482 and 415-445;
     // rocemu_pass_bench, dataplane/dpdk/README.md).
     uint64_t cached_write_max = 4u << 20;
-    // Request payload of at least this many bytes that lies in one SGE is
+    // Request payload of at least this many bytes that lies in one SGE, and
+    // READ response payload of at least this many bytes, is
     // not copied into the frame: the frame lends the MR's bytes
     // (TxFrame::ext), read once for the ICRC, and the runtime sends them as a
     // segment of their own. 0 (the default): always copied, as the

@@ -70,6 +70,10 @@ bool Engine::build_cnp(Qp& qp, TxFrame& f) {
 }
 
 // Sends the responder's oldest queued output (one packet of it for READs).
+// A READ response of zero_copy_min or more payload lends the MR's bytes
+// (TxFrame::ext, pinned on the MR) as a request does; its RespItem keeps the
+// rkey in `orig`, and an MR deregistered since the READ was accepted (no pin
+// held it) is not lent: its bytes are copied as before zero copy.
 bool Engine::resp_build(Qp& qp, TxFrame& f) {
     using namespace wire;
     RespItem& it = qp.out_at(qp.out_head);
@@ -81,6 +85,7 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
     bool done = true;
     EncodeLayout lay;
     uint64_t src = 0;
+    const Mr* lend = nullptr;
     switch (it.kind) {
         case RespItem::Kind::Ack:
         case RespItem::Kind::Nak:
@@ -107,6 +112,8 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
             const uint64_t off = uint64_t{k} * qp.mtu;
             p.payload_len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, it.length - off));
             src = it.va + off;
+            if (cfg_.zero_copy_min && p.payload_len >= cfg_.zero_copy_min)
+                lend = find_mr(static_cast<uint32_t>(it.orig));
             // Spraying: each response packet takes a path chosen by its PSN,
             // so a resent response takes the same path as the first copy.
             if (qp.spraying()) p.udp_sport = qp.path_sport[p.bth.psn.value() % qp.init.spray_paths];
@@ -117,10 +124,20 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
     if (!encode_headers(tpl, p, f.buf, lay)) return false;
     // An ACK's ICRC continues from its template's state over IP..BTH: only the AETH is left.
     FrameWriter fw(f.buf, lay);
-    if (p.payload_len)
-        fw.put(reinterpret_cast<const uint8_t*>(src), p.payload_len, reinterpret_cast<const uint8_t*>(it.va + it.length));
-    fw.finish();
-    f.len = static_cast<uint32_t>(lay.frame_len);
+    if (lend) {
+        f.ext = reinterpret_cast<const uint8_t*>(src);
+        f.ext_len = p.payload_len;
+        f.pin = &mr_pins_[lend->key >> 8];
+        f.pin->fetch_add(1, std::memory_order_relaxed);
+        f.tail_len = fw.finish_apart(f.ext, p.payload_len, f.tail);
+        f.len = lay.payload_off;
+    } else {
+        if (p.payload_len)
+            fw.put(reinterpret_cast<const uint8_t*>(src), p.payload_len,
+                   reinterpret_cast<const uint8_t*>(it.va + it.length));
+        fw.finish();
+        f.len = static_cast<uint32_t>(lay.frame_len);
+    }
     f.qpn = qp.qpn;
     f.data = it.kind == RespItem::Kind::ReadResp;
     ++qp.counters.sent_pkts;

@@ -18,8 +18,8 @@
 # server fails within its --wait. PERF_KEEP=1 keeps the run's logs and
 # captures in /tmp/perf-keep-<id> for a look after a failure.
 set -euo pipefail
-ROCEMU=$(realpath "${1:?usage: perf.sh path/to/rocemu memif|af_packet|tap|vhost}")
-MODE=${2:?usage: perf.sh path/to/rocemu memif|af_packet|tap|vhost}
+ROCEMU=$(realpath "${1:?usage: perf.sh path/to/rocemu memif|af_packet|tap|vhost|ring}")
+MODE=${2:?usage: perf.sh path/to/rocemu memif|af_packet|tap|vhost|ring}
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
@@ -74,8 +74,21 @@ case "$MODE" in
     # goes to a closed socket: rocemu ignores SIGPIPE (Eal::init), so that
     # is EPIPE, not a kill with exit 141 after its run.
     ;;
+  ring) ;;  # one process, two NICs over net_ring (--loopback)
   *) fail "unknown mode $MODE" ;;
 esac
+
+if [ "$MODE" = ring ]; then
+  # net_ring hands chains over as they are: READ responses lent from the
+  # responder's MR reach the requester as chains and are verified byte for byte.
+  for op in read write; do
+    timeout 60 "$ROCEMU" perf "$op" --loopback -s 65536 -n 50 --verify --zero-copy-min 1024 >"$tmp/ring-$op.log" 2>&1 ||
+      { cat "$tmp/ring-$op.log"; fail "ring-$op: the run failed"; }
+    grep -Eq "^ 65536 +50 " "$tmp/ring-$op.log" || { cat "$tmp/ring-$op.log"; fail "ring-$op: no result line"; }
+    echo "ok ring-$op: 50 x 64 KiB, zero copy, verified"
+  done
+  exit 0
+fi
 
 # bridge_tap DEV: puts the tap rocemu created into the bridge once it exists.
 bridge_tap() {
@@ -136,16 +149,19 @@ run_pair() {
   echo "ok $name"
 }
 
-# Zero copy on this port type (Port::takes_chains): the client lends its
-# MR's pages as 3-segment chains (headers, the payload in the MR, pad + ICRC;
-# requests only: WRITE and SEND payload) and the PMD must send each as one
-# frame. The server's capture holds what crossed the port, `rocemu pcap`
-# checks every ICRC, and --verify every byte.
-# zc_pair NAME OP
+# Zero copy on this port type (Port::takes_chains): the lending side sends
+# its MR's pages as 3-segment chains (headers, the payload in the MR, pad +
+# ICRC): the client its WRITE and SEND payload, the server its READ
+# responses. The PMD must send each as one frame. The other side's capture
+# holds what crossed the port, `rocemu pcap` checks every ICRC, and --verify
+# every byte.
+# zc_pair NAME OP LENDER (a: the client, b: the server)
 zc_pair() {
-  local name=$1 op=$2
-  start_server "$name" "$op" --counters --capture "$tmp/$name.pcapng"
-  client "$name" "$op" -s 4096 -n 50 --verify --counters --zero-copy-min 1024 ||
+  local name=$1 op=$2 lender=$3
+  local zc=(--zero-copy-min 1024) cap=(--capture "$tmp/$name.pcapng") zc_a=() zc_b=() cap_a=() cap_b=()
+  if [ "$lender" = a ]; then zc_a=("${zc[@]}") cap_b=("${cap[@]}"); else zc_b=("${zc[@]}") cap_a=("${cap[@]}"); fi
+  start_server "$name" "$op" --counters "${zc_b[@]}" "${cap_b[@]}"
+  client "$name" "$op" -s 4096 -n 50 --verify --counters "${zc_a[@]}" "${cap_a[@]}" ||
     { cat "$tmp/$name.a.log" "$tmp/$name.b.log"; fail "$name: the client failed"; }
   wait "$pid_b" || { cat "$tmp/$name.b.log"; fail "$name: the server failed"; }
   pid_b=
@@ -153,23 +169,27 @@ zc_pair() {
     { cat "$tmp/$name.a.log"; fail "$name: not verified"; }
   # 50 messages of 4 KiB at path MTU 1024: 200 frames of 1 KiB, each lendable.
   local lent full
-  lent=$(awk '$1 == "tx_zero_copy" { print $2 }' "$tmp/$name.a.log")
-  [ "${lent:-0}" -ge 200 ] || { cat "$tmp/$name.a.log"; fail "$name: the client sent ${lent:-0} zero-copy frames, expected >= 200"; }
+  lent=$(awk '$1 == "tx_zero_copy" { print $2 }' "$tmp/$name.$lender.log")
+  [ "${lent:-0}" -ge 200 ] || { cat "$tmp/$name.$lender.log"; fail "$name: side $lender sent ${lent:-0} zero-copy frames, expected >= 200"; }
   if grep -Eq "^(tx_zero_copy_short|drop_multi_segment|drop_bad_icrc) " "$tmp/$name.a.log" "$tmp/$name.b.log"; then
     grep -E "^(tx_zero_copy_short|drop_multi_segment|drop_bad_icrc) " "$tmp/$name.a.log" "$tmp/$name.b.log"
     fail "$name: short chains or drops"
   fi
   "$ROCEMU" pcap "$tmp/$name.pcapng" >"$tmp/$name.txt" || { tail "$tmp/$name.txt"; fail "$name: rocemu pcap rejected the capture"; }
   grep -Eq "^[0-9]+ packets, 0 ICRC errors" "$tmp/$name.txt" || { tail -3 "$tmp/$name.txt"; fail "$name: ICRC errors"; }
-  full=$(grep -Ec "RC_(RDMA_WRITE|SEND)_(FIRST|MIDDLE|LAST|ONLY) .* len=1024 icrc=ok" "$tmp/$name.txt")
-  [ "$full" -ge 200 ] || fail "$name: the server's capture holds $full 1 KiB data frames with a good ICRC, expected >= 200"
+  full=$(grep -Ec "RC_(RDMA_WRITE|SEND|RDMA_READ_RESPONSE)_(FIRST|MIDDLE|LAST|ONLY) .* len=1024 icrc=ok" "$tmp/$name.txt")
+  [ "$full" -ge 200 ] || fail "$name: the receiver's capture holds $full 1 KiB data frames with a good ICRC, expected >= 200"
   echo "ok $name: $lent chained frames sent, $full arrived whole with good ICRCs, every byte verified"
 }
 if [ "$MODE" = vhost ]; then
   # virtio_user hands the vhost side segment addresses, so it takes no chains:
   # only net_vhost's TX (a copy into the peer's ring) is tested here.
-  zc_pair zc-write write
-  echo "perf vhost: chained WRITE frames from net_vhost arrive whole and verified"
+  zc_pair zc-write write a
+  # READ responses lent by the server: the server on net_vhost (listening),
+  # the client on virtio_user.
+  port_a="net_virtio_user0,path=$tmp/SOCK" port_b="net_vhost0,iface=$tmp/SOCK"
+  zc_pair zc-read read b
+  echo "perf vhost: chained WRITE requests and READ responses from net_vhost arrive whole and verified"
   exit 0
 fi
 
@@ -221,8 +241,9 @@ grep -q "RC_RDMA_WRITE_FIRST" "$tmp/cap.txt" || fail "cap: rocemu pcap lists no 
 grep -Eq "^[0-9]+ packets, 0 ICRC errors" "$tmp/cap.txt" || { tail -3 "$tmp/cap.txt"; fail "cap: ICRC errors"; }
 echo "ok capture: $firsts WRITE FIRST + $lasts LAST frames decode in tshark, every ICRC good"
 
-zc_pair zc-write write
-zc_pair zc-send send
+zc_pair zc-write write a
+zc_pair zc-send send a
+zc_pair zc-read read b
 
 # A server for another op refuses the client clearly; both exit 1.
 start_server mismatch read

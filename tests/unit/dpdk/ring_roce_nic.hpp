@@ -60,7 +60,7 @@ struct RingRoceNic {
         nic = std::make_unique<Nic<EngineUpper>>(*port, stack, *upper, clock, nullptr, nc);
         pd = engine->alloc_pd().value;
         cq = engine->create_cq(o.cqe).value;
-        mr = engine->reg_mr(pd, buf.data(), buf.size(), kLocalWrite | kRemoteWrite).value;
+        mr = engine->reg_mr(pd, buf.data(), buf.size(), kLocalWrite | kRemoteWrite | kRemoteRead).value;
         QpInitAttr ia;
         ia.pd = pd;
         ia.send_cq = cq;

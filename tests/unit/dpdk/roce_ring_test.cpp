@@ -54,7 +54,7 @@ protected:
             RoceNic& me = *n[i];
             QpAttr a;
             a.qp_state = QpState::Init;
-            a.qp_access_flags = kRemoteWrite;
+            a.qp_access_flags = kRemoteWrite | kRemoteRead;
             ASSERT_FALSE(me.engine->modify_qp(me.qpn, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags,
                                               me.upper->effects()));
             a.qp_state = QpState::Rtr;
@@ -215,6 +215,46 @@ TEST_F(DpdkZeroCopyRing, AnMrIsNotDeregisteredWhileItsPagesAreInFlight) {
     std::vector<Wc> wa, wb;
     ASSERT_TRUE(wait_completions(wa, wb));
     ASSERT_TRUE(poll_until([&] { return !a.engine->dereg_mr(a.mr); }));
+}
+
+// The responder sends READ RESPONSE payload of 1 KiB or more from its MR's
+// pages too: the MR is pinned while the chains wait in the ring, the
+// requester takes them as chains, and the bytes arrive.
+TEST_F(DpdkZeroCopyRing, ReadResponsesLeaveFromTheRespondersMrPages) {
+    connect();
+    RoceNic& a = *n[0];
+    RoceNic& b = *n[1];
+    for (size_t i = 0; i < 3000; ++i) b.buf[i] = static_cast<uint8_t>(i * 17 + i / 3);
+    SendWr read;
+    read.wr_id = 3;
+    read.opcode = WrOpcode::RdmaRead;
+    read.send_flags = kSendSignaled;
+    read.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(a.buf.data() + 4096), 3000, a.mr.lkey});
+    read.remote_addr = reinterpret_cast<uint64_t>(b.buf.data());
+    read.rkey = b.mr.rkey;
+    const auto& sb = b.nic->stats();
+    // The request crosses; then only the responder runs: its responses wait in the ring, unread.
+    const uint64_t sent = a.nic->stats()[PortStat::TxPackets];
+    ASSERT_FALSE(a.engine->post_send(a.qpn, std::span(&read, 1), a.upper->effects()));
+    while (a.nic->stats()[PortStat::TxPackets] == sent) a.nic->poll();
+    a.nic->flush();
+    while (sb[PortStat::TxZeroCopy] < 2) b.nic->poll();
+    b.nic->flush();
+    EXPECT_EQ(sb[PortStat::TxZeroCopy], 2u);  // FIRST and MIDDLE (1024 bytes); LAST (952) copied
+    const VerbsError busy = b.engine->dereg_mr(b.mr);
+    EXPECT_EQ(busy.err, EBUSY);
+    EXPECT_EQ(busy.msg, "MR has 2 zero-copy frames in flight that read its memory");
+    std::vector<Wc> wa;
+    ASSERT_TRUE(poll_until([&] {
+        Wc wc[4];
+        for (uint32_t k = a.engine->poll_cq(a.cq, wc), i = 0; i < k; ++i) wa.push_back(wc[i]);
+        return !wa.empty();
+    }));
+    EXPECT_EQ(wa[0].status, WcStatus::Success);
+    EXPECT_TRUE(std::equal(b.buf.begin(), b.buf.begin() + 3000, a.buf.begin() + 4096));
+    EXPECT_EQ(a.nic->stats()[PortStat::DropMultiSegment], 0u);
+    for (const uint64_t d : a.engine->counters().drops) EXPECT_EQ(d, 0u);
+    EXPECT_FALSE(b.engine->dereg_mr(b.mr)) << "the requester freed the chains";
 }
 
 // A peer that stops draining (a memif peer that stopped): the sender's
