@@ -131,7 +131,8 @@ sw::ConfigResult load_switch_profile(const std::string& name, const std::string&
             return sw::parse_switch_config(detail::kEmbeddedSwitchProfiles[i].yaml);
     std::filesystem::path p(name);
     if (p.is_relative() && !source.empty()) p = std::filesystem::path(source).parent_path() / p;
-    if (!std::filesystem::exists(p)) {
+    std::error_code ec;  // a name too long for a path is not a file either, and must not throw
+    if (!std::filesystem::exists(p, ec)) {
         std::string names;
         for (std::size_t i = 0; i < detail::kEmbeddedSwitchProfileCount; ++i)
             names += (names.empty() ? "" : ", ") + std::string(detail::kEmbeddedSwitchProfiles[i].name);
@@ -151,7 +152,8 @@ cc::CcConfigResult load_cc(const std::string& name, const std::string& source) {
         if (preset == name) return cc::load_cc_preset(name);
     std::filesystem::path p(name);
     if (p.is_relative() && !source.empty()) p = std::filesystem::path(source).parent_path() / p;
-    if (!std::filesystem::exists(p)) {
+    std::error_code ec;  // a name too long for a path is not a file either, and must not throw
+    if (!std::filesystem::exists(p, ec)) {
         std::string names = "none";
         for (const auto preset : cc::cc_preset_names()) names += ", " + std::string(preset);
         cc::CcConfigResult r;
@@ -165,7 +167,9 @@ cc::CcConfigResult load_cc(const std::string& name, const std::string& source) {
 
 std::string_view nic_model_name(NicModel m) { return m == NicModel::Rc ? "rc" : "generator"; }
 
-ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& source) {
+namespace {
+
+ConfigResult parse_fabric_text(std::string_view yaml_text, const std::string& source) {
     Reader r(source);
     YAML::Node root;
     try {
@@ -278,6 +282,19 @@ ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& 
     if (!r.ok()) return ConfigResult{std::nullopt, r.error};
     if (c.name.empty()) c.name = std::filesystem::path(source).stem().string();
     return ConfigResult{std::move(c), {}};
+}
+
+}  // namespace
+
+ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& source) {
+    // A node of the wrong shape (a scalar where a mapping belongs, a list as
+    // a key) makes yaml-cpp throw from the reads: an error like the others.
+    try {
+        return parse_fabric_text(yaml_text, source);
+    } catch (const YAML::Exception& e) {
+        if (e.mark.is_null()) return ConfigResult{std::nullopt, fmt::format("{}: {}", source, e.msg)};
+        return ConfigResult{std::nullopt, fmt::format("{}: line {}: {}", source, e.mark.line + 1, e.msg)};
+    }
 }
 
 ConfigResult load_fabric_config(const std::string& path) {

@@ -162,6 +162,24 @@ TEST(FabricTopology, SwitchProfileAndAdaptiveOverrideApplyToEverySwitch) {
     }
 }
 
+// Found by fuzz_config: yaml-cpp threw out of the parser for a node of the
+// wrong shape, and std::filesystem for a profile name too long for a path.
+TEST(FabricTopology, MisshapenYamlAndOverlongNamesAreErrorsNotExceptions) {
+    const std::string long_name(5000, 'a');
+    const std::string cases[] = {
+        "topology: {kind: incast}\nswitch: a scalar",  // switch.profile read from a scalar
+        "{[a]: 1}",                                      // a list as a key
+        "topology: {kind: incast}\nnic: {cc: " + long_name + "}",
+        "topology: {kind: incast}\nswitch: {profile: " + long_name + "}",
+    };
+    for (const std::string& yaml : cases) {
+        ConfigResult r;
+        ASSERT_NO_THROW(r = parse_fabric_config(yaml, "bad.yaml")) << yaml.substr(0, 60);
+        EXPECT_FALSE(r.config.has_value());
+        EXPECT_EQ(r.error.rfind("bad.yaml: ", 0), 0u) << r.error;
+    }
+}
+
 TEST(FabricTopology, ErrorsNameFileKeyAndProblem) {
     EXPECT_EQ(parse_err("topology: {kind: leaf_spine, leaves: 0}"),
               "bad.yaml: topology.leaves: 0 out of range [1, 256]");
