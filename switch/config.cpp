@@ -588,12 +588,13 @@ ConfigResult parse_switch_config(std::string_view yaml_text) {
         out.error = "top level: expected a mapping";
         return out;
     }
-    r.only(root, "top level",
-           {"PORT", "PORT_QOS_MAP", "DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP", "TC_TO_PRIORITY_GROUP_MAP", "SCHEDULER",
-            "WRED_PROFILE", "QUEUE", "BUFFER_POOL", "BUFFER_PROFILE", "SWITCH", "PFC_WD", "ROUTING"});
-    if (!root["PORT"]) r.fail("PORT: missing (at least one port is required)");
     SwitchConfig c = sonic_default_config(0, BitsPerSec::gbps(100));
     try {
+        // Inside the try: a key that is not a scalar ({[a]: 1}) throws.
+        r.only(root, "top level",
+               {"PORT", "PORT_QOS_MAP", "DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP", "TC_TO_PRIORITY_GROUP_MAP", "SCHEDULER",
+                "WRED_PROFILE", "QUEUE", "BUFFER_POOL", "BUFFER_PROFILE", "SWITCH", "PFC_WD", "ROUTING"});
+        if (!root["PORT"]) r.fail("PORT: missing (at least one port is required)");
         if (r.ok()) read_ports(r, root["PORT"], c);
         if (r.ok()) read_qos(r, root, c);
         if (r.ok()) read_buffers(r, root, c);

@@ -112,7 +112,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"PORT: {E0: {}}\nPFC: {}", {"PFC", "unknown key"}},
         BadCase{"PORT: {E0: {speed: {fast: 1}}}", {"PORT.E0.speed", "expected a single value"}},
         BadCase{"PORT: {E0: {}}\nPFC_WD: {action: [drop]}", {"PFC_WD.action", "expected a single value"}},
-        BadCase{"PORT: [", {"YAML syntax"}}));
+        BadCase{"PORT: [", {"YAML syntax"}},
+        // fuzz_config: a top-level key that is not a scalar threw out of the parser.
+        BadCase{"{[a]: 1}", {"YAML structure", "bad conversion"}}));
 
 TEST(SwitchConfig, ValidateCatchesProgrammaticMistakes) {
     SwitchConfig c = sonic_default_config(2, BitsPerSec::gbps(100));
