@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target with clang (ASan+UBSan) and runs each for a
-# bounded time, seeded with the real rxe captures. Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]
+# bounded time, seeded with the real rxe captures (and, per target, the pcap
+# files or the YAML configs). Targets and invariants: tests/fuzz/README.md.
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -12,13 +14,20 @@ ninja -C $build $targets >/dev/null
 corpus_seed=$build/corpus-seed
 rm -rf "$corpus_seed"
 python3 scripts/pcap-to-corpus.py "$corpus_seed" ../shared/captures/*.pcap >/dev/null
+# Seeds beyond the capture frames, for targets whose input is not a frame.
+extra_seeds() {
+  case "$1" in
+    fuzz_pcap_reader) echo ../shared/captures ;;  # whole pcap files
+    fuzz_config) echo configs ;;                   # the shipped YAML profiles
+  esac
+}
 status=0
 for t in $targets; do
   bin=$(find $build -type f -name "$t" -perm -u+x | head -n 1)
   mkdir -p $build/corpus/$t
   echo "fuzz: $t for ${secs}s"
-  if ! "$bin" -max_total_time="$secs" -max_len=9216 -print_final_stats=1 \
-        $build/corpus/$t "$corpus_seed" >$build/$t.log 2>&1; then
+  if ! "$bin" -max_total_time="$secs" -max_len=9216 -print_final_stats=1 -artifact_prefix="$build/$t-" \
+        $build/corpus/$t "$corpus_seed" $(extra_seeds "$t") >$build/$t.log 2>&1; then
     echo "fuzz: $t FAILED; see $build/$t.log"
     tail -n 40 $build/$t.log
     status=1
