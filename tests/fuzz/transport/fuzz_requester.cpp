@@ -2,6 +2,10 @@
 // outstanding (SEND, WRITE, READ, CMP_SWAP, FETCH_ADD, some with immediate,
 // some unsignaled), fed random *responses*. The input is a script, a few
 // bytes per step:
+//   answer:   the right response to the oldest request the QP sent and not
+//             answered yet (ACK, ATOMIC ACKNOWLEDGE, every READ RESPONSE
+//             packet or only the first few), so the fuzzer gets deep into
+//             completions without guessing PSNs;
 //   response: opcode (ACK, NAK with its syndromes incl. RNR, PSN sequence
 //             error, remote access, READ RESPONSE FIRST/MIDDLE/LAST/ONLY,
 //             ATOMIC ACKNOWLEDGE), PSN near the window the QP has sent, MSN,
@@ -16,7 +20,8 @@
 //   - completions come in posting order: a completion names the oldest
 //     outstanding WR, or a later one when every WR before it was unsignaled
 //     (and so completed silently); never a WR that was not posted;
-//   - a successful READ/atomic completion reports a length inside its SGEs;
+//   - a successful completion has the WR's opcode, and for READ/atomic a
+//     length inside its SGEs;
 //   - READ responses and atomic acks write host memory only inside the SGEs
 //     of posted READ/atomic WRs: everything else of the MR keeps its guard
 //     bytes;
@@ -50,6 +55,8 @@ constexpr size_t kMemLen = 1 << 14;  // READ/atomic targets, guard bytes elsewhe
 constexpr size_t kSrcLen = 1 << 14;  // SEND/WRITE sources
 
 [[noreturn]] void fail(const char* what) { fuzz::fail("fuzz_requester", what); }
+// ROCEMU_FUZZ_TRACE=1: print each step, to read why an input fails.
+const bool kTrace = std::getenv("ROCEMU_FUZZ_TRACE") != nullptr;
 using fuzz::Input;
 
 struct Posted {
@@ -58,6 +65,19 @@ struct Posted {
     bool signaled;
     uint32_t len;  // total SGE length
 };
+
+WcOpcode wc_opcode(WrOpcode op) {
+    switch (op) {
+        case WrOpcode::Send:
+        case WrOpcode::SendWithImm: return WcOpcode::Send;
+        case WrOpcode::RdmaWrite:
+        case WrOpcode::RdmaWriteWithImm: return WcOpcode::RdmaWrite;
+        case WrOpcode::RdmaRead: return WcOpcode::RdmaRead;
+        case WrOpcode::AtomicCmpAndSwp: return WcOpcode::CompSwap;
+        case WrOpcode::AtomicFetchAndAdd: return WcOpcode::FetchAdd;
+    }
+    return WcOpcode::Recv;
+}
 
 struct Target {
     std::unique_ptr<Engine> eng;
@@ -73,6 +93,14 @@ struct Target {
     std::vector<std::vector<uint8_t>> bufs = std::vector<std::vector<uint8_t>>(16, std::vector<uint8_t>(9216));
     std::vector<uint8_t> rx = std::vector<uint8_t>(9216 + 64);
     std::deque<Posted> posted;
+    struct WireReq {
+        uint32_t psn;
+        bool read, atomic;
+        uint32_t read_len;
+    };
+    std::deque<WireReq> wire_reqs;  // requests sent and not answered by answer() yet
+    uint32_t next_req_psn = 0;
+    uint32_t msn = 0;
     uint64_t next_wr_id = 1;
     uint32_t lo_psn = 0, hi_psn = 0;  // lowest and highest PSN the QP has sent since the last ACK we made
     Nanos now{0};
@@ -80,7 +108,6 @@ struct Target {
     wire::MacAddr mac{{2, 0, 0, 0, 0, 2}};
     wire::IpAddr local = wire::IpAddr::from_v4(0x0A000002);
     wire::IpAddr peer = wire::IpAddr::from_v4(0x0A000001);
-    static constexpr uint32_t kPeerQpn = 0x11;
 
     Target() {
         EngineConfig c;
@@ -135,17 +162,22 @@ struct Target {
         uint32_t n;
         while ((n = eng->poll_cq(scq, wc)) > 0) {
             for (uint32_t i = 0; i < n; ++i) {
+                if (kTrace)
+                    std::fprintf(stderr, "  wc wr_id %lu status %s opcode %d len %u\n",
+                                 static_cast<unsigned long>(wc[i].wr_id), to_string(wc[i].status),
+                                 static_cast<int>(wc[i].opcode), wc[i].byte_len);
                 // Every WR before the one completed must have been unsignaled
-                // and successful (an error completes even an unsignaled WR).
+                // (and so completed silently: had it failed or been flushed,
+                // its own completion would have come first).
                 while (!posted.empty() && posted.front().wr_id != wc[i].wr_id) {
-                    if (posted.front().signaled || wc[i].status != WcStatus::Success)
-                        fail("completion out of posting order (or skipped a signaled WR)");
+                    if (posted.front().signaled) fail("completion out of posting order (or skipped a signaled WR)");
                     posted.pop_front();
                 }
                 if (posted.empty()) fail("completion for a WR not posted (more completions than WRs)");
                 const Posted& p = posted.front();
                 if (wc[i].status == WcStatus::Success) {
                     if (!p.signaled) fail("successful completion of an unsignaled WR");
+                    if (wc[i].opcode != wc_opcode(p.op)) fail("completion opcode does not match the WR's");
                     if ((p.op == WrOpcode::RdmaRead || p.op == WrOpcode::AtomicCmpAndSwp ||
                          p.op == WrOpcode::AtomicFetchAndAdd) &&
                         wc[i].byte_len > p.len)
@@ -171,7 +203,15 @@ struct Target {
                     fail("the engine sent a frame that does not parse");
                 if (!(p.info().flags & wire::kOpRequest)) continue;
                 const uint32_t psn = p.bth.psn.value();
+                if (kTrace) std::fprintf(stderr, "tx opcode 0x%02x psn 0x%06x\n", p.bth.opcode, psn);
                 if (((psn - hi_psn) & 0xFFFFFF) < 0x800000) hi_psn = psn;
+                // A request not seen before (a retransmission repeats a PSN below next_req_psn).
+                if (!wire_reqs.empty() && Psn::diff(Psn{psn}, Psn{next_req_psn}) < 0) continue;
+                const bool read = p.bth.opcode == wire::op::READ_REQUEST;
+                const bool atomic = p.bth.opcode == wire::op::COMPARE_SWAP || p.bth.opcode == wire::op::FETCH_ADD;
+                const uint32_t len = read ? p.reth.dma_len : 0;
+                wire_reqs.push_back(WireReq{psn, read, atomic, len});
+                next_req_psn = (psn + (read && len > 1024 ? (len + 1023) / 1024 : 1)) & 0xFFFFFF;
             }
         } while (n == 16);
         fx.clear();
@@ -218,6 +258,9 @@ struct Target {
             }
         }
         if (eng->post_send(qpn, std::span<const SendWr>(&wr, 1), fx).err) return;
+        if (kTrace)
+            std::fprintf(stderr, "post wr_id %lu op %d signaled %d len %u\n", static_cast<unsigned long>(wr.wr_id),
+                         static_cast<int>(wr.opcode), signaled, total);
         posted.push_back(Posted{wr.wr_id, wr.opcode, signaled, total});
         if (read || atomic)
             for (const Sge& s : wr.sg_list) {
@@ -225,8 +268,8 @@ struct Target {
             }
     }
 
-    void respond(Input& in) {
-        const uint8_t k = in.u8();
+    // A response from the peer to our QP, to be given its opcode and fields.
+    wire::RocePacket response() const {
         wire::RocePacket p;
         p.l2.dst = mac;
         p.l2.src = wire::MacAddr{{2, 0, 0, 0, 0, 1}};
@@ -234,6 +277,39 @@ struct Target {
         p.l3.src = peer;
         p.l3.dst = local;
         p.bth.dqpn = qpn;
+        return p;
+    }
+
+    // Encodes `p` with `pay` payload bytes of `fill` (correct ICRC and IPv4
+    // checksum) and hands it to the engine, flat or, when `chain`, as an
+    // mbuf chain split after the headers.
+    void deliver(wire::RocePacket& p, uint32_t pay, uint8_t fill, bool chain, Input& in) {
+        if ((p.info().flags & wire::kOpPayload) == 0) pay = 0;
+        std::vector<uint8_t> payload(pay, fill);
+        p.payload = payload.data();
+        p.payload_len = pay;
+        const size_t len = wire::encode_roce(p, rx);
+        if (len == 0) return;
+        const std::span<const uint8_t> frame(rx.data(), len);
+        now += Nanos{100};
+        if (kTrace)
+            std::fprintf(stderr, "rx opcode 0x%02x psn 0x%06x syndrome 0x%02x msn %u pay %u\n", p.bth.opcode,
+                         p.bth.psn.value(), p.aeth.syndrome, p.aeth.msn, pay);
+        if (chain && len > 80) {
+            const size_t cut = 70 + in.u8() % (len - 70);
+            const std::span<const uint8_t> segs[2] = {frame.subspan(0, cut), frame.subspan(cut)};
+            eng->on_frame_chain(segs, now, fx);
+        } else {
+            eng->on_frame(frame, now, fx);
+        }
+        if (p.bth.opcode != wire::op::READ_RESPONSE_MIDDLE && (p.aeth.syndrome & 0x60) == 0)
+            lo_psn = p.bth.psn.value() + 1;
+    }
+
+    // A random response: any opcode a responder sends, PSN near the window.
+    void respond(Input& in) {
+        const uint8_t k = in.u8();
+        wire::RocePacket p = response();
         // PSN: near the lowest or the highest the QP sent, or anywhere.
         const uint8_t ps = in.u8();
         const int32_t delta = static_cast<int8_t>(in.u8()) / 8;
@@ -285,23 +361,42 @@ struct Target {
                 pay = in.u16() % 4200;
                 break;
         }
-        if (k & 0x10 && (p.info().flags & wire::kOpPayload) == 0) pay = 0;
-        std::vector<uint8_t> payload(pay, static_cast<uint8_t>(0x30 + (k >> 4)));
-        p.payload = payload.data();
-        p.payload_len = pay;
-        const size_t len = wire::encode_roce(p, rx);
-        if (len == 0) return;
-        const std::span<const uint8_t> frame(rx.data(), len);
-        now += Nanos{100};
-        if (k & 0x20 && len > 80) {
-            // As an mbuf chain: headers in the first segment, the rest split.
-            const size_t cut = 70 + in.u8() % (len - 70);
-            const std::span<const uint8_t> segs[2] = {frame.subspan(0, cut), frame.subspan(cut)};
-            eng->on_frame_chain(segs, now, fx);
+        deliver(p, pay, static_cast<uint8_t>(0x30 + (k >> 4)), k & 0x20, in);
+        pump();
+    }
+
+    // The right response to the oldest request on the wire not answered yet:
+    // an ACK, an ATOMIC ACKNOWLEDGE, or the READ RESPONSE packets (with bit 7,
+    // only the first few of them: a gap).
+    void answer(Input& in) {
+        if (wire_reqs.empty()) return;
+        const uint8_t k = in.u8();
+        const WireReq r = wire_reqs.front();
+        wire_reqs.pop_front();
+        wire::RocePacket p = response();
+        p.aeth.syndrome = wire::aeth::kAck | (k & 0x1F);
+        p.aeth.msn = ++msn & 0xFFFFFF;
+        p.bth.psn = Psn{r.psn};
+        if (r.read) {
+            const uint32_t n = r.read_len ? (r.read_len + 1023) / 1024 : 1;
+            const uint32_t sent = k & 0x80 ? 1 + in.u8() % n : n;
+            for (uint32_t i = 0; i < sent; ++i) {
+                p.bth.psn = Psn{r.psn + i};
+                p.bth.opcode = n == 1       ? wire::op::READ_RESPONSE_ONLY
+                               : i == 0     ? wire::op::READ_RESPONSE_FIRST
+                               : i == n - 1 ? wire::op::READ_RESPONSE_LAST
+                                            : wire::op::READ_RESPONSE_MIDDLE;
+                const uint32_t pay = i == n - 1 ? r.read_len - 1024 * (n - 1) : 1024;
+                deliver(p, pay, static_cast<uint8_t>(0x40 + i), k & 0x20, in);
+            }
+        } else if (r.atomic) {
+            p.bth.opcode = wire::op::ATOMIC_ACKNOWLEDGE;
+            p.atomic_ack = in.u64();
+            deliver(p, 0, 0, false, in);
         } else {
-            eng->on_frame(frame, now, fx);
+            p.bth.opcode = wire::op::ACKNOWLEDGE;
+            deliver(p, 0, 0, false, in);
         }
-        if (p.bth.opcode == wire::op::ACKNOWLEDGE && (p.aeth.syndrome & 0x60) == 0) lo_psn = psn + 1;
         pump();
     }
 
@@ -312,6 +407,7 @@ struct Target {
             now = t;
         else
             now += Nanos{static_cast<int64_t>(k) * 1000};
+        if (kTrace) std::fprintf(stderr, "timer at %ld ns\n", static_cast<long>(now.v));
         eng->on_timer(now, fx);
         pump();
     }
@@ -335,9 +431,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         switch (in.u8() % 8) {
             case 0:
             case 1:
+                t.respond(in);
+                break;
             case 2:
             case 3:
-                t.respond(in);
+                t.answer(in);
                 break;
             case 4:
             case 5:
