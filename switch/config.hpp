@@ -86,25 +86,30 @@ struct RoutingConfig {
 };
 
 struct SwitchConfig {
+    // The fields every packet reads come first, in three lines (issue #8: a
+    // fabric of 40 switches evicts a switch's config from L1 between two of
+    // its packets, so each line a packet reads is a miss). Byte offsets as
+    // placed at the start of a line (sw::Switch aligns it): 0 the lossless PG
+    // profile, the pool and the TC-to-queue map; 64 the TC-to-PG map, PFC and
+    // WRED stage, the lossy queue profile; 128 the DSCP map. A layout only:
+    // no initializer depends on the order.
+    PgProfile pg_lossless{};
+    Bytes pool_size{};  // shared buffer, excluding reserved sizes and headroom
+    std::array<uint8_t, kNumTc> tc_to_queue{};
+
+    std::array<uint8_t, kNumTc> tc_to_pg{};
+    uint8_t pfc_enable = 0;  // bit i: priority / PG i is lossless
+    WredStage wred_stage = WredStage::Enqueue;
+    uint16_t pause_quanta = 0xFFFF;  // pause time sent with XOFF
+    uint32_t refresh_percent = 50;   // refresh XOFF after this share of the pause time
+    QueueProfile queue_lossy{};      // lossless queues are bounded at ingress, by PFC
     std::vector<PortConfig> ports;
 
     std::array<uint8_t, 64> dscp_to_tc{};
-    std::array<uint8_t, kNumTc> tc_to_queue{};
-    std::array<uint8_t, kNumTc> tc_to_pg{};
-    uint8_t pfc_enable = 0;  // bit i: priority / PG i is lossless
 
+    PgProfile pg_lossy{};
     std::array<SchedulerConfig, kNumTc> scheduler{};  // per queue
     std::array<WredProfile, kNumTc> wred{};           // per queue, same on every port
-    WredStage wred_stage = WredStage::Enqueue;
-
-    Bytes pool_size{};  // shared buffer, excluding reserved sizes and headroom
-    PgProfile pg_lossless{};
-    PgProfile pg_lossy{};
-    QueueProfile queue_lossy{};  // lossless queues are bounded at ingress, by PFC
-
-    uint16_t pause_quanta = 0xFFFF;  // pause time sent with XOFF
-    uint32_t refresh_percent = 50;   // refresh XOFF after this share of the pause time
-
     PfcWdConfig pfc_wd{};
     RoutingConfig routing{};
 

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <array>
-#include <vector>
+#include <memory>
 
 #include "switch/config.hpp"
 
@@ -98,13 +98,16 @@ private:
     }
     const PgState& pg_at(PortId in, int pg) const { return pg_[in * kNumTc + pg]; }
 
+    // What a packet reads, in the first 48 bytes (one line where the switch
+    // aligns the Mmu): arrays, not vectors, whose ends no packet reads
+    // (issue #8: the three vectors alone took 72 bytes, two lines).
+    Bytes pool_used_{};
     const SwitchConfig& cfg_;
-    std::vector<PgState> pg_;
-    std::vector<Bytes> queue_;
-    std::vector<Bytes> port_;
+    std::unique_ptr<PgState[]> pg_;  // port x kNumTc + PG
+    std::unique_ptr<Bytes[]> queue_;  // port x kNumTc + queue
+    std::unique_ptr<Bytes[]> port_;
     std::array<bool, kNumTc> queue_lossless_{};
     std::array<Bytes, kNumTc> pg_size_{};  // profile(pg).size: a PG's reservation, per packet without the lossless test
-    Bytes pool_used_{};
 };
 
 // Inline: every packet goes through these.

@@ -31,15 +31,19 @@ constexpr uint64_t kL2Header = 18;
 }  // namespace
 
 Switch::Switch(const SwitchConfig& cfg)
-    : cfg_(cfg),
+    : hot_(cfg.ports.size()),
+      queue_hot_(cfg.ports.size() * kNumTc),
+      num_ports_(static_cast<uint32_t>(cfg.ports.size())),
+      wred_dequeue_(cfg.wred_stage == WredStage::Dequeue),
+      hash_fields_(cfg.routing.hash_fields),
+      hash_seed_(cfg.routing.hash_seed),
+      hash_l4_mask_(flow_hash_l4_mask(cfg.routing.hash_fields)),
+      adaptive_(cfg.routing.adaptive),
+      cfg_(cfg),
       mmu_(cfg_),
-      hot_(cfg_.ports.size()),
-      queue_hot_(cfg_.ports.size() * kNumTc),
       cold_(cfg_.ports.size()),
       pfc_refresh_interval_(cfg_.ports.size()),
-      flowlets_(cfg_.routing.flowlet_table_size),
-      hash_l4_mask_(flow_hash_l4_mask(cfg_.routing.hash_fields)),
-      num_ports_(static_cast<uint32_t>(cfg_.ports.size())) {
+      flowlets_(cfg_.routing.flowlet_table_size) {
     for (int q = 0; q < kNumTc; ++q) {
         queue_lossless_[q] = cfg_.queue_lossless_at(q);
         dwrr_quantum_[q] = static_cast<int64_t>(cfg_.scheduler[q].weight) * kDwrrUnit;
@@ -64,7 +68,7 @@ Switch::Switch(const SwitchConfig& cfg)
         slots_[i].next = i + 1 < slots_.size() ? static_cast<uint32_t>(i + 1) : kNil;
     free_head_ = 0;
     for (std::size_t p = 0; p < hot_.size(); ++p) {
-        max_frame_.push_back(cfg_.ports[p].mtu + kL2Header);
+        hot_[p].max_frame = cfg_.ports[p].mtu + kL2Header;
         speed_div_.push_back(ExactDiv(cfg_.ports[p].speed.v));
         const Nanos pause = cfg_.ports[p].speed.serialise(pause_bytes(cfg_.pause_quanta));
         pfc_refresh_interval_[p] = Nanos{std::max<int64_t>(1, pause.v * cfg_.refresh_percent / 100)};
@@ -172,7 +176,7 @@ uint32_t Switch::least_loaded(const RouteTable::Group& g, uint64_t hash) const {
 uint32_t Switch::adaptive_member(const RouteTable::Group& g, uint32_t group, int tc, uint64_t h, Nanos now) {
     // route_packet hands Off groups their ECMP member itself, so only the
     // two adaptive modes get here.
-    if (cfg_.routing.adaptive[tc] == ArMode::PerPacket) return least_loaded(g, h);
+    if (adaptive_[tc] == ArMode::PerPacket) return least_loaded(g, h);
     Flowlet& f = flowlets_[h & (flowlets_.size() - 1)];
     if (f.group != group || now - f.last > cfg_.routing.flowlet_gap || f.member >= g.size) {
         f.group = group;
@@ -259,12 +263,12 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
     uint32_t pick = 0;
     r.hash = 0;
     if (g.size > 1) {
-        const uint8_t fields = cfg_.routing.hash_fields;
+        const uint8_t fields = hash_fields_;
         if (d.ipv6) {
-            r.hash = flow_hash(d, fields, cfg_.routing.hash_seed);
+            r.hash = flow_hash(d, fields, hash_seed_);
         } else {
             if (!memo.hashed || memo.src != d.src_v4) {
-                memo.addrs = flow_hash_addrs(d, fields, cfg_.routing.hash_seed);
+                memo.addrs = flow_hash_addrs(d, fields, hash_seed_);
                 memo.src = d.src_v4;
                 memo.hashed = true;
             }
@@ -272,7 +276,7 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
         }
         // Adaptive picks read queue occupancy, which the packets ahead in
         // the burst change: they wait for admit() (which sets nb and out).
-        if (cfg_.routing.adaptive[r.tc] != ArMode::Off) {
+        if (adaptive_[r.tc] != ArMode::Off) {
             r.adaptive = true;
             r.nb = 0;
             r.out = 0;
@@ -325,7 +329,7 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
     PortHot& op = hot_[out];
     QueueHot& qs = qhot(out, q);
 
-    if (d.frame_len.v > max_frame_[out]) return egress_drop(out, q, d.handle, DropReason::MtuExceeded, fx);
+    if (d.frame_len.v > op.max_frame) return egress_drop(out, q, d.handle, DropReason::MtuExceeded, fx);
     if (storming_ && ((op.storms | in.storms) & (1u << q))) {
         if (storm_drops(op, q)) {
             ++cold_[out].q[q].wd_drops;
@@ -349,9 +353,10 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
     if (!mmu_.query_egress(out, q, d.frame_len)) return egress_drop(out, q, d.handle, DropReason::EgressQueueLimit, fx);
     if (free_head_ == kNil) return egress_drop(out, q, d.handle, DropReason::NoDescriptor, fx);
     bool mark = false;
-    // At or below Kmin red_decide passes without a draw: a compare decides
-    // the usual short queue.
-    if (cfg_.wred_stage == WredStage::Enqueue && mmu_.queue_bytes(out, q) > cfg_.wred[q].green_min_threshold) {
+    // At or below Kmin red_decide passes without a draw, and so does it
+    // with the profile off (no bound then): a compare decides the usual
+    // short queue, without reading the profile.
+    if (mmu_.queue_bytes(out, q) > fast_kmin_[q]) {
         const RedVerdict rv = red_decide(cfg_.wred[q], mmu_.queue_bytes(out, q), d.ecn, rng);
         if (rv == RedVerdict::Drop) return egress_drop(out, q, d.handle, DropReason::WredDrop, fx);
         mark = rv == RedVerdict::Mark && d.ecn != kEcnCe;
@@ -405,7 +410,6 @@ std::size_t Switch::admit_run(const PacketDesc* d, std::size_t n, unsigned far, 
     Slot* const slots = slots_.data();
     PortHot* const hot = hot_.data();
     QueueHot* const queues = queue_hot_.data();
-    const uint64_t* const max_frame = max_frame_.data();
     std::size_t j = 0;
     for (; j < n; ++j) {
         const PacketDesc& p = d[j];
@@ -421,7 +425,7 @@ std::size_t Switch::admit_run(const PacketDesc* d, std::size_t n, unsigned far, 
         const Bytes len = p.frame_len;
         // What admit() tests before it commits, and the tests after it that
         // could add an effect (a mark, a pause's watchdog, arming the port).
-        if (!op.tx_armed || (op.paused & bit) || len.v > max_frame[out] || !mmu_.query_egress(out, q, len) ||
+        if (!op.tx_armed || (op.paused & bit) || len.v > op.max_frame || !mmu_.query_egress(out, q, len) ||
             mmu_.queue_bytes(out, q) > fast_kmin_[q]) [[unlikely]] {
             stop = r;
             break;
@@ -773,13 +777,13 @@ bool Switch::dequeue_frame(PortId port, Nanos now, Rng& rng, Effects& fx, TxDesc
     if (q < 0) return false;
     QueueHot& qs = qhot(port, q);
     const Slot s = pop(port, q);
-    if (qs.empty() && !cfg_.scheduler[q].strict) {
+    if (qs.empty() && !((strict_mask_ >> q) & 1)) {
         qs.deficit = 0;
         qs.credited = false;
         ps.dwrr_cur = static_cast<uint8_t>((q + 1) % kNumTc);
     }
     release(port, q, s, fx);
-    if (cfg_.wred_stage == WredStage::Dequeue) {
+    if (wred_dequeue_) {
         const RedVerdict rv = red_decide(cfg_.wred[q], mmu_.queue_bytes(port, q), s.ecn, rng);
         if (rv == RedVerdict::Drop) {
             ++cold_[port].q[q].drops;

@@ -179,6 +179,7 @@ private:
         uint8_t storms = 0;    // bit q: queue q is in a watchdog storm
         bool tx_armed = false;
         uint8_t dwrr_cur = 0;
+        uint64_t max_frame = 0;  // MTU + L2 header: read with the rest by admission
     };
     static_assert(sizeof(PortHot) == 64);
     // Touched only while a queue is paused, in a storm, or dropping.
@@ -326,50 +327,58 @@ private:
     void watchdog_detect(PortId port, int q, Nanos now, Effects& fx);
     void watchdog_restore(PortId port, int q, Effects& fx);
 
-    const SwitchConfig cfg_;
-    Mmu mmu_;
-    RouteTable routes_;
-    std::vector<PortHot> hot_;
-    std::vector<QueueHot> queue_hot_;  // port x kNumTc + queue
-    std::vector<PortCold> cold_;
-    std::vector<Slot> slots_;
-    uint32_t free_head_ = kNil;
-    std::array<bool, kNumTc> queue_lossless_{};
-    uint8_t strict_mask_ = 0;
-    // Per queue: the depth above which admit_run leaves a packet to admit()
-    // for WRED at enqueue (Kmin), or no bound when the profile is off or
-    // WRED runs at dequeue.
-    std::array<Bytes, kNumTc> fast_kmin_{};
-    // Per DSCP: its PG's bit (tc_to_pg[dscp_to_tc]), one load in on_burst's first pass.
-    std::array<uint8_t, 64> dscp_pg_bit_{};
-    std::array<int64_t, kNumTc> dwrr_quantum_{};
-    std::vector<Nanos> pfc_refresh_interval_;  // per port, from its speed
-    std::vector<uint64_t> max_frame_;          // per port: MTU + L2 header
-    std::vector<ExactDiv> speed_div_;          // per port: its speed in bit/s
-
     struct Flowlet {
         uint32_t group = RouteTable::kUnresolved;
         uint32_t member = 0;
         Nanos last{};
     };
-    std::vector<Flowlet> flowlets_;
-    const uint64_t hash_l4_mask_;  // flow_hash_l4_mask of the configured hash fields
-    const uint32_t num_ports_;     // hot_.size(), kept so a packet reads one word, not the vector's two ends
-
-    // May be earlier than the true next deadline (then on_timer finds
-    // nothing due and recomputes), never later.
-    mutable Nanos next_timer_cache_{};
-    mutable bool timer_dirty_ = true;
     Nanos compute_next_timer() const;
 
+    // What a packet reads of the switch itself comes first, in three lines
+    // (issue #8: in a fabric of 40 switches a switch's state leaves L1
+    // between two of its packets, so every line a packet reads is a miss):
+    // the vectors' starts, the free list, the scalars and copies of the
+    // routing fields route_packet reads (0-135), the timer cache and the
+    // WRED bounds (136-207). Then the config (its hot fields first), the MMU
+    // and the route table, each from a line of its own.
+    std::vector<PortHot> hot_;
+    std::vector<QueueHot> queue_hot_;  // port x kNumTc + queue
+    std::vector<Slot> slots_;
+    uint32_t free_head_ = kNil;
+    const uint32_t num_ports_;  // hot_.size(), kept so a packet reads one word, not the vector's two ends
     // Queues in a watchdog storm, over all ports: while 0, admission skips
     // the per-queue storm test.
     uint32_t storming_ = 0;
+    // May be earlier than the true next deadline (then on_timer finds
+    // nothing due and recomputes), never later.
+    mutable bool timer_dirty_ = true;
+    uint8_t strict_mask_ = 0;
+    bool wred_dequeue_ = false;  // cfg_.wred_stage == WredStage::Dequeue
+    const uint8_t hash_fields_;  // cfg_.routing.hash_fields
+    const uint64_t hash_seed_;   // cfg_.routing.hash_seed
+    const uint64_t hash_l4_mask_;  // flow_hash_l4_mask of the configured hash fields
+    std::array<ArMode, kNumTc> adaptive_{};  // cfg_.routing.adaptive
+    std::vector<ExactDiv> speed_div_;        // per port: its speed in bit/s
+    mutable Nanos next_timer_cache_{};
+    // Per queue: the depth above which admission asks WRED at enqueue
+    // (Kmin), or no bound when the profile is off or WRED runs at dequeue.
+    std::array<Bytes, kNumTc> fast_kmin_{};
+
+    alignas(64) const SwitchConfig cfg_;
+    alignas(64) Mmu mmu_;
+    std::vector<PortCold> cold_;
+    std::array<bool, kNumTc> queue_lossless_{};
+    // Per DSCP: its PG's bit (tc_to_pg[dscp_to_tc]), one load in on_burst's first pass.
+    std::array<uint8_t, 64> dscp_pg_bit_{};
+    std::array<int64_t, kNumTc> dwrr_quantum_{};
+    std::vector<Nanos> pfc_refresh_interval_;  // per port, from its speed
+    std::vector<Flowlet> flowlets_;
     uint64_t effects_overflow_ = 0;
     uint64_t fast_admits_ = 0;
     bool fast_admit_ = true;
     uint64_t bad_port_drops_ = 0;
     Effect overflow_sink_{};
+    alignas(64) RouteTable routes_;
 };
 
 }  // namespace rocemu::sw

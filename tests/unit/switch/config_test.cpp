@@ -135,6 +135,30 @@ namespace {
 
 using namespace rocemu::literals;
 
+// The fields a packet reads sit in three lines from the struct's start
+// (sw::Switch aligns its copy to a line), so that a switch whose config left
+// L1 since its last packet misses on three lines, not seven (issue #8).
+TEST(SwitchConfig, WhatEveryPacketReadsIsInItsFirstThreeLines) {
+    const SwitchConfig c{};
+    const auto at = [&c](const void* field) {
+        return static_cast<std::size_t>(static_cast<const char*>(field) - reinterpret_cast<const char*>(&c));
+    };
+    const auto line = [&at](const void* field, std::size_t size) {
+        const std::size_t first = at(field) / 64;
+        EXPECT_EQ(first, (at(field) + size - 1) / 64) << "field at " << at(field) << " straddles two lines";
+        return first;
+    };
+    // Admission: the lossless PG profile and the pool (Mmu::query_ingress,
+    // should_xoff), the TC maps and PFC (route_packet, Mmu::profile).
+    EXPECT_EQ(line(&c.pg_lossless, sizeof(c.pg_lossless)), 0u);
+    EXPECT_EQ(line(&c.pool_size, sizeof(c.pool_size)), 0u);
+    EXPECT_EQ(line(&c.tc_to_queue, sizeof(c.tc_to_queue)), 0u);
+    EXPECT_EQ(line(&c.tc_to_pg, sizeof(c.tc_to_pg)), 1u);
+    EXPECT_EQ(line(&c.pfc_enable, sizeof(c.pfc_enable)), 1u);
+    EXPECT_EQ(line(&c.queue_lossy, sizeof(c.queue_lossy)), 1u);
+    EXPECT_EQ(line(&c.dscp_to_tc, sizeof(c.dscp_to_tc)), 2u);
+}
+
 TEST(SwitchLinkConfig, ExampleFileParses) {
     std::ifstream in(std::string(ROCEMU_SOURCE_DIR) + "/configs/switch/link-faults.yaml");
     std::stringstream ss;
