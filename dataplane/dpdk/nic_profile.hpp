@@ -25,6 +25,7 @@ struct NicProfile {
     uint32_t pfc_refresh_percent = 50;   // --pfc-refresh-percent: XOFF sent again after this share of it
     uint32_t mark_ce_every = 0;   // --mark-ce-every: every Nth ECN-capable RoCEv2 frame received is marked CE
     uint64_t rx_max_pps = 0;      // --rx-max-pps: received frames handled per second at most; 0: no limit
+    Nanos tx_timeout = Nanos::from_s(1);  // --tx-timeout-ms: the TX watchdog (NicConfig::tx_timeout); 0: never
     // The responder merges ACKs that have not left yet, as ConnectX does:
     // the loop handles a whole receive burst before it pulls, so a burst of
     // single-packet WRITEs is answered by one cumulative ACK, not one each.

@@ -80,6 +80,7 @@ inline NicConfig nic_config(const NicProfile& profile, NicConfig base = {}) {
     base.pfc_rx.port_speed = profile.port_speed;
     base.mark_ce_every = profile.mark_ce_every;
     base.rx_max_pps = profile.rx_max_pps;
+    base.tx_timeout = profile.tx_timeout;
     return base;
 }
 

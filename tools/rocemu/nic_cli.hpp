@@ -74,6 +74,9 @@ inline std::string make_rx_pfc(const RxPfcCliOptions& o, dpdk::RxPfcConfig& c) {
     return {};
 }
 
+// The longest TX watchdog --tx-timeout-ms takes (an hour).
+inline constexpr int64_t kMaxTxTimeoutMs = 3'600'000;
+
 struct NicCliOptions {
     std::string port;
     host::HostOptions host;
@@ -92,6 +95,7 @@ struct NicCliOptions {
     RxPfcCliOptions rx;
     uint32_t mark_ce_every = 0;
     int64_t zero_copy_min = -1;  // -1: the profile's default
+    int64_t tx_timeout_ms = -1;  // -1: the profile's default (1 s)
     dpdk::NicProfile profile;
 };
 
@@ -121,6 +125,10 @@ inline void add_nic_profile_options(CLI::App* cmd, NicCliOptions& o) {
                     "memif, 0 on net_ring; at least 512)");
     cmd->add_option("--mark-ce-every", o.mark_ce_every,
                     "lab: mark every Nth ECN-capable RoCEv2 frame received as CE, as a congested switch would");
+    cmd->add_option("--tx-timeout-ms", o.tx_timeout_ms,
+                    fmt::format("TX watchdog: drop what is queued for the port when its PMD has taken nothing for "
+                                "this long (drop_tx_timeout; the transport retransmits); 0: wait forever (0-{}, "
+                                "default: 1000)", kMaxTxTimeoutMs));
 }
 
 // Builds o.profile from the profile options. Returns the error, or "".
@@ -151,6 +159,12 @@ inline std::string make_nic_profile(NicCliOptions& o) {
     p.pfc_refresh_percent = pfc.refresh_percent;
     p.mark_ce_every = o.mark_ce_every;
     p.rx_max_pps = o.rx.rx_max_pps;
+    if (o.tx_timeout_ms >= 0) {
+        if (o.tx_timeout_ms > kMaxTxTimeoutMs)
+            return fmt::format("--tx-timeout-ms {} is out of range; allowed [0, {}] (0: never)", o.tx_timeout_ms,
+                               kMaxTxTimeoutMs);
+        p.tx_timeout = Nanos::from_ms(static_cast<double>(o.tx_timeout_ms));
+    }
     o.profile = p;
     return {};
 }

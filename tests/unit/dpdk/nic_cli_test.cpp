@@ -62,6 +62,22 @@ TEST(NicCli, ZeroCopyThePortsDefaultOffWithZeroAndTheRangeNamed) {
               "--zero-copy-min 100 is out of range; allowed 0 (off) or [512, 4096]");
 }
 
+TEST(NicCli, TxTimeoutDefaultsToOneSecondZeroMeansNeverAndTheRangeNamed) {
+    NicCliOptions o;
+    ASSERT_EQ(parse({}, o), "");
+    EXPECT_EQ(o.profile.tx_timeout, Nanos::from_s(1));
+    EXPECT_EQ(dpdk::nic_config(o.profile).tx_timeout, Nanos::from_s(1));
+    NicCliOptions fast;
+    ASSERT_EQ(parse({"--tx-timeout-ms", "250"}, fast), "");
+    EXPECT_EQ(dpdk::nic_config(fast.profile).tx_timeout, Nanos::from_ms(250));
+    NicCliOptions never;
+    ASSERT_EQ(parse({"--tx-timeout-ms", "0"}, never), "");
+    EXPECT_EQ(dpdk::nic_config(never.profile).tx_timeout.v, 0);
+    NicCliOptions big;
+    EXPECT_EQ(parse({"--tx-timeout-ms", "3600001"}, big),
+              "--tx-timeout-ms 3600001 is out of range; allowed [0, 3600000] (0: never)");
+}
+
 TEST(NicCli, PresetCcNoneNoCnpAndTheLabKnobs) {
     NicCliOptions o;
     ASSERT_EQ(parse({"--cc-preset", "gentle", "--no-cnp", "--mark-ce-every", "4", "--rx-max-pps", "1000",
