@@ -48,7 +48,8 @@ struct RespItem {
     uint8_t syndrome = 0;
     Psn psn;      // ACK/NAK/atomic: BTH PSN. READ: PSN of the first response
     uint32_t msn = 0;
-    uint64_t orig = 0;
+    uint32_t rkey = 0;  // READ: the MR its responses may lend (Engine::resp_build)
+    uint64_t orig = 0;  // atomic ACK: the value before the operation
     // READ response progress.
     uint64_t va = 0;
     uint32_t length = 0;

@@ -314,7 +314,7 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
             it.va = r.va;
             it.length = r.dma_len;
             it.npkts = npkts;
-            it.orig = r.rkey;  // READ: the MR its responses may lend (resp_build)
+            it.rkey = r.rkey;
             resp_queue(qp, it);
             RespResource& res = qp.resources[qp.res_next++ % qp.resources.size()];
             res = {RespResource::Kind::Read, psn, psn + (npkts - 1), 0};
@@ -402,7 +402,7 @@ void Engine::resp_duplicate(Qp& qp, const wire::RocePacket& p) {
             it.va = rr.va;
             it.length = rr.dma_len;
             it.npkts = npkts;
-            it.orig = rr.rkey;
+            it.rkey = rr.rkey;
             resp_queue(qp, it);
             return;
         }

@@ -71,8 +71,8 @@ bool Engine::build_cnp(Qp& qp, TxFrame& f) {
 
 // Sends the responder's oldest queued output (one packet of it for READs).
 // A READ response of zero_copy_min or more payload lends the MR's bytes
-// (TxFrame::ext, pinned on the MR) as a request does; its RespItem keeps the
-// rkey in `orig`, and an MR deregistered since the READ was accepted (no pin
+// (TxFrame::ext, pinned on the MR) as a request does (the MR named by the
+// RespItem's rkey), and an MR deregistered since the READ was accepted (no pin
 // held it) is not lent: its bytes are copied as before zero copy.
 bool Engine::resp_build(Qp& qp, TxFrame& f) {
     using namespace wire;
@@ -113,7 +113,7 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
             p.payload_len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, it.length - off));
             src = it.va + off;
             if (cfg_.zero_copy_min && p.payload_len >= cfg_.zero_copy_min)
-                lend = find_mr(static_cast<uint32_t>(it.orig));
+                lend = find_mr(it.rkey);
             // Spraying: each response packet takes a path chosen by its PSN,
             // so a resent response takes the same path as the first copy.
             if (qp.spraying()) p.udp_sport = qp.path_sport[p.bth.psn.value() % qp.init.spray_paths];
