@@ -580,6 +580,18 @@ int Context::create_qp(const QpInitAttr& init, Qpn& out) {
 int Context::modify_qp(Qpn qpn, const QpAttr& attr, uint32_t mask) {
     Impl& m = *impl_;
     QpAttr a = attr;
+    // As rxe: a path MTU above the port's max_mtu is refused, not sent in
+    // frames the port cannot carry (they would be dropped as oversize).
+    if (mask & transport::kAttrPathMtu) {
+        const uint8_t v = static_cast<uint8_t>(a.path_mtu);
+        const PathMtu max = to_path_mtu(m.port->mtu() > 80 ? m.port->mtu() - 80u : 0);
+        if (v >= 1 && v <= 5 && v > static_cast<uint8_t>(max))
+            return m.fail(EINVAL, fmt::format("path_mtu {} is larger than port 1's max_mtu {} (port MTU {}; a path "
+                                              "MTU needs 80 bytes of headers besides): raise the port MTU "
+                                              "(rocemu: --port-mtu) or ask for at most {}",
+                                              transport::mtu_bytes(a.path_mtu), transport::mtu_bytes(max),
+                                              m.port->mtu(), transport::mtu_bytes(max)));
+    }
     if (mask & transport::kAttrAv)
         if (const int e = resolve(m, a.ah_attr, qpn.v)) return e;
     transport::VerbsError e;

@@ -225,6 +225,15 @@ TEST_P(VerbsRing, ErrorsAreErrnoValuesWithAMessage) {
               EINVAL);
     EXPECT_NE(a.ctx->last_error().find("GID index 0 is a RoCEv1 GID"), std::string::npos) << a.ctx->last_error();
     EXPECT_NE(a.ctx->last_error().find("use GID index 1 (RoCEv2 fe80:"), std::string::npos) << a.ctx->last_error();
+    attr.ah_attr.sgid_index = 3;
+    attr.path_mtu = PathMtu::Mtu4096;  // the ring port carries 1500 bytes: max_mtu 1024
+    EXPECT_EQ(a.ctx->modify_qp(a.qpn, attr,
+                               kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
+                                   kAttrMinRnrTimer),
+              EINVAL);
+    EXPECT_NE(a.ctx->last_error().find("path_mtu 4096 is larger than port 1's max_mtu 1024 (port MTU 1500"),
+              std::string::npos)
+        << a.ctx->last_error();
 
     EXPECT_STREQ(wc_status_str(WcStatus::Success), "success");
     EXPECT_STREQ(wc_status_str(WcStatus::WrFlushErr), "Work Request Flushed Error");
