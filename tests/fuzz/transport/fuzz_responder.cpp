@@ -1,11 +1,18 @@
 // libFuzzer target: random frames into a live engine whose RC QP is in RTS
 // with receives posted and a registered MR. Each input is delivered three
-// ways: as is; with the destination IP and QPN patched to the live QP and
-// the ICRC (and IPv4 checksum) recomputed, so the fuzzer gets past the
-// integrity checks into the responder and completer; and once more after a
+// ways: as is; with the destination IP and QPN patched to the live QP, an
+// RDMA/atomic request's rkey and VA pointed into the MR, and the ICRC (and
+// IPv4 checksum) recomputed, so the fuzzer gets past the integrity and
+// access checks into the responder and completer; and once more after a
 // timer tick. Whatever the engine sends back is pulled and discarded.
+// Every input goes to two engines: one copying, one with zero_copy_min 512,
+// whose READ responses lend the MR's bytes (TxFrame::ext); those must lie
+// inside the registered MR, and their pins are released as a runtime does.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -33,8 +40,11 @@ struct Target {
     wire::IpAddr local = wire::IpAddr::from_v4(0x0A000002);
     wire::IpAddr peer = wire::IpAddr::from_v4(0x0A000001);
 
-    Target() {
+    uint32_t zero_copy_min = 0;
+
+    explicit Target(uint32_t zc = 0) : zero_copy_min(zc) {
         EngineConfig c;
+        c.zero_copy_min = zc;
         c.mac = wire::MacAddr{{2, 0, 0, 0, 0, 2}};
         c.gids = {local};
         VerbsError e;
@@ -55,7 +65,7 @@ struct Target {
         QpInitAttr ia;
         eng->query_qp(qpn, a, ia);
         if (a.qp_state == QpState::Err) {
-            *this = Target();
+            *this = Target(zero_copy_min);
             return;
         }
         Wc wc[64];
@@ -70,9 +80,18 @@ struct Target {
         now += Nanos{1000};
         eng->on_frame(frame, now, fx);
         TxFrame tx[16];
-        for (size_t i = 0; i < 16; ++i) tx[i].buf = bufs[i];
-        while (eng->tx_burst(tx, now, fx) == 16) {
-        }
+        uint32_t n;
+        do {
+            for (size_t i = 0; i < 16; ++i) tx[i] = TxFrame{.buf = bufs[i]};
+            n = eng->tx_burst(tx, now, fx);
+            for (uint32_t i = 0; i < n; ++i) {
+                if (tx[i].ext && (tx[i].ext < mem.data() || tx[i].ext + tx[i].ext_len > mem.data() + mem.size())) {
+                    std::fprintf(stderr, "fuzz_responder invariant: a zero-copy frame lends bytes outside the MR\n");
+                    std::abort();
+                }
+                if (tx[i].pin) tx[i].pin->fetch_sub(1, std::memory_order_release);
+            }
+        } while (n == 16);
         fx.clear();
     }
 };
@@ -93,6 +112,22 @@ bool patch(std::vector<uint8_t>& f, const Target& t) {
         wire::store_be16(ip + 10, wire::ip_checksum(ip, 20));
     }
     wire::store_be24(f.data() + p.bth_off + 5, t.qpn.v);
+    // RDMA and atomic requests name the live MR (rkey, a VA inside it that
+    // leaves room for the length), so WRITEs, READs (zero copy too) and
+    // atomics execute.
+    const wire::OpcodeInfo& info = p.info();
+    const uint64_t base = reinterpret_cast<uint64_t>(t.mem.data());
+    if (info.has(wire::Hdr::Reth)) {
+        uint8_t* reth = f.data() + p.bth_off + info.offset[static_cast<int>(wire::Hdr::Reth)];
+        const uint64_t room = t.mem.size() - std::min<uint64_t>(p.reth.dma_len, t.mem.size());
+        wire::store_be64(reth, base + p.reth.va % (room + 1));
+        wire::store_be32(reth + 8, t.mr.rkey);
+    }
+    if (info.has(wire::Hdr::AtomicEth)) {
+        uint8_t* ae = f.data() + p.bth_off + info.offset[static_cast<int>(wire::Hdr::AtomicEth)];
+        wire::store_be64(ae, base + (p.atomic.va % (t.mem.size() / 8)) * 8);
+        wire::store_be32(ae + 8, t.mr.rkey);
+    }
     wire::store_be16(f.data() + p.bth_off + 2, wire::kDefaultPkey);
     const size_t icrc_off = p.frame_len - wire::kIcrcLen;
     wire::store_le32(f.data() + icrc_off, wire::compute_icrc(ip, icrc_off - p.l3_off, p.l3.v6));
@@ -102,15 +137,17 @@ bool patch(std::vector<uint8_t>& f, const Target& t) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static Target* t = new Target();
-    t->keep_alive();
-    t->deliver(std::span<const uint8_t>(data, size));
-    std::vector<uint8_t> f(data, data + size);
-    if (patch(f, *t)) {
-        t->deliver(f);
-        t->now += Nanos::from_ms(10);
-        t->eng->on_timer(t->now, t->fx);
-        t->deliver(f);
+    static Target* const targets[] = {new Target(), new Target(512)};
+    for (Target* t : targets) {
+        t->keep_alive();
+        t->deliver(std::span<const uint8_t>(data, size));
+        std::vector<uint8_t> f(data, data + size);
+        if (patch(f, *t)) {
+            t->deliver(f);
+            t->now += Nanos::from_ms(10);
+            t->eng->on_timer(t->now, t->fx);
+            t->deliver(f);
+        }
     }
     return 0;
 }
