@@ -217,6 +217,12 @@ int LineConn::try_recv(std::string& line, std::string& error) {
         const ssize_t n = ::recv(fd_, chunk, sizeof chunk, MSG_DONTWAIT);
         if (n > 0) {
             buf_.append(chunk, static_cast<size_t>(n));
+            if (buf_.size() > kMaxLine && buf_.find('\n') == std::string::npos) {
+                error = fmt::format("the peer sent {} bytes without a newline (a line is at most {}): not a rocemu "
+                                    "peer?", buf_.size(), kMaxLine);
+                buf_.clear();
+                return -1;
+            }
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;

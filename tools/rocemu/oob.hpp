@@ -56,6 +56,10 @@ int tcp_connect(const std::string& host, uint16_t port, Nanos timeout, std::stri
 // socket so a single-threaded NIC keeps answering ARP and ACKing meanwhile.
 class LineConn {
 public:
+    // The longest line a peer may send (rocemu perf's lines are a few hundred
+    // bytes); more without a newline fails the connection.
+    static constexpr size_t kMaxLine = 64 * 1024;
+
     explicit LineConn(int fd) : fd_(fd) {}
     ~LineConn();
     LineConn(const LineConn&) = delete;
@@ -64,7 +68,8 @@ public:
     // Sends `line` and a newline.
     bool send(const std::string& line, std::string& error);
     // 1: a line was read into `line`; 0: none complete yet; -1: the peer
-    // closed the connection or it failed (`error` says which).
+    // closed the connection, it failed, or the peer sent more than kMaxLine
+    // bytes without a newline (`error` says which).
     int try_recv(std::string& line, std::string& error);
     // Waits up to `timeout` for a line, calling idle() between attempts.
     template <typename Idle>

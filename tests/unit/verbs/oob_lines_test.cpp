@@ -33,6 +33,24 @@ TEST(OobLines, LinesArriveWholeWhateverTheirPieces) {
     EXPECT_EQ(error, "the peer closed the connection");
 }
 
+TEST(OobLines, APeerThatNeverSendsANewlineIsRefusedNotBuffered) {
+    Pair p;
+    LineConn a(p.fd[0]);
+    std::string line, error;
+    const std::string chunk(4096, 'x');
+    int r = 0;
+    size_t sent = 0;
+    while (r == 0 && sent <= 2 * LineConn::kMaxLine) {
+        ASSERT_EQ(::write(p.fd[1], chunk.data(), chunk.size()), static_cast<ssize_t>(chunk.size()));
+        sent += chunk.size();
+        r = a.try_recv(line, error);
+    }
+    EXPECT_EQ(r, -1);
+    EXPECT_LE(sent, LineConn::kMaxLine + chunk.size());
+    EXPECT_NE(error.find("without a newline (a line is at most 65536)"), std::string::npos) << error;
+    ::close(p.fd[1]);
+}
+
 TEST(OobLines, SentLinesAreReadBack) {
     Pair p;
     LineConn a(p.fd[0]), b(p.fd[1]);
