@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cc/presets.hpp"
+#include "common/text_file.hpp"
 
 namespace rocemu::cc {
 namespace {
@@ -275,11 +276,13 @@ CcConfigResult load_cc_preset(std::string_view name) { return load_preset(name, 
 CcConfigResult parse_cc_config(std::string_view yaml_text) { return parse_text(yaml_text, 0); }
 
 CcConfigResult load_cc_config_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return fail("cannot read '" + path + "'");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    CcConfigResult r = parse_cc_config(ss.str());
+    ReadTextError err;
+    const std::optional<std::string> text = read_text_file(path, err);
+    if (err == ReadTextError::TooLarge)
+        return fail("'" + path + "' is larger than " + std::to_string(kMaxConfigFileBytes >> 20) +
+                    " MiB, not a NIC profile");
+    if (!text) return fail("cannot read '" + path + "'");
+    CcConfigResult r = parse_cc_config(*text);
     if (!r.ok()) r.error += " (in " + path + ")";
     return r;
 }

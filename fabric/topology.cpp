@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "common/text_file.hpp"
 #include "fabric/embedded.hpp"
 
 namespace rocemu::fabric {
@@ -298,11 +299,13 @@ ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& 
 }
 
 ConfigResult load_fabric_config(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return ConfigResult{std::nullopt, fmt::format("{}: cannot read the file", path)};
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return parse_fabric_config(ss.str(), path);
+    ReadTextError err;
+    const std::optional<std::string> text = read_text_file(path, err);
+    if (err == ReadTextError::TooLarge)
+        return ConfigResult{std::nullopt, fmt::format("{}: larger than {} MiB, not a fabric config", path,
+                                                      kMaxConfigFileBytes >> 20)};
+    if (!text) return ConfigResult{std::nullopt, fmt::format("{}: cannot read the file", path)};
+    return parse_fabric_config(*text, path);
 }
 
 std::string_view default_fabric_yaml() {

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "common/text_file.hpp"
+
 namespace rocemu::sw {
 
 SwitchConfig sonic_default_config(std::size_t nports, BitsPerSec speed) {
@@ -614,15 +616,16 @@ ConfigResult parse_switch_config(std::string_view yaml_text) {
 }
 
 ConfigResult load_switch_config(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) {
+    ReadTextError err;
+    const std::optional<std::string> text = read_text_file(path, err);
+    if (!text) {
         ConfigResult out;
-        out.error = fmt::format("{}: cannot open", path);
+        out.error = err == ReadTextError::TooLarge
+                        ? fmt::format("{}: larger than {} MiB, not a switch config", path, kMaxConfigFileBytes >> 20)
+                        : fmt::format("{}: cannot open", path);
         return out;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    ConfigResult r = parse_switch_config(ss.str());
+    ConfigResult r = parse_switch_config(*text);
     if (!r.config) r.error = fmt::format("{}: {}", path, r.error);
     return r;
 }

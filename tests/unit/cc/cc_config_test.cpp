@@ -184,6 +184,8 @@ TEST(CcConfig, MinRateAboveMaxRateIsRejected) {
 
 TEST(CcConfig, MissingFileAndBadYamlAreErrors) {
     EXPECT_FALSE(load_cc_config_file("/nonexistent/cc.yaml").ok());
+    const CcConfigResult z = load_cc_config_file("/dev/zero");  // never ends: refused, not read forever
+    EXPECT_NE(z.error.find("'/dev/zero' is larger than 16 MiB, not a NIC profile"), std::string::npos) << z.error;
     EXPECT_FALSE(parse_cc_config("rpg_ai_rate: [").ok());
     EXPECT_FALSE(parse_cc_config("- 1\n- 2\n").ok());
 }

@@ -204,6 +204,8 @@ TEST(FabricTopology, ErrorsNameFileKeyAndProblem) {
                   .find("nic.spraying: 'maybe' must be true or false"),
               std::string::npos);
     EXPECT_EQ(load_fabric_config("/nonexistent.yaml").error, "/nonexistent.yaml: cannot read the file");
+    // A file that never ends is an error, not a loader reading forever.
+    EXPECT_EQ(load_fabric_config("/dev/zero").error, "/dev/zero: larger than 16 MiB, not a fabric config");
 }
 
 }  // namespace

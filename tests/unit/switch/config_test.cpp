@@ -33,6 +33,11 @@ TEST(SwitchConfig, SonicDefaults) {
     EXPECT_EQ(c.pfc_wd.action, WdAction::Drop);
 }
 
+TEST(SwitchConfig, AFileThatNeverEndsOrIsMissingIsAnError) {
+    EXPECT_EQ(load_switch_config("/dev/zero").error, "/dev/zero: larger than 16 MiB, not a switch config");
+    EXPECT_EQ(load_switch_config("/nonexistent.yaml").error, "/nonexistent.yaml: cannot open");
+}
+
 TEST(SwitchConfig, ExampleFilesParseToWhatTheySay) {
     const ConfigResult d = load_switch_config(std::string(ROCEMU_SOURCE_DIR) + "/configs/switch/sonic-default.yaml");
     ASSERT_TRUE(d.config) << d.error;
