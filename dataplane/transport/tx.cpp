@@ -112,8 +112,11 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
             const uint64_t off = uint64_t{k} * qp.mtu;
             p.payload_len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, it.length - off));
             src = it.va + off;
-            if (cfg_.zero_copy_min && p.payload_len >= cfg_.zero_copy_min)
+            if (cfg_.zero_copy_min && p.payload_len >= cfg_.zero_copy_min) {
                 lend = find_mr(it.rkey);
+                // A key reused by another registration since does not cover the READ's bytes.
+                if (lend && !lend->covers(src, p.payload_len)) lend = nullptr;
+            }
             // Spraying: each response packet takes a path chosen by its PSN,
             // so a resent response takes the same path as the first copy.
             if (qp.spraying()) p.udp_sport = qp.path_sport[p.bth.psn.value() % qp.init.spray_paths];
