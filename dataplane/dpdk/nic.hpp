@@ -242,6 +242,12 @@ private:
     // chains off their MR's pin, and the next refusal starts a new wait.
     // The message is logged once until the PMD takes a frame again.
     void refused() {
+        // A port without carrier (a memif or vhost peer not connected yet)
+        // is not a stalled queue: as on a NIC, the watchdog runs with link up.
+        if (!port_.link_up()) {
+            refused_since_ = Nanos::max();
+            return;
+        }
         if (refused_since_ == Nanos::max()) {
             refused_since_ = now_;
             return;

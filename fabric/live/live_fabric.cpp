@@ -396,6 +396,9 @@ bool LiveFabric::Impl::open_nic(uint32_t n, int attach_port, const std::string& 
     o.link_speed = topo.switches[nic.sw].cfg.ports[nic.sw_port].speed;
     o.pfc_priority = pfc_priority(topo);
     o.nic.cc = topo.cfg.nic.cc;  // the fabric's NIC profile, already slowed down with the links
+    // A lossless fabric stalls a NIC's TX for as long as PFC pauses it; the
+    // switches' PFC watchdog bounds that, not a NIC TX timeout.
+    o.nic.tx_timeout = Nanos{0};
     // net_ring cannot set an MTU and carries any frame: the port's
     // warning that it assumes the MTU is expected here.
     const spdlog::level::level_enum level = spdlog::get_level();
