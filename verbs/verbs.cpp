@@ -19,6 +19,7 @@
 
 #include "dataplane/dpdk/capture.hpp"
 #include "dataplane/dpdk/eal.hpp"
+#include "dataplane/dpdk/host/mtu.hpp"
 #include "dataplane/dpdk/roce_nic.hpp"
 #include "dataplane/wire/describe.hpp"
 
@@ -79,6 +80,9 @@ PathMtu to_path_mtu(uint64_t bytes) {
     if (bytes >= 512) return PathMtu::Mtu512;
     return PathMtu::Mtu256;
 }
+
+// A port's max_mtu, by rxe's rule (host::active_mtu).
+PathMtu max_path_mtu(uint32_t port_mtu) { return to_path_mtu(host::active_mtu(Bytes{port_mtu}).v); }
 
 }  // namespace
 
@@ -382,7 +386,7 @@ int Context::query_port(uint8_t port_num, PortAttr& out) const {
     if (port_num != 1) return impl_->fail(EINVAL, fmt::format("port_num {} does not exist; the device has port 1", port_num));
     out = {};
     out.state = impl_->port->link_up() ? PortState::Active : PortState::Down;
-    out.max_mtu = to_path_mtu(impl_->port->mtu() > 80 ? impl_->port->mtu() - 80u : 0);
+    out.max_mtu = max_path_mtu(impl_->port->mtu());
     out.active_mtu = impl_->engine->config().active_mtu;
     out.gid_tbl_len = static_cast<uint32_t>(impl_->stack->gids().size());
     return 0;
@@ -584,7 +588,7 @@ int Context::modify_qp(Qpn qpn, const QpAttr& attr, uint32_t mask) {
     // frames the port cannot carry (they would be dropped as oversize).
     if (mask & transport::kAttrPathMtu) {
         const uint8_t v = static_cast<uint8_t>(a.path_mtu);
-        const PathMtu max = to_path_mtu(m.port->mtu() > 80 ? m.port->mtu() - 80u : 0);
+        const PathMtu max = max_path_mtu(m.port->mtu());
         if (v >= 1 && v <= 5 && v > static_cast<uint8_t>(max))
             return m.fail(EINVAL, fmt::format("path_mtu {} is larger than port 1's max_mtu {} (port MTU {}; a path "
                                               "MTU needs 80 bytes of headers besides): raise the port MTU "
