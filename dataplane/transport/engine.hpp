@@ -215,6 +215,15 @@ private:
     Qp* find_qp(Qpn qpn);
     const Qp* find_qp(Qpn qpn) const;
     Mr* find_mr(uint32_t key);
+    // Zero copy: `f` carries `len` bytes at `bytes` of the MR whose key is
+    // `key` as they lie (TxFrame::ext), and the MR is pinned until the
+    // runtime frees the frame. The caller writes the tail (pad, ICRC).
+    void lend(TxFrame& f, const uint8_t* bytes, uint32_t len, uint32_t key) {
+        f.ext = bytes;
+        f.ext_len = len;
+        f.pin = &mr_pins_[key >> 8];
+        f.pin->fetch_add(1, std::memory_order_relaxed);
+    }
     // Whether a received frame's destination address is one of our GIDs.
     bool local_gid(const wire::IpAddr& a) const {
         for (const wire::IpAddr& g : cfg_.gids)

@@ -169,10 +169,7 @@ bool Engine::req_build_packet(Qp& qp, SendWqe& w, uint32_t pkt, TxFrame& f, uint
                            ? sgl_within(w.wr.sg_list, at, payload)
                            : nullptr;
     if (whole) {
-        f.ext = reinterpret_cast<const uint8_t*>(whole->addr) + at;
-        f.ext_len = payload;
-        f.pin = &mr_pins_[whole->lkey >> 8];
-        f.pin->fetch_add(1, std::memory_order_relaxed);
+        lend(f, reinterpret_cast<const uint8_t*>(whole->addr) + at, payload, whole->lkey);
         f.tail_len = fw.finish_apart(f.ext, payload, f.tail);
         f.len = lay.payload_off;
     } else {

@@ -85,7 +85,7 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
     bool done = true;
     EncodeLayout lay;
     uint64_t src = 0;
-    const Mr* lend = nullptr;
+    const Mr* lent_mr = nullptr;
     switch (it.kind) {
         case RespItem::Kind::Ack:
         case RespItem::Kind::Nak:
@@ -113,9 +113,9 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
             p.payload_len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, it.length - off));
             src = it.va + off;
             if (cfg_.zero_copy_min && p.payload_len >= cfg_.zero_copy_min) {
-                lend = find_mr(it.rkey);
+                lent_mr = find_mr(it.rkey);
                 // A key reused by another registration since does not cover the READ's bytes.
-                if (lend && !lend->covers(src, p.payload_len)) lend = nullptr;
+                if (lent_mr && !lent_mr->covers(src, p.payload_len)) lent_mr = nullptr;
             }
             // Spraying: each response packet takes a path chosen by its PSN,
             // so a resent response takes the same path as the first copy.
@@ -127,11 +127,8 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
     if (!encode_headers(tpl, p, f.buf, lay)) return false;
     // An ACK's ICRC continues from its template's state over IP..BTH: only the AETH is left.
     FrameWriter fw(f.buf, lay);
-    if (lend) {
-        f.ext = reinterpret_cast<const uint8_t*>(src);
-        f.ext_len = p.payload_len;
-        f.pin = &mr_pins_[lend->key >> 8];
-        f.pin->fetch_add(1, std::memory_order_relaxed);
+    if (lent_mr) {
+        lend(f, reinterpret_cast<const uint8_t*>(src), p.payload_len, lent_mr->key);
         f.tail_len = fw.finish_apart(f.ext, p.payload_len, f.tail);
         f.len = lay.payload_off;
     } else {
