@@ -22,8 +22,11 @@ ROCEMU=$(realpath "${1:?usage: perf.sh path/to/rocemu memif|af_packet|tap|vhost|
 MODE=${2:?usage: perf.sh path/to/rocemu memif|af_packet|tap|vhost|ring}
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
-[ "$(id -u)" = 0 ] || skip "needs root"
-command -v tshark >/dev/null || skip "needs tshark"
+# net_ring (one process, --loopback) needs neither root nor a capture.
+if [ "$MODE" != ring ]; then
+  [ "$(id -u)" = 0 ] || skip "needs root"
+  command -v tshark >/dev/null || skip "needs tshark"
+fi
 
 id=$$
 NS_A=perf-a-$id NS_B=perf-b-$id NS_T=perf-t-$id VA=pfa$id VB=pfb$id TA=pfta$id TB=pftb$id BR=pfbr$id
@@ -36,7 +39,8 @@ cleanup() {
   ip netns del "$NS_B" 2>/dev/null || true
   ip netns del "$NS_T" 2>/dev/null || true
   [ -n "${PERF_KEEP:-}" ] && cp -r "$tmp" /tmp/perf-keep-$id
-  rm -rf "$tmp" /var/run/dpdk/perf-a-"$id" /var/run/dpdk/perf-b-"$id"
+  rm -rf "$tmp"
+  [ "$MODE" = ring ] || rm -rf /var/run/dpdk/perf-a-"$id" /var/run/dpdk/perf-b-"$id"
 }
 trap cleanup EXIT
 
