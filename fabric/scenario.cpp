@@ -99,12 +99,16 @@ class Runner {
 public:
     Runner(std::string scenario, const ScenarioOptions& opts) : name_(std::move(scenario)), opts_(opts) {}
 
-    Outcome run(const Variant& v, ScenarioResult& res) {
-        Fabric f(v.topo, opts_.seed);
+    Outcome run(const Variant& v, ScenarioResult& res) { return run(v, res, opts_.seed, true); }
+
+    // With `record` false the run writes no files, capture or log lines: a
+    // repeat whose figures only enter the table's aggregates.
+    Outcome run(const Variant& v, ScenarioResult& res, uint64_t seed, bool record) {
+        Fabric f(v.topo, seed);
         for (const FlowSpec& fl : v.flows) f.add_flow(fl);
         if (v.setup) v.setup(f);
         const std::string prefix = fmt::format("{}_{}", name_, v.label);
-        if (!opts_.pcap_link.empty() && !opts_.out_dir.empty()) {
+        if (record && !opts_.pcap_link.empty() && !opts_.out_dir.empty()) {
             std::filesystem::create_directories(opts_.out_dir);
             const std::string path = fmt::format("{}/{}.pcap", opts_.out_dir, prefix);
             std::string err;
@@ -142,6 +146,7 @@ public:
             for (std::size_t k = 0; k < r.size(); ++k) r[k] = rec.flow_rate(i, k);
             o.sample_rates.push_back(std::move(r));
         }
+        if (!record) return o;
         for (const SwitchEvent& e : o.events)
             res.log.push_back(fmt::format("{:>10.3f} us  [{}] {}", e.at.us(), v.label, e.text));
         if (!opts_.out_dir.empty()) {
@@ -166,26 +171,43 @@ FabricConfig base_or(const ScenarioOptions& o, std::string_view yaml, const std:
 
 // --- 1. ECMP vs spraying vs adaptive routing ------------------------------------
 
+// Runs of each ecmp variant, each with its own draw of the flows' UDP source
+// ports (their ECMP entropy) and of the fabric's seed. Whether hashing
+// collides is luck: over the embedded fabric one draw in about 40 puts every
+// flow on its own spine (ECMP then at 97%) and the mean of many is 65%, the
+// playbook's "60-70%". The claim is about the mean, so the verdict is too.
+constexpr uint32_t kEcmpDraws = 4;
+
+// Draw 0 is the run's seed itself, so its report files are the run's.
+uint64_t draw_seed(uint64_t seed, uint32_t draw) {
+    return draw == 0 ? seed : Rng(seed ^ (0xD1B54A32D192ED03ull * draw)).next();
+}
+
 ScenarioResult ecmp(const ScenarioOptions& o) {
     ScenarioResult res;
-    res.expectation =
+    res.expectation = fmt::format(
         "Every host sends an elephant flow across the spines. Flow-hash ECMP lets flows collide on spine links "
         "and leaves around 60-70% of the ideal. Spraying every packet over the spines with a reordering receiver "
         "and per-packet adaptive routing in the switches (Spectrum-X style, 'spray+ar') should reach >= 95%. "
         "Also shown: oblivious spraying (UDP entropy per packet, switches still hash: random short-term imbalance "
-        "builds queues, ECN marks and DCQCN cuts) and flowlet switching without reordering. "
-        "Pass: spray+ar >= 90% and beats ECMP by >= 10 points.";
+        "builds queues, ECN marks and DCQCN cuts) and flowlet switching without reordering. Collisions are luck, "
+        "so each variant runs {} times, each with its own draw of the flows' UDP source ports and hash seeds: "
+        "effective bw is the mean of the {} (worst and best shown), slowest and max queue the worst, completion "
+        "the latest, counts the totals; the report files are the first draw's. "
+        "Pass: spray+ar >= 90% and beats ECMP by >= 10 points.",
+        kEcmpDraws, kEcmpDraws);
     FabricConfig cfg = o.fabric ? *o.fabric : *default_fabric_config().config;
     if (cfg.shape != Shape::LeafSpine || cfg.leaves < 2 || cfg.spines < 2)
         throw std::invalid_argument("ecmp needs a leaf_spine fabric with >= 2 leaves and >= 2 spines");
     const Bytes size{o.reduced ? 4u << 20 : 32u << 20};
     Runner run("ecmp", o);
-    std::vector<Outcome> outs;
     struct Mode {
         const char* label;
         bool spray;
         sw::ArMode ar;
     };
+    res.table.push_back({"variant", "effective bw", "worst draw", "best draw", "mean Gbit/s", "slowest Gbit/s",
+                         "completion us", "out-of-order", "PFC", "ECN", "CNP", "max queue KiB"});
     for (const Mode& mode :
          {Mode{"ecmp", false, sw::ArMode::Off}, Mode{"spray", true, sw::ArMode::Off},
           Mode{"spray+ar", true, sw::ArMode::PerPacket}, Mode{"flowlet", false, sw::ArMode::Flowlet}}) {
@@ -193,38 +215,53 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
         FabricConfig c = cfg;
         c.nic.spraying = mode.spray;
         c.sw.adaptive = mode.ar;
-        Variant v{label, generate(c), {}, Nanos::from_ms(o.reduced ? 20 : 100)};
-        // Every NIC sends to the NIC in the same slot of the next leaf: all
-        // traffic crosses the spines, and a non-blocking fabric could carry
-        // it all at line rate.
-        Rng rng(o.seed);
-        const uint32_t per = c.hosts_per_leaf;
-        for (uint32_t i = 0; i < v.topo.nic_count(); ++i)
-            v.flows.push_back(FlowSpec{i, (i + per) % v.topo.nic_count(), size, Nanos{0},
-                                       static_cast<uint16_t>(0xC000 | rng.below(0x4000))});
-        outs.push_back(run.run(v, res));
-    }
-    res.table.push_back({"variant", "effective bw", "mean Gbit/s", "slowest Gbit/s", "completion us", "out-of-order",
-                         "PFC", "ECN", "CNP", "max queue KiB"});
-    for (const Outcome& out : outs) {
-        double slowest = 1e300;
-        uint64_t ooo = 0;
-        for (std::size_t f = 0; f < out.stats.size(); ++f) {
-            slowest = std::min(slowest, out.goodput(f));
-            ooo += out.stats[f].rx_out_of_order;
+        const Topology topo = generate(c);
+        double eff_sum = 0, eff_min = 1e300, eff_max = 0, mean_sum = 0, slowest = 1e300;
+        uint64_t ooo = 0, pfc = 0, ecn = 0, cnp = 0;
+        Nanos completion{};
+        Bytes max_queue{};
+        for (uint32_t d = 0; d < kEcmpDraws; ++d) {
+            const uint64_t seed = draw_seed(o.seed, d);
+            Variant v{label, topo, {}, Nanos::from_ms(o.reduced ? 20 : 100)};
+            // Every NIC sends to the NIC in the same slot of the next leaf:
+            // all traffic crosses the spines, and a non-blocking fabric
+            // could carry it all at line rate.
+            Rng rng(seed);
+            const uint32_t per = c.hosts_per_leaf;
+            for (uint32_t i = 0; i < v.topo.nic_count(); ++i)
+                v.flows.push_back(FlowSpec{i, (i + per) % v.topo.nic_count(), size, Nanos{0},
+                                           static_cast<uint16_t>(0xC000 | rng.below(0x4000))});
+            const Outcome out = run.run(v, res, seed, d == 0);
+            for (std::size_t f = 0; f < out.stats.size(); ++f) {
+                slowest = std::min(slowest, out.goodput(f));
+                ooo += out.stats[f].rx_out_of_order;
+            }
+            const double eff = out.mean_goodput() / out.ideal_gbps;
+            eff_sum += eff;
+            eff_min = std::min(eff_min, eff);
+            eff_max = std::max(eff_max, eff);
+            mean_sum += out.mean_goodput();
+            completion = std::max(completion, out.completion());
+            pfc += out.totals.pfc_frames;
+            ecn += out.totals.ecn_marks;
+            cnp += out.totals.cnps;
+            max_queue = std::max(max_queue, out.totals.max_queue);
         }
-        const double eff = out.mean_goodput() / out.ideal_gbps;
-        res.metrics[out.label + ".effective"] = eff;
-        res.table.push_back({out.label, pct(eff), fmt::format("{:.1f}", out.mean_goodput()),
-                             fmt::format("{:.1f}", slowest), fmt::format("{:.1f}", out.completion().us()), num(ooo),
-                             num(out.totals.pfc_frames), num(out.totals.ecn_marks), num(out.totals.cnps),
-                             kib(out.totals.max_queue)});
+        const double eff = eff_sum / kEcmpDraws;
+        res.metrics[label + ".effective"] = eff;
+        res.metrics[label + ".effective_worst"] = eff_min;
+        res.metrics[label + ".effective_best"] = eff_max;
+        res.table.push_back({label, pct(eff), pct(eff_min), pct(eff_max), fmt::format("{:.1f}", mean_sum / kEcmpDraws),
+                             fmt::format("{:.1f}", slowest), fmt::format("{:.1f}", completion.us()), num(ooo), num(pfc),
+                             num(ecn), num(cnp), kib(max_queue)});
     }
     const double e = res.metrics["ecmp.effective"], s = res.metrics["spray+ar.effective"],
                  os = res.metrics["spray.effective"], fl = res.metrics["flowlet.effective"];
     res.pass = s >= 0.90 && s - e >= 0.10;
-    res.verdict = fmt::format("ECMP {} vs spray+ar {} (+{:.1f} points); oblivious spray {}, flowlet {}", pct(e), pct(s),
-                              100 * (s - e), pct(os), pct(fl));
+    res.verdict = fmt::format(
+        "ECMP {} vs spray+ar {} (+{:.1f} points), means of {} draws (ECMP {} to {}); oblivious spray {}, flowlet {}",
+        pct(e), pct(s), 100 * (s - e), kEcmpDraws, pct(res.metrics["ecmp.effective_worst"]),
+        pct(res.metrics["ecmp.effective_best"]), pct(os), pct(fl));
     return res;
 }
 

@@ -19,13 +19,18 @@ ScenarioResult run(std::string_view name, uint64_t seed) {
     return run_scenario(name, o);
 }
 
+// Seeds 1-8 and 34: with one draw of source ports, seed 34 put every
+// reduced-size flow on its own spine (ECMP 97.8%, verdict FAIL); the mean of
+// the scenario's draws is what the claim is about.
 TEST(FabricScenario, SprayingWithAdaptiveRoutingBeatsEcmp) {
-    for (const uint64_t seed : kSeeds) {
+    for (const uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8, 34}) {
         const ScenarioResult r = run("ecmp", seed);
         auto m = r.metrics;
         EXPECT_GE(m["spray+ar.effective"], 0.90) << "seed " << seed;
         EXPECT_GE(m["spray+ar.effective"] - m["ecmp.effective"], 0.10) << "seed " << seed;
         EXPECT_LE(m["ecmp.effective"], 0.85) << "hash collisions should cost ECMP, seed " << seed;
+        EXPECT_LE(m["ecmp.effective_worst"], m["ecmp.effective"]) << "seed " << seed;
+        EXPECT_GE(m["ecmp.effective_best"], m["ecmp.effective"]) << "seed " << seed;
         EXPECT_TRUE(r.pass) << r.verdict;
     }
 }
