@@ -38,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/fuzz/common/engine_io.hpp"
 #include "tests/fuzz/common/fuzz_input.hpp"
 #include "tests/fuzz/common/rc_qp.hpp"
 
@@ -158,62 +159,50 @@ struct Target {
     }
 
     void poll() {
-        Wc wc[32];
-        uint32_t n;
-        while ((n = eng->poll_cq(scq, wc)) > 0) {
-            for (uint32_t i = 0; i < n; ++i) {
-                if (kTrace)
-                    std::fprintf(stderr, "  wc wr_id %lu status %s opcode %d len %u\n",
-                                 static_cast<unsigned long>(wc[i].wr_id), to_string(wc[i].status),
-                                 static_cast<int>(wc[i].opcode), wc[i].byte_len);
-                // Every WR before the one completed must have been unsignaled
-                // (and so completed silently: had it failed or been flushed,
-                // its own completion would have come first).
-                while (!posted.empty() && posted.front().wr_id != wc[i].wr_id) {
-                    if (posted.front().signaled) fail("completion out of posting order (or skipped a signaled WR)");
-                    posted.pop_front();
-                }
-                if (posted.empty()) fail("completion for a WR not posted (more completions than WRs)");
-                const Posted& p = posted.front();
-                if (wc[i].status == WcStatus::Success) {
-                    if (!p.signaled) fail("successful completion of an unsignaled WR");
-                    if (wc[i].opcode != wc_opcode(p.op)) fail("completion opcode does not match the WR's");
-                    if ((p.op == WrOpcode::RdmaRead || p.op == WrOpcode::AtomicCmpAndSwp ||
-                         p.op == WrOpcode::AtomicFetchAndAdd) &&
-                        wc[i].byte_len > p.len)
-                        fail("completion byte_len beyond the WR's SGEs");
-                }
+        fuzz::drain_cq(*eng, scq, [&](const Wc& wc) {
+            if (kTrace)
+                std::fprintf(stderr, "  wc wr_id %lu status %s opcode %d len %u\n", static_cast<unsigned long>(wc.wr_id),
+                             to_string(wc.status), static_cast<int>(wc.opcode), wc.byte_len);
+            // Every WR before the one completed must have been unsignaled
+            // (and so completed silently: had it failed or been flushed,
+            // its own completion would have come first).
+            while (!posted.empty() && posted.front().wr_id != wc.wr_id) {
+                if (posted.front().signaled) fail("completion out of posting order (or skipped a signaled WR)");
                 posted.pop_front();
             }
-        }
-        while ((n = eng->poll_cq(rcq, wc)) > 0) {
-        }
+            if (posted.empty()) fail("completion for a WR not posted (more completions than WRs)");
+            const Posted& p = posted.front();
+            if (wc.status == WcStatus::Success) {
+                if (!p.signaled) fail("successful completion of an unsignaled WR");
+                if (wc.opcode != wc_opcode(p.op)) fail("completion opcode does not match the WR's");
+                if ((p.op == WrOpcode::RdmaRead || p.op == WrOpcode::AtomicCmpAndSwp ||
+                     p.op == WrOpcode::AtomicFetchAndAdd) &&
+                    wc.byte_len > p.len)
+                    fail("completion byte_len beyond the WR's SGEs");
+            }
+            posted.pop_front();
+        });
+        fuzz::drain_cq(*eng, rcq, [](const Wc&) {});
     }
 
     void pump() {
-        TxFrame tx[16];
-        for (size_t i = 0; i < 16; ++i) tx[i].buf = bufs[i];
-        uint32_t n;
-        do {
-            n = eng->tx_burst(tx, now, fx);
-            for (uint32_t i = 0; i < n; ++i) {
-                wire::RocePacket p;
-                if (tx[i].ext) continue;
-                if (wire::parse_roce(std::span<const uint8_t>(tx[i].buf.data(), tx[i].len), p) != wire::ParseError::Ok)
-                    fail("the engine sent a frame that does not parse");
-                if (!(p.info().flags & wire::kOpRequest)) continue;
-                const uint32_t psn = p.bth.psn.value();
-                if (kTrace) std::fprintf(stderr, "tx opcode 0x%02x psn 0x%06x\n", p.bth.opcode, psn);
-                if (((psn - hi_psn) & 0xFFFFFF) < 0x800000) hi_psn = psn;
-                // A request not seen before (a retransmission repeats a PSN below next_req_psn).
-                if (!wire_reqs.empty() && Psn::diff(Psn{psn}, Psn{next_req_psn}) < 0) continue;
-                const bool read = p.bth.opcode == wire::op::READ_REQUEST;
-                const bool atomic = p.bth.opcode == wire::op::COMPARE_SWAP || p.bth.opcode == wire::op::FETCH_ADD;
-                const uint32_t len = read ? p.reth.dma_len : 0;
-                wire_reqs.push_back(WireReq{psn, read, atomic, len});
-                next_req_psn = (psn + (read && len > 1024 ? (len + 1023) / 1024 : 1)) & 0xFFFFFF;
-            }
-        } while (n == 16);
+        fuzz::drain_tx(*eng, bufs, now, fx, [&](TxFrame& f) {
+            wire::RocePacket p;
+            if (f.ext) return;
+            if (wire::parse_roce(std::span<const uint8_t>(f.buf.data(), f.len), p) != wire::ParseError::Ok)
+                fail("the engine sent a frame that does not parse");
+            if (!(p.info().flags & wire::kOpRequest)) return;
+            const uint32_t psn = p.bth.psn.value();
+            if (kTrace) std::fprintf(stderr, "tx opcode 0x%02x psn 0x%06x\n", p.bth.opcode, psn);
+            if (((psn - hi_psn) & 0xFFFFFF) < 0x800000) hi_psn = psn;
+            // A request not seen before (a retransmission repeats a PSN below next_req_psn).
+            if (!wire_reqs.empty() && Psn::diff(Psn{psn}, Psn{next_req_psn}) < 0) return;
+            const bool read = p.bth.opcode == wire::op::READ_REQUEST;
+            const bool atomic = p.bth.opcode == wire::op::COMPARE_SWAP || p.bth.opcode == wire::op::FETCH_ADD;
+            const uint32_t len = read ? p.reth.dma_len : 0;
+            wire_reqs.push_back(WireReq{psn, read, atomic, len});
+            next_req_psn = (psn + (read && len > 1024 ? (len + 1023) / 1024 : 1)) & 0xFFFFFF;
+        });
         fx.clear();
     }
 
@@ -269,16 +258,7 @@ struct Target {
     }
 
     // A response from the peer to our QP, to be given its opcode and fields.
-    wire::RocePacket response() const {
-        wire::RocePacket p;
-        p.l2.dst = mac;
-        p.l2.src = wire::MacAddr{{2, 0, 0, 0, 0, 1}};
-        p.l2.ethertype = 0x0800;
-        p.l3.src = peer;
-        p.l3.dst = local;
-        p.bth.dqpn = qpn;
-        return p;
-    }
+    wire::RocePacket response() const { return fuzz::from_peer(mac, local, peer, qpn); }
 
     // Encodes `p` with `pay` payload bytes of `fill` (correct ICRC and IPv4
     // checksum) and hands it to the engine, flat or, when `chain`, as an

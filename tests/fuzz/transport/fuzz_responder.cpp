@@ -20,6 +20,7 @@
 
 #include "dataplane/transport/engine.hpp"
 #include "dataplane/wire/wire.hpp"
+#include "tests/fuzz/common/engine_io.hpp"
 #include "tests/fuzz/common/rc_qp.hpp"
 
 using namespace rocemu;
@@ -68,9 +69,7 @@ struct Target {
             *this = Target(zero_copy_min);
             return;
         }
-        Wc wc[64];
-        while (eng->poll_cq(cq, wc) > 0) {
-        }
+        fuzz::drain_cq(*eng, cq, [](const Wc&) {});
         RecvWr r;
         r.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(mem.data()), 4096, mr.lkey});
         eng->post_recv(qpn, std::span<const RecvWr>(&r, 1), fx);
@@ -79,19 +78,13 @@ struct Target {
     void deliver(std::span<const uint8_t> frame) {
         now += Nanos{1000};
         eng->on_frame(frame, now, fx);
-        TxFrame tx[16];
-        uint32_t n;
-        do {
-            for (size_t i = 0; i < 16; ++i) tx[i] = TxFrame{.buf = bufs[i]};
-            n = eng->tx_burst(tx, now, fx);
-            for (uint32_t i = 0; i < n; ++i) {
-                if (tx[i].ext && (tx[i].ext < mem.data() || tx[i].ext + tx[i].ext_len > mem.data() + mem.size())) {
-                    std::fprintf(stderr, "fuzz_responder invariant: a zero-copy frame lends bytes outside the MR\n");
-                    std::abort();
-                }
-                if (tx[i].pin) tx[i].pin->fetch_sub(1, std::memory_order_release);
+        fuzz::drain_tx(*eng, bufs, now, fx, [&](TxFrame& f) {
+            if (f.ext && (f.ext < mem.data() || f.ext + f.ext_len > mem.data() + mem.size())) {
+                std::fprintf(stderr, "fuzz_responder invariant: a zero-copy frame lends bytes outside the MR\n");
+                std::abort();
             }
-        } while (n == 16);
+            if (f.pin) f.pin->fetch_sub(1, std::memory_order_release);
+        });
         fx.clear();
     }
 };
