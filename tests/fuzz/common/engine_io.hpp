@@ -2,7 +2,10 @@
 // has to send, drain a CQ, and build a packet from the peer to a local QP.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -27,6 +30,14 @@ void drain_tx(transport::Engine& eng, std::vector<std::vector<uint8_t>>& bufs, N
     } while (n == burst);
 }
 
+// 16 tx_burst buffers of Engine::kMinTxBuf bytes, made once per process:
+// targets that build a fresh engine per input spent a tenth of their time
+// allocating and clearing these.
+inline std::vector<std::vector<uint8_t>>& tx_buffers() {
+    static auto* bufs = new std::vector<std::vector<uint8_t>>(16, std::vector<uint8_t>(transport::Engine::kMinTxBuf));
+    return *bufs;
+}
+
 // Calls f(wc) for every completion on the CQ until it is empty.
 template <typename F>
 void drain_cq(transport::Engine& eng, transport::CqHandle cq, F&& f) {
@@ -48,6 +59,18 @@ inline wire::RocePacket from_peer(const wire::MacAddr& mac, const wire::IpAddr& 
     p.l3.dst = local;
     p.bth.dqpn = qpn;
     return p;
+}
+
+// Fills n <= 8192 bytes with a pattern that differs at every offset and
+// with every seed, by memcpy: a byte loop under coverage instrumentation
+// took a fifth of a run's time.
+inline void fill_pattern(uint8_t* dst, size_t n, uint8_t seed) {
+    static const auto table = [] {
+        std::array<uint8_t, 8192 + 256> t{};
+        for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint8_t>(i * 7 + (i >> 8) * 13);
+        return t;
+    }();
+    std::memcpy(dst, table.data() + seed, std::min<size_t>(n, 8192));
 }
 
 }  // namespace rocemu::fuzz

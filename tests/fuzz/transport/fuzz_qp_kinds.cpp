@@ -94,7 +94,7 @@ struct Target {
     std::vector<std::pair<size_t, size_t>> allowed;  // recv: offset, length of every SGE posted
     std::vector<uint8_t> scratch;
     const std::vector<uint8_t> guard_image = std::vector<uint8_t>(kRecvLen, kGuard);  // >= every guarded area
-    std::vector<std::vector<uint8_t>> bufs = std::vector<std::vector<uint8_t>>(16, std::vector<uint8_t>(9216));
+    std::vector<std::vector<uint8_t>>& bufs = fuzz::tx_buffers();
     std::vector<uint8_t> frame = std::vector<uint8_t>(9216 + 64);
     std::vector<uint8_t> payload = std::vector<uint8_t>(8192);
     uint64_t next_wr_id = 1;
@@ -135,7 +135,8 @@ struct Target {
             ia.pd = pd;
             ia.send_cq = scq;
             ia.recv_cq = rcq;
-            ia.cap.max_send_wr = 8;
+            ia.cap.max_send_wr = 1;  // nothing is sent: a small send queue is a cheaper engine per input
+            ia.cap.max_inline_data = 0;
             ia.cap.max_recv_wr = 32;
             ia.qp_type = q == kUd ? QpType::Ud : q == kUc ? QpType::Uc : QpType::Rc;
             if (q == kUc || q == kRc) ia.srq = srq;
@@ -201,6 +202,7 @@ struct Target {
                        : where == 0 ? eng->post_recv(qpn[kUd], std::span<const RecvWr>(&wr, 1), fx)
                                     : eng->post_recv(qpn[kSpray], std::span<const RecvWr>(&wr, 1), fx);
         if (e.err) return;
+        check_guards();  // before the region is allowed; see fuzz_requester
         for (const Sge& s : wr.sg_list) allowed.emplace_back(reinterpret_cast<uint8_t*>(s.addr) - recv.data(), s.length);
         const Recv r{wr.wr_id, total, wr.sg_list};
         if (where == 2) srq_posted.push_back(r);
@@ -253,7 +255,13 @@ struct Target {
         if (wc.status != WcStatus::Success) fail("UD SEND that fits the RECV did not complete successfully");
         if (wc.byte_len != need) fail("UD completion byte_len is not 40 + payload");
         if (!(wc.wc_flags & kWcGrh)) fail("UD completion without the GRH flag");
-        // GRH and payload, gathered back from the SGEs.
+        // GRH and payload, gathered back from the SGEs (unless they overlap:
+        // then a later piece overwrote an earlier one, on any device).
+        for (size_t i = 0; i < r.sges.size(); ++i)
+            for (size_t j = 0; j < i; ++j)
+                if (r.sges[i].addr < r.sges[j].addr + r.sges[j].length &&
+                    r.sges[j].addr < r.sges[i].addr + r.sges[i].length)
+                    return;
         std::vector<uint8_t> got;
         for (const Sge& s : r.sges) got.insert(got.end(), reinterpret_cast<uint8_t*>(s.addr),
                                                reinterpret_cast<uint8_t*>(s.addr) + s.length);
@@ -484,7 +492,7 @@ struct Target {
             p.l3.dst = local6;
             p.l3.src.b = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xfe, 0, 0, 1};
         }
-        for (uint32_t i = 0; i < pay; ++i) payload[i] = static_cast<uint8_t>(h + i);
+        fuzz::fill_pattern(payload.data(), pay, h);
         if (kTrace) std::fprintf(stderr, "packet qp %d op 0x%02x psn %06x pay %u\n", q, p.bth.opcode, p.bth.psn.value(), pay);
         const size_t len = encode(p, pay);
         if (len) mangle_and_deliver(len, in);
@@ -549,7 +557,7 @@ struct Target {
             p.bth.psn = first + i;
             p.bth.ackreq = l || (perm & 0x10);
             const uint32_t pay = kind >= 4 ? 0 : l ? last_len : kMtu;
-            for (uint32_t b = 0; b < pay; ++b) payload[b] = static_cast<uint8_t>(i * 7 + b);
+            fuzz::fill_pattern(payload.data(), pay, static_cast<uint8_t>(i * 31 + perm));
             if (kTrace)
                 std::fprintf(stderr, "msg qp %d op 0x%02x psn %06x pay %u%s\n", q, p.bth.opcode, p.bth.psn.value(), pay,
                              x.dup ? " (repeat)" : "");
@@ -598,7 +606,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             case 6: t.tick(in); break;
             default: t.raw(in); break;
         }
-        t.check_guards();
     }
     t.poll();
     t.check_flushed();

@@ -91,7 +91,7 @@ struct Target {
     const std::vector<uint8_t> guard_image = std::vector<uint8_t>(kMemLen, kGuard);
     std::vector<uint8_t> scratch;
     std::vector<uint8_t> src = std::vector<uint8_t>(kSrcLen, 0x5A);
-    std::vector<std::vector<uint8_t>> bufs = std::vector<std::vector<uint8_t>>(16, std::vector<uint8_t>(9216));
+    std::vector<std::vector<uint8_t>>& bufs = fuzz::tx_buffers();
     std::vector<uint8_t> rx = std::vector<uint8_t>(9216 + 64);
     std::deque<Posted> posted;
     struct WireReq {
@@ -251,10 +251,15 @@ struct Target {
             std::fprintf(stderr, "post wr_id %lu op %d signaled %d len %u\n", static_cast<unsigned long>(wr.wr_id),
                          static_cast<int>(wr.opcode), signaled, total);
         posted.push_back(Posted{wr.wr_id, wr.opcode, signaled, total});
-        if (read || atomic)
+        if (read || atomic) {
+            // Guard bytes are checked before a region becomes allowed (and at
+            // the end of the input): as exact as a check after every step, since
+            // an allowed region only ever grows, and cheaper.
+            check_guards();
             for (const Sge& s : wr.sg_list) {
                 allowed.emplace_back(reinterpret_cast<const uint8_t*>(s.addr) - mem.data(), s.length);
             }
+        }
     }
 
     // A response from the peer to our QP, to be given its opcode and fields.
@@ -430,12 +435,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 break;
         }
         t.poll();
-        t.check_guards();
         if (t.in_error()) {
             t.poll();
             if (!t.posted.empty()) fail("the QP is in error but posted WRs have not all completed");
             break;
         }
     }
+    t.check_guards();
     return 0;
 }
