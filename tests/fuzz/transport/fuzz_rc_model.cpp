@@ -140,6 +140,7 @@ struct Target {
     std::vector<std::vector<uint8_t>>& bufs = fuzz::tx_buffers();
     std::vector<uint8_t> frame = std::vector<uint8_t>(9216 + 64);
     Model m;
+    bool spray = false;  // the QP sprays: its responder has a reorder buffer
     std::deque<Sent> history;  // the last packets delivered
     std::vector<Sent> last_msg;
     uint64_t next_wr_id = 1;
@@ -159,6 +160,7 @@ struct Target {
         c.max_srq = 1;
         c.max_ah = 1;
         c.zero_copy_min = cfg & 1 ? 512 : 0;
+        spray = cfg & 8;
         VerbsError e;
         eng = Engine::create(c, e);
         if (!eng) fail("engine config");
@@ -177,6 +179,10 @@ struct Target {
         ia.cap.max_recv_wr = 64;
         ia.cap.max_send_wr = 1;  // nothing is sent: a small send queue is a cheaper engine per input
         ia.cap.max_inline_data = 0;
+        if (spray) {
+            ia.reliability = Reliability::Spray;
+            ia.reorder_window = 16;  // >= kMaxPkts: a whole message fits
+        }
         qpn = eng->create_qp(ia).value;
         static constexpr PathMtu kMtus[] = {PathMtu::Mtu1024, PathMtu::Mtu256, PathMtu::Mtu4096, PathMtu::Mtu1024};
         const PathMtu mtu = kMtus[(cfg >> 1) & 3];
@@ -418,6 +424,7 @@ struct Target {
             if (kTrace)
                 std::fprintf(stderr, "  tx op 0x%02x psn %06x syn 0x%02x msn %u pay %u\n", p.bth.opcode,
                              p.bth.psn.value(), p.aeth.syndrome, p.aeth.msn, p.payload_len);
+            if (spray) return;  // ACKs merge and early packets wait: not compared one for one
             if (m.out.empty()) fail("the responder sent a frame the model does not");
             const Out o = std::move(m.out.front());
             m.out.pop_front();
@@ -432,6 +439,7 @@ struct Target {
                 (p.payload_len && std::memcmp(p.payload, o.payload.data(), p.payload_len) != 0))
                 fail("READ response payload differs from the MR's bytes");
         });
+        if (spray) m.out.clear();
         if (!m.out.empty()) fail("the responder did not send a frame the model does");
         fx.cq_events.clear();
         fx.cnp_received.clear();
@@ -460,9 +468,9 @@ struct Target {
         if (std::memcmp(mem.data(), m.mr.data(), kMrLen) != 0) fail("MR contents differ from the model's");
         if (std::memcmp(recv.data(), m.recv.data(), kRecvLen) != 0) fail("RECV buffers differ from the model's");
         const Counters& c = *eng->qp_counters(qpn);
-        if (c.duplicate_request != m.dup) fail("duplicate_request differs from the model's");
-        if (c.out_of_seq_request != m.ooo) fail("out_of_seq_request differs from the model's");
-        if (c.drops[size_t(DropReason::ResourceMissing)] != m.resource_missing)
+        if (!spray && c.duplicate_request != m.dup) fail("duplicate_request differs from the model's");
+        if (!spray && c.out_of_seq_request != m.ooo) fail("out_of_seq_request differs from the model's");
+        if (!spray && c.drops[size_t(DropReason::ResourceMissing)] != m.resource_missing)
             fail("resource-missing drops differ from the model's");
         QpAttr a;
         QpInitAttr ia;
@@ -472,17 +480,21 @@ struct Target {
     }
 
     void deliver(const wire::RocePacket& p) {
+        model(p);
+        rx(p);
+        check_frames();
+        check_completions();
+        check_state();
+    }
+
+    void rx(const wire::RocePacket& p) {
         const size_t len = wire::encode_roce(p, frame);
         if (!len) fail("encode");
         if (kTrace)
             std::fprintf(stderr, "rx op 0x%02x psn %06x len %u ackreq %d (epsn %06x)\n", p.bth.opcode,
                          p.bth.psn.value(), p.payload_len, p.bth.ackreq, m.epsn.value());
         now += Nanos{100};
-        model(p);
         eng->on_frame(std::span<const uint8_t>(frame.data(), len), now, fx);
-        check_frames();
-        check_completions();
-        check_state();
     }
 
     void remember(const Sent& s) {
@@ -518,6 +530,9 @@ struct Target {
     }
 
     void msg(Input& in) {
+        // Spraying: the message an RNR NAK interrupted is resent, as a
+        // requester must (its later packets wait in the reorder buffer).
+        if (spray && unfinished()) return resend();
         const uint8_t k = in.u8();
         static constexpr uint8_t kFirst[] = {op::SEND_FIRST, op::SEND_FIRST, op::WRITE_FIRST, op::WRITE_FIRST,
                                              op::READ_REQUEST, op::COMPARE_SWAP, op::FETCH_ADD, op::SEND_FIRST};
@@ -571,6 +586,30 @@ struct Target {
         for (Sent& s : last_msg) {
             s.p.payload = s.pay.data();
             s.p.payload_len = static_cast<uint32_t>(s.pay.size());
+        }
+        // Spraying, a message that neither waits for a RECV nor fails goes
+        // in any order the input says: the reorder buffer must make of it
+        // what the in-order stream makes (MR, RECV buffers, completions,
+        // expected PSN). Its frames (ACKs merged, early ones held) are only
+        // parsed.
+        const bool waits = (kd == K::Send && (m.has_wqe ? m.wqe.len : m.rq.empty() ? 0 : m.rq.front().len) < total) ||
+                           (kd == K::Send && !m.has_wqe && m.rq.empty()) ||
+                           (kd == K::Write && imm && !m.has_wqe && m.rq.empty());
+        if (spray && last_msg.size() > 1 && !m.in_msg && !waits) {
+            std::vector<uint32_t> order(last_msg.size());
+            for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+            for (uint32_t i = 0; i + 1 < order.size(); ++i) std::swap(order[i], order[i + in.u8() % (order.size() - i)]);
+            for (const Sent& s : last_msg) model(s.p);
+            for (uint32_t i : order) {
+                rx(last_msg[i].p);
+                check_frames();
+            }
+            check_completions();
+            check_state();
+            for (const Sent& s : last_msg) remember(s);
+            return;
+        }
+        for (Sent& s : last_msg) {
             deliver(s.p);
             remember(s);
             if (m.error) return;
@@ -584,6 +623,23 @@ struct Target {
     }
 
     void resend() {
+        if (spray) {
+            // The packets held since the NAK drain as soon as the first one
+            // executes: compared with the model once all are in.
+            std::vector<const Sent*> todo;
+            for (Sent& s : last_msg) {
+                s.p.payload = s.pay.data();
+                if (Psn::diff(s.p.bth.psn, m.epsn) >= 0) todo.push_back(&s);
+            }
+            for (const Sent* s : todo) model(s->p);
+            for (const Sent* s : todo) {
+                rx(s->p);
+                check_frames();
+            }
+            check_completions();
+            check_state();
+            return;
+        }
         for (Sent& s : last_msg) {
             s.p.payload = s.pay.data();
             if (Psn::diff(s.p.bth.psn, m.epsn) < 0) continue;
@@ -592,15 +648,22 @@ struct Target {
         }
     }
 
+    // Spraying: packets of the last message past the expected PSN may wait
+    // in the reorder buffer (an RNR NAK stopped it).
+    bool unfinished() const { return !last_msg.empty() && Psn::diff(last_msg.back().p.bth.psn, m.epsn) >= 0; }
+
     void dup(Input& in) {
         if (history.empty()) return;
         Sent& s = history[in.u8() % history.size()];
         s.p.payload = s.pay.data();
+        // Spraying holds a packet ahead of the expected PSN: only true duplicates.
+        if (spray && Psn::diff(s.p.bth.psn, m.epsn) >= 0) return;
         deliver(s.p);
     }
 
     void ahead(Input& in) {
         const uint8_t k = in.u8();
+        if (spray) return;  // held in the reorder window, not NAKed: fuzz_qp_kinds covers it
         wire::RocePacket p = request();
         p.bth.opcode = k & 1 ? op::SEND_ONLY : op::WRITE_ONLY;
         p.bth.psn = m.epsn + (1 + k % 64);
@@ -616,6 +679,7 @@ struct Target {
     // a SEND_FIRST in the middle of a message, a packet longer than the MTU.
     void garbage(Input& in) {
         const uint8_t k = in.u8();
+        if (spray && unfinished()) return;  // the held packets would continue what it starts
         wire::RocePacket p = request();
         static constexpr uint8_t kOps[] = {op::WRITE_MIDDLE, op::SEND_LAST, op::SEND_FIRST, op::WRITE_ONLY};
         p.bth.opcode = kOps[k & 3];
