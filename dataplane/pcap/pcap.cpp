@@ -3,6 +3,9 @@
 #include <pcap/pcap.h>
 
 #include <algorithm>
+#include <memory>
+
+#include <fmt/format.h>
 
 namespace rocemu::pcap {
 
@@ -60,6 +63,46 @@ void Writer::write(Nanos ts, std::span<const uint8_t> frame) {
 
 void Writer::flush() {
     if (dumper_ != nullptr) pcap_dump_flush(dumper_);
+}
+
+std::optional<uint64_t> merge(std::span<const MergeInput> in, const std::string& out, std::string& error) {
+    std::vector<std::unique_ptr<Reader>> readers;
+    std::vector<Frame> head(in.size());
+    std::vector<bool> more(in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+        readers.push_back(std::make_unique<Reader>(in[i].path));
+        if (!readers[i]->ok()) {
+            error = fmt::format("cannot read {}: {}", in[i].path, readers[i]->error());
+            return std::nullopt;
+        }
+        if (readers[i]->link_type() != 1) {
+            error = fmt::format("{}: link type {} is not Ethernet", in[i].path, readers[i]->link_type());
+            return std::nullopt;
+        }
+        more[i] = readers[i]->next(head[i]);
+    }
+    Writer w(out);
+    if (!w.ok()) {
+        error = fmt::format("cannot write {}: {}", out, w.error());
+        return std::nullopt;
+    }
+    uint64_t frames = 0;
+    for (;;) {
+        size_t pick = in.size();
+        for (size_t i = 0; i < in.size(); ++i)
+            if (more[i] && (pick == in.size() || head[i].ts + in[i].shift < head[pick].ts + in[pick].shift)) pick = i;
+        if (pick == in.size()) break;
+        w.write(head[pick].ts + in[pick].shift, head[pick].data);
+        ++frames;
+        more[pick] = readers[pick]->next(head[pick]);
+    }
+    for (size_t i = 0; i < in.size(); ++i)
+        if (!readers[i]->error().empty()) {
+            error = fmt::format("{}: {}", in[i].path, readers[i]->error());
+            return std::nullopt;
+        }
+    w.flush();
+    return frames;
 }
 
 }  // namespace rocemu::pcap

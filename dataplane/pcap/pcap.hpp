@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -60,5 +61,19 @@ private:
     uint32_t snaplen_;
     std::string error_;
 };
+
+// One file to merge and what to add to its time stamps: a capture taken on
+// another machine is brought onto this machine's clock by shifting it by
+// minus that machine's clock offset.
+struct MergeInput {
+    std::string path;
+    Nanos shift{};
+};
+
+// Writes the Ethernet frames of every input into `out` in order of their
+// shifted time stamps (a tie keeps the order of `in`; each file's own order
+// is kept as it is). The frame count, or nullopt and `error` naming the file
+// that failed (unreadable, not Ethernet, cut short).
+std::optional<uint64_t> merge(std::span<const MergeInput> in, const std::string& out, std::string& error);
 
 }  // namespace rocemu::pcap

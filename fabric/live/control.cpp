@@ -117,7 +117,14 @@ void ControlServer::flush() {
     std::erase_if(conns_, [](const Conn& c) { return c.fd < 0; });
 }
 
-std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std::string& error) {
+std::optional<ClockOffset> clock_offset(int64_t remote, const FetchTimes& t) {
+    if (remote == 0 || t.done < t.connected || t.connected < t.start) return std::nullopt;
+    const int64_t half = (t.done - t.start) / 2;
+    return ClockOffset{Nanos{remote - (t.start + half)}, Nanos{t.done - t.start - half}};
+}
+
+std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std::string& error, FetchTimes* times) {
+    FetchTimes when;
     sockaddr_in sa{};
     if (!resolve(at, sa, error)) return std::nullopt;
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -139,12 +146,14 @@ std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std:
         }
     };
     std::optional<std::string> text;
+    when.start = realtime_ns();
     if (connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS) {
         error = fmt::format("connect: {}", std::strerror(errno));
     } else if (wait(POLLOUT, "no connection")) {
         int err = 0;
         socklen_t len = sizeof err;
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        when.connected = realtime_ns();
         if (err != 0) {
             error = fmt::format("connect: {}", std::strerror(err));
         } else {
@@ -155,6 +164,7 @@ std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std:
                 if (n > 0) {
                     got.append(buf, static_cast<size_t>(n));
                 } else if (n == 0) {
+                    when.done = realtime_ns();
                     text = std::move(got);
                     break;
                 } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
@@ -167,6 +177,7 @@ std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std:
         }
     }
     close(fd);
+    if (text && times) *times = when;
     return text;
 }
 

@@ -59,9 +59,33 @@ private:
     std::vector<Conn> conns_;
 };
 
+// When a fetch_control() ran, on this machine's CLOCK_REALTIME: connect()
+// called, the connection up, the whole reply read.
+struct FetchTimes {
+    int64_t start = 0;
+    int64_t connected = 0;
+    int64_t done = 0;
+};
+
 // Connects to `at` and reads until the peer closes, all within `timeout`.
 // nullopt and `error` ("connect: Connection refused", "no reply within
-// 2 s") when it cannot.
-std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std::string& error);
+// 2 s") when it cannot. `times`, if given, is filled when it can.
+std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std::string& error,
+                                         FetchTimes* times = nullptr);
+
+// How far the serving machine's CLOCK_REALTIME is ahead of this machine's,
+// from the stamp `remote` it put in its reply to a fetch that took `t`. A
+// server stamps a reply after it accepted the connection (so after
+// `t.start` here: not after `t.connected`, which this process may see late)
+// and sends it after the stamp (so before `t.done`): the stamp stands for
+// the middle of [start, done] and `error` is half that span, a bound that
+// holds whatever the two directions' delays (a switch node answers within
+// 1 ms, so on a LAN the span is about 1 ms plus the round trip). A stamp of
+// 0 (a server that tells none) gives nullopt.
+struct ClockOffset {
+    Nanos offset;
+    Nanos error;
+};
+std::optional<ClockOffset> clock_offset(int64_t remote, const FetchTimes& t);
 
 }  // namespace rocemu::fabric::live

@@ -36,6 +36,10 @@ struct SwitchSource {
     std::optional<HostPort> at;
     std::string expect;  // this node's fabric_identity()
     bool ready = false;
+    // Its machine's clock against this one's, from the reply with the
+    // shortest round trip so far (a remote switch only).
+    std::optional<ClockOffset> clock;
+    uint32_t clock_replies = 0;
     int64_t next_ask = 0;
     std::string last_error;
 
@@ -59,12 +63,17 @@ struct SwitchSource {
                 return s;
             }
         } else {
-            const std::optional<std::string> text = fetch_control(*at, kFetchTimeout, last_error);
+            FetchTimes times;
+            const std::optional<std::string> text = fetch_control(*at, kFetchTimeout, last_error, &times);
             if (!text) return std::nullopt;
             s = parse_snapshot(*text);
             if (!s) {
                 last_error = "its reply is not a counter snapshot: is that address a rocemu switch node's --control-listen?";
                 return std::nullopt;
+            }
+            if (const std::optional<ClockOffset> c = clock_offset(s->realtime_ns, times)) {
+                ++clock_replies;
+                if (!clock || c->error < clock->error) clock = c;
             }
         }
         if (s->node != name || s->fabric != expect)
@@ -121,7 +130,7 @@ std::vector<std::string> switch_rows(std::vector<SwitchSource>& sources, bool fr
 // kSnapshotEvery (the hosts node samples its totals every 10 ms, a switch
 // snapshot changes every 20 ms). With a switch on another machine only the
 // fresh reads (the end of each size) go out: a connection blocks for up to
-// a snapshot tick plus the round trip, and the samples are taken inside the
+// kControlEvery plus the round trip, and the samples are taken inside the
 // loop that polls the NICs, so between sizes the rows stay those of the
 // last read.
 struct SwitchRowsCache {
@@ -180,6 +189,37 @@ std::vector<SwitchSource> switch_sources(const Topology& t, const NodeOptions& o
     return out;
 }
 
+std::string ms(Nanos n) { return fmt::format("{:+.3f} ms", static_cast<double>(n.v) / 1e6); }
+
+// Each remote switch's clock against this machine's, and with --pcap on a
+// link one of them owns, the command that merges the link's files on this
+// machine's clock (a capture's time stamps are its machine's CLOCK_REALTIME).
+void print_clocks(const Topology& t, const std::vector<SwitchSource>& sources, const NodeOptions& o) {
+    for (const SwitchSource& s : sources)
+        if (s.at && s.clock)
+            fmt::print("clock: {}: its CLOCK_REALTIME is {} from this machine's (within {:.3f} ms, best of {} "
+                       "replies)\n",
+                       s.where(), ms(s.clock->offset), static_cast<double>(s.clock->error.v) / 1e6, s.clock_replies);
+    if (o.pcap_link.empty()) return;
+    const std::optional<uint32_t> l = t.find_link(o.pcap_link);
+    if (!l) return;
+    std::vector<std::string> files, shifts;
+    bool remote = false;
+    for (const std::string node : {node_of(t, t.links[*l].a), node_of(t, t.links[*l].b)}) {
+        const std::string file = fmt::format("{}@{}.pcap", o.pcap_link, node);
+        if (std::find(files.begin(), files.end(), file) != files.end()) continue;
+        files.push_back(file);
+        const auto src = std::find_if(sources.begin(), sources.end(), [&](const SwitchSource& s) { return s.name == node; });
+        if (src == sources.end() || !src->at) continue;
+        remote = true;
+        if (src->clock) shifts.push_back(fmt::format(" --shift {}={}", file, -src->clock->offset.v));
+    }
+    if (remote)
+        fmt::print("pcap: link {} is captured on more than one machine ({}, each in its node's link folder); on "
+                   "this machine's clock: rocemu pcap --merge {}.pcap {}{}\n",
+                   o.pcap_link, fmt::join(files, ", "), o.pcap_link, fmt::join(files, " "), fmt::join(shifts, ""));
+}
+
 }  // namespace
 
 LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> sizes, LiveOptions lo,
@@ -220,6 +260,7 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     lo.pcap_link = o.pcap_link;
     if (!o.pcap_link.empty()) lo.pcap_path = capture_path(o.link_dir, o.pcap_link, kHostsNode);
     LiveResult r = run_live_sweep(t, p, sizes, lo);
+    if (r.error.empty()) print_clocks(t, cache->sources, o);
     // A fabric that failed to come up leaves its ports open (LiveFabric::build)
     // for the caller's _Exit: what a close would have removed from disk goes here.
     if (!r.error.empty()) remove_server_sockets(ends);

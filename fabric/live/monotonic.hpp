@@ -15,4 +15,13 @@ inline int64_t monotonic_ns() {
     return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
+// CLOCK_REALTIME, the clock of the time stamps in a live capture (capture.cpp):
+// what a switch node tells in its snapshot, so that the hosts node can say
+// how far another machine's clock is from its own.
+inline int64_t realtime_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
 }  // namespace rocemu::fabric::live

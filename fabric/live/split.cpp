@@ -224,8 +224,8 @@ constexpr std::string_view kSnapshotEnd = "# end ";
 }  // namespace
 
 std::string format_snapshot(const SwitchSnapshot& s) {
-    std::string out = fmt::format("# at_ns {}\n# node {}\n# fabric {}\n# ready {}\n", s.at_ns, s.node, s.fabric,
-                                  s.ready ? 1 : 0);
+    std::string out = fmt::format("# at_ns {}\n# realtime_ns {}\n# node {}\n# fabric {}\n# ready {}\n", s.at_ns,
+                                  s.realtime_ns, s.node, s.fabric, s.ready ? 1 : 0);
     for (const std::string& r : s.rows) out += r + '\n';
     return out + fmt::format("{}{}\n", kSnapshotEnd, s.rows.size());
 }
@@ -258,6 +258,10 @@ std::optional<SwitchSnapshot> parse_snapshot(std::string_view text) {
             const size_t sp = kv.find(' ');
             const std::string_view key = kv.substr(0, sp), value = sp == std::string_view::npos ? "" : kv.substr(sp + 1);
             if (key == "node") s.node = value;
+            else if (key == "realtime_ns") {
+                if (std::from_chars(value.data(), value.data() + value.size(), s.realtime_ns).ec != std::errc{})
+                    return std::nullopt;
+            }
             else if (key == "fabric") s.fabric = value;
             else if (key == "ready") s.ready = value == "1";
         } else if (!line.empty()) {
@@ -363,40 +367,5 @@ std::vector<std::string> capture_parts(const Topology& t, const std::string& lin
     return parts;
 }
 
-std::optional<uint64_t> merge_pcaps(const std::vector<std::string>& in, const std::string& out, std::string& error) {
-    std::vector<std::unique_ptr<pcap::Reader>> readers;
-    std::vector<pcap::Frame> head(in.size());
-    std::vector<bool> more(in.size());
-    for (size_t i = 0; i < in.size(); ++i) {
-        readers.push_back(std::make_unique<pcap::Reader>(in[i]));
-        if (!readers[i]->ok()) {
-            error = fmt::format("cannot read {}: {}", in[i], readers[i]->error());
-            return std::nullopt;
-        }
-        more[i] = readers[i]->next(head[i]);
-    }
-    pcap::Writer w(out);
-    if (!w.ok()) {
-        error = fmt::format("cannot write {}: {}", out, w.error());
-        return std::nullopt;
-    }
-    uint64_t frames = 0;
-    for (;;) {
-        size_t pick = in.size();
-        for (size_t i = 0; i < in.size(); ++i)
-            if (more[i] && (pick == in.size() || head[i].ts < head[pick].ts)) pick = i;
-        if (pick == in.size()) break;
-        w.write(head[pick].ts, head[pick].data);
-        ++frames;
-        more[pick] = readers[pick]->next(head[pick]);
-    }
-    for (size_t i = 0; i < in.size(); ++i)
-        if (!readers[i]->error().empty()) {
-            error = fmt::format("{}: {}", in[i], readers[i]->error());
-            return std::nullopt;
-        }
-    w.flush();
-    return frames;
-}
 
 }  // namespace rocemu::fabric::live

@@ -99,6 +99,8 @@ uint32_t ethdevs_needed(const Topology& t, std::string_view node);
 
 // How often a switch node takes a counter snapshot.
 constexpr Nanos kSnapshotEvery = Nanos::from_ms(20);
+// How often a switch node with --control-listen looks for a connection.
+constexpr Nanos kControlEvery = Nanos::from_ms(1);
 
 // DIR/<node>.ready (the node's pid, written once every port of it is up) and
 // DIR/<node>.counters (the counter snapshot, rewritten every kSnapshotEvery
@@ -116,13 +118,14 @@ std::string counters_path(const std::string& link_dir, std::string_view node);
 std::string fabric_identity(const Topology& t, double scale, uint64_t seed);
 
 // A switch's counter snapshot: the CLOCK_MONOTONIC time it was taken (of
-// the switch's machine), the switch, its fabric_identity(), whether every
+// the switch's machine) and its CLOCK_REALTIME, the switch, its fabric_identity(), whether every
 // port of it is up, and "switch,port,counter,value" rows of every non-zero
 // port counter, plus a "lossless_drops" row per port that had any. The text
 // ends with "# end <rows>": parse_snapshot refuses one without it (a reply
 // or file cut short, even at a line boundary).
 struct SwitchSnapshot {
     int64_t at_ns = 0;
+    int64_t realtime_ns = 0;  // CLOCK_REALTIME when taken; 0 if not told
     std::string node;
     std::string fabric;
     bool ready = false;
@@ -169,8 +172,5 @@ std::string capture_path(const std::string& link_dir, std::string_view link, std
 // `t` lacks. Any other `LINK@*.pcap` there (a reused folder's, an earlier
 // run's) is not one of them.
 std::vector<std::string> capture_parts(const Topology& t, const std::string& link_dir, std::string_view link);
-// Merges pcap files into `out` in time-stamp order (a tie keeps the order of
-// `in`). The frame count, or nullopt and `error` naming the file that failed.
-std::optional<uint64_t> merge_pcaps(const std::vector<std::string>& in, const std::string& out, std::string& error);
 
 }  // namespace rocemu::fabric::live

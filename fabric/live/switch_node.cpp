@@ -238,9 +238,10 @@ bool SwitchNode::build(const std::vector<CableEnd>& ends, const std::string& lin
             error = fmt::format("{}:{} (cable {}): cannot make its rings and port", name, pname, link.name);
             return false;
         }
-        rte_ether_addr mac;
-        std::memcpy(mac.addr_bytes, spec.port_mac[e.end.port].data(), 6);
-        rte_eth_dev_default_mac_addr_set(static_cast<uint16_t>(id), &mac);
+        if (!set_ring_port_mac(static_cast<uint16_t>(id), spec.port_mac[e.end.port], error)) {
+            error = fmt::format("{}:{} (cable {}): {}", name, pname, link.name, error);
+            return false;
+        }
         dpdk::PortConfig pc;
         pc.mbufs = kSwitchPortMbufs;
         pc.link_wait = Nanos{0};
@@ -272,6 +273,7 @@ bool SwitchNode::build(const std::vector<CableEnd>& ends, const std::string& lin
 SwitchSnapshot SwitchNode::snapshot(Nanos now) {
     SwitchSnapshot s;
     s.at_ns = monotonic_ns();
+    s.realtime_ns = realtime_ns();
     s.node = name;
     s.fabric = identity;
     s.ready = ready;
@@ -345,7 +347,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     std::signal(SIGTERM, on_stop_signal);
     FabricClock clock(FabricClock::max_step_for(node.topo));
     const std::string counters = counters_path(o.link_dir, name);
-    Nanos next_snapshot{};
+    Nanos next_snapshot{}, next_control{};
     uint64_t turns = 0, sleeps = 0;
     uint32_t idle = 0;
     while (!g_stop) {
@@ -364,9 +366,16 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
                 if (up) node.ready = write_atomically(ready_path(o.link_dir, name), fmt::format("{}\n", getpid()));
             }
             write_atomically(counters, format_snapshot(node.snapshot(now)));
-            // Taken after the accept, so a reply is never older than its request.
-            if (control && control->accept_waiting()) control->answer(format_snapshot(node.snapshot(now)));
-            else if (control) control->flush();
+        }
+        // A control request is answered within kControlEvery (one accept()
+        // a millisecond), with a snapshot taken after the accept: never older
+        // than the request, and its clock stamp falls between the client's
+        // connect and its read of the reply, which bounds the clock offset
+        // the hosts node derives from it.
+        if (control && clock.real() >= next_control) {
+            next_control = clock.real() + kControlEvery;
+            if (control->accept_waiting()) control->answer(format_snapshot(node.snapshot(now)));
+            else control->flush();
         }
         if (work) {
             idle = 0;

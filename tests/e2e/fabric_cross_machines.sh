@@ -58,11 +58,12 @@ eval ip netns exec "$NH" "$NOPORT" $EAL >"$D/noport.txt" 2>&1 && fail "a hosts n
 grep -q "cable h1-left joins hosts to left, which runs on another machine: give hosts --port h1-left=DEVSPEC" \
   "$D/noport.txt" || { cat "$D/noport.txt"; fail "no clear message for a missing --port"; }
 
-eval exec ip netns exec "$NS" "$LEFT" $EAL >"$D/left.log" 2>&1 &
+# Both ends of h0-left capture it, each on its own machine and clock.
+eval exec ip netns exec "$NS" "$LEFT --pcap h0-left" $EAL >"$D/left.log" 2>&1 &
 pids+=($!)
 eval exec ip netns exec "$NS" "$RIGHT" $EAL >"$D/right.log" 2>&1 &
 pids+=($!)
-eval timeout 150 ip netns exec "$NH" "$HOSTS" $EAL >"$D/hosts.txt" 2>"$D/hosts.err"
+eval timeout 150 ip netns exec "$NH" "$HOSTS --pcap h0-left" $EAL >"$D/hosts.txt" 2>"$D/hosts.err"
 rc=$?
 cat "$D/hosts.txt"
 [ $rc -eq 0 ] || { tail -c 800 "$D/hosts.err"; cat "$D/left.log" "$D/right.log"; fail "hosts node exit status $rc"; }
@@ -78,6 +79,17 @@ ls "$D/nics" | grep -q "\.counters$" && fail "a counter file in the hosts' link 
 tx=$(ip netns exec "$NH" cat /sys/class/net/nh0-left/statistics/tx_bytes)
 [ "$tx" -ge 1048576 ] || fail "only $tx bytes crossed nh0-left: h0's cable was not the veth"
 
+# The switches' clocks as the hosts node found them over the control channel:
+# one box, one clock, so zero within the error it states (a wrong unit or
+# sign is seconds off).
+for sw in left right; do
+  clock=$(grep "^clock: switch node $sw at 10.77.0.1:770[01]: its CLOCK_REALTIME is " "$D/hosts.txt") ||
+    fail "no clock line for switch $sw"
+  off=$(echo "$clock" | sed -E 's/.* is ([-+][0-9.]+) ms from .*/\1/')
+  err=$(echo "$clock" | sed -E 's/.*\(within ([0-9.]+) ms.*/\1/')
+  awk -v o="$off" -v e="$err" 'BEGIN { exit !(o <= e + 0.001 && -o <= e + 0.001) }' ||
+    fail "one box, yet a clock $off ms off, outside its $err ms: $clock"
+done
 # Another scale than the switches': refused by the topology check before any QP.
 eval timeout 60 ip netns exec "$NH" "${HOSTS/--scale 75 /--scale 150 }" $EAL >"$D/scale.txt" 2>&1
 rc=$?
@@ -91,6 +103,21 @@ pids=()
 cat "$D/left.log" "$D/right.log"
 grep -q "^switch left: .*ARP requests answered [1-9]" "$D/left.log" || fail "switch left did not stop cleanly"
 grep -q "^switch right: " "$D/right.log" || fail "switch right did not stop cleanly"
+
+# The merge the hosts node printed for h0-left's two captures (left's file
+# is whole once its node has stopped), run where both files are.
+merge=$(grep "^pcap: link h0-left is captured on more than one machine" "$D/hosts.txt" | sed 's/.*: rocemu pcap/pcap/') ||
+  fail "no merge command for h0-left"
+echo "$merge" | grep -q -- "--shift h0-left@left.pcap=-\?[0-9]" || fail "no shift for left's capture: $merge"
+hosts_cap=$(find "$D" -name "h0-left@hosts.pcap" | head -1)
+left_cap=$(find "$D" -name "h0-left@left.pcap" | head -1)
+[ -n "$hosts_cap" ] && [ -n "$left_cap" ] || fail "captures missing: $(find "$D" -name '*.pcap')"
+mkdir -p "$D/merge" && cp "$hosts_cap" "$left_cap" "$D/merge/"
+(cd "$D/merge" && eval "\"$ROCEMU\" $merge -q") >"$D/merge.txt" 2>&1 || { cat "$D/merge.txt"; fail "the merge failed"; }
+cat "$D/merge.txt"
+frames=$(sed -nE 's/^# merged ([0-9]+) frames of 2 files.*/\1/p' "$D/merge.txt")
+[ -n "$frames" ] && [ "$frames" -gt 100 ] || fail "merged $frames frames"
+grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$D/merge.txt" || fail "merged capture: $(tail -1 "$D/merge.txt")"
 
 # Wrong control addresses: nothing listens there, or no host has it. The
 # hosts node gives up after --wait, naming the switch, the address and why.

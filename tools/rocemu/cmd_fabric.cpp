@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/pcap/pcap.hpp"
 #include "fabric/report.hpp"
 #include "fabric/scenario.hpp"
 #include "fabric/topology.hpp"
@@ -327,7 +328,9 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
         const std::vector<std::string> parts = live::capture_parts(t, dir, a.pcap);
         const std::string out = (std::filesystem::path(a.out) / fmt::format("live_{}_{}.pcap", pattern_name(p), a.pcap)).string();
         std::string why;
-        const std::optional<uint64_t> frames = live::merge_pcaps(parts, out, why);
+        std::vector<pcap::MergeInput> in;
+        for (const std::string& part : parts) in.push_back({part, Nanos{0}});  // one machine, one clock
+        const std::optional<uint64_t> frames = pcap::merge(in, out, why);
         if (!frames) {
             fmt::print(stderr, "{}: --pcap: {}\n  logs, counters and captures kept in {}\n", me, why, dir);
             return 2;

@@ -7,6 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <ctime>
+#include <string>
 #include <thread>
 
 #include "fabric/live/control.hpp"
@@ -70,6 +73,54 @@ TEST(FabricLiveControl, EachConnectionGetsTheSnapshotTakenAfterItWasAccepted) {
         EXPECT_EQ(*c.text, "second\n");
     }
     EXPECT_FALSE(srv->accept_waiting());
+}
+
+// The offset of a remote clock from a reply's stamp: the stamp was taken
+// between the connect and the reply being read, so it stands for
+// the middle of that span, give or take half of it; no stamp, no offset.
+TEST(FabricLiveControl, ClockOffsetFromAReplysStamp) {
+    // Connect at 1 s, up 0.2 ms later, reply read at 1.0012 s; the remote
+    // stamped 5 ms ahead of us.
+    const FetchTimes t{1'000'000'000, 1'000'200'000, 1'001'200'000};
+    const auto c = clock_offset(1'000'600'000 + 5'000'000, t);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->offset.v, 5'000'000);
+    EXPECT_EQ(c->error.v, 600'000);
+    const auto behind = clock_offset(1'000'600'000 - 3'000'000'000, t);
+    ASSERT_TRUE(behind);
+    EXPECT_EQ(behind->offset.v, -3'000'000'000);
+    // An odd span: the error rounds up, so the bound still holds at both ends.
+    const FetchTimes odd{100, 101, 103};
+    const ClockOffset lo = *clock_offset(100, odd), hi = *clock_offset(103, odd);
+    EXPECT_GE(lo.offset.v + lo.error.v, 0);
+    EXPECT_LE(hi.offset.v - hi.error.v, 0);
+    EXPECT_FALSE(clock_offset(0, t));
+    EXPECT_FALSE(clock_offset(5, FetchTimes{10, 5, 20}));
+}
+
+// Over loopback both ends read one clock: the offset found is within its
+// error of zero, and the times are filled in order.
+TEST(FabricLiveControl, AFetchOnOneMachineFindsNoOffset) {
+    std::string error;
+    auto srv = ControlServer::listen({"127.0.0.1", 0}, error);
+    ASSERT_TRUE(srv) << error;
+    FetchTimes times;
+    std::optional<std::string> text;
+    std::thread th([&] { text = fetch_control({"127.0.0.1", srv->port()}, Nanos::from_s(20), error, &times); });
+    while (!srv->accept_waiting()) std::this_thread::yield();
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    srv->answer(std::to_string(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec));
+    while (srv->open_connections() > 0) srv->flush();
+    th.join();
+    ASSERT_TRUE(text) << error;
+    EXPECT_LE(times.start, times.connected);
+    EXPECT_LE(times.connected, times.done);
+    const auto c = clock_offset(std::stoll(*text), times);
+    ASSERT_TRUE(c);
+    // The stamp lies between connected and done on the same clock: the true
+    // offset, 0, is within the error found.
+    EXPECT_LE(std::abs(c->offset.v), c->error.v) << c->offset.v;
 }
 
 TEST(FabricLiveControl, ASecondServerOnTheSamePortIsRefusedNamingIt) {

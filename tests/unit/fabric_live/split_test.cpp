@@ -143,6 +143,7 @@ TEST(FabricLiveSplit, EthdevBudgets) {
 TEST(FabricLiveSplit, SnapshotsRoundTripAndTruncatedOnesAreRejected) {
     SwitchSnapshot s;
     s.at_ns = 123456789012;
+    s.realtime_ns = 1796000000123456789;
     s.node = "leaf0";
     s.fabric = "default topology 0123456789abcdef scale 4 seed 1";
     s.ready = true;
@@ -151,6 +152,7 @@ TEST(FabricLiveSplit, SnapshotsRoundTripAndTruncatedOnesAreRejected) {
     const auto back = parse_snapshot(text);
     ASSERT_TRUE(back);
     EXPECT_EQ(back->at_ns, s.at_ns);
+    EXPECT_EQ(back->realtime_ns, s.realtime_ns);
     EXPECT_EQ(back->node, s.node);
     EXPECT_EQ(back->fabric, s.fabric);
     EXPECT_TRUE(back->ready);
@@ -345,7 +347,9 @@ TEST(FabricLiveSplit, CapturePartsAreTheOwnersFilesMergedInTimeOrder) {
     ASSERT_EQ(parts, (std::vector<std::string>{capture_path(dir, link.name, hosts), capture_path(dir, link.name, leaf)}));
     EXPECT_TRUE(capture_parts(t, dir, "nosuch").empty());
     std::string error;
-    const std::optional<uint64_t> n = merge_pcaps(parts, dir + "/merged.pcap", error);
+    std::vector<pcap::MergeInput> in;
+    for (const std::string& part : parts) in.push_back({part, Nanos{0}});
+    const std::optional<uint64_t> n = pcap::merge(in, dir + "/merged.pcap", error);
     ASSERT_TRUE(n) << error;
     EXPECT_EQ(*n, 5u);
     pcap::Reader r(dir + "/merged.pcap");
@@ -359,7 +363,22 @@ TEST(FabricLiveSplit, CapturePartsAreTheOwnersFilesMergedInTimeOrder) {
     }
     EXPECT_EQ(ts, (std::vector<int64_t>{10, 20, 30, 40, 50}));
     EXPECT_EQ(tags, (std::vector<uint8_t>{1, 2, 3, 4, 5}));
-    EXPECT_FALSE(merge_pcaps({dir + "/none.pcap"}, dir + "/x.pcap", error));
+    // The leaf's file taken on a machine whose clock is 15 ns ahead: shifted
+    // by -15 its frames fall between the hosts node's in other places.
+    in[1].shift = Nanos{-15};
+    ASSERT_TRUE(pcap::merge(in, dir + "/shifted.pcap", error)) << error;
+    pcap::Reader rs(dir + "/shifted.pcap");
+    ASSERT_TRUE(rs.ok());
+    ts.clear();
+    tags.clear();
+    while (rs.next(f)) {
+        ts.push_back(f.ts.v);
+        tags.push_back(f.data.at(0));
+    }
+    EXPECT_EQ(ts, (std::vector<int64_t>{5, 10, 15, 35, 40}));
+    EXPECT_EQ(tags, (std::vector<uint8_t>{2, 1, 3, 5, 4}));
+    const pcap::MergeInput none[] = {{dir + "/none.pcap", Nanos{0}}};
+    EXPECT_FALSE(pcap::merge(none, dir + "/x.pcap", error));
     EXPECT_NE(error.find("none.pcap"), std::string::npos) << error;
     std::filesystem::remove_all(dir);
 }
