@@ -223,9 +223,7 @@ bool LiveFabric::Impl::build(std::string& error) {
     };
     const auto switch_end = [&](const Endpoint& e, int id) {
         sw_port[e.index][e.port] = id;
-        rte_ether_addr mac;
-        std::memcpy(mac.addr_bytes, topo.switches[e.index].port_mac[e.port].data(), 6);
-        rte_eth_dev_default_mac_addr_set(static_cast<uint16_t>(id), &mac);
+        return set_ring_port_mac(static_cast<uint16_t>(id), topo.switches[e.index].port_mac[e.port], error);
     };
     for (uint32_t l = 0; l < topo.links.size(); ++l) {
         const LinkSpec& link = topo.links[l];
@@ -239,8 +237,7 @@ bool LiveFabric::Impl::build(std::string& error) {
                 error = fmt::format("link {}: cannot make its rings and ports", link.name);
                 return false;
             }
-            switch_end(link.a, ia);
-            switch_end(link.b, ib);
+            if (!switch_end(link.a, ia) || !switch_end(link.b, ib)) return false;
             link_ports[l] = {static_cast<uint16_t>(ia), static_cast<uint16_t>(ib)};
             continue;
         }
@@ -261,7 +258,7 @@ bool LiveFabric::Impl::build(std::string& error) {
             return false;
         }
         nic_port[n.index] = in;
-        switch_end(s, is);
+        if (!switch_end(s, is)) return false;
         link_ports[l] = {static_cast<uint16_t>(in), static_cast<uint16_t>(is)};
     }
 

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <rte_ethdev.h>
 
+#include <array>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +19,23 @@
 #include "switch/dpdk/stats.hpp"
 
 namespace rocemu::fabric::live {
+
+// Gives ring port `id` (rte_eth_from_rings) the topology's port MAC, the
+// source of every frame the switch sends from it. net_ring has no
+// mac_addr_set: rte_eth_dev_default_mac_addr_set fails (ENOTSUP) and left the
+// address 00:00:00:00:00:00, which a Linux bridge (and a real switch) drops as
+// a source. Its one address slot is empty, so rte_eth_dev_mac_addr_add fills
+// it. False with `error` set if the address did not stick.
+inline bool set_ring_port_mac(uint16_t id, const std::array<uint8_t, 6>& mac, std::string& error) {
+    rte_ether_addr a;
+    std::memcpy(a.addr_bytes, mac.data(), 6);
+    rte_ether_addr got{};
+    const int rc = rte_eth_dev_mac_addr_add(id, &a, 0);
+    rte_eth_macaddr_get(id, &got);
+    if (rc == 0 && std::memcmp(got.addr_bytes, mac.data(), 6) == 0) return true;
+    error = fmt::format("ring port {} does not take its MAC ({})", id, rc != 0 ? rte_strerror(-rc) : "not set");
+    return false;
+}
 
 // `ports[i]` is switch port i; `core` was built from the switch's config.
 inline std::unique_ptr<sw::live::SwitchRuntime> start_switch(const Topology& topo, uint32_t s, sw::Switch& core,
