@@ -9,9 +9,16 @@
 #       boot and read commands from stdin, one guest_run per line.
 #
 # Library (after `source guest.sh`):
-#   guest_boot [--mtu N] [--ip A.B.C.D/NN] [--boot-script FILE]
+#   guest_boot [--mtu N] [--ip A.B.C.D/NN] [--boot-script FILE] [--nics N]
+#              [--host-root] [--cpu MODEL]
 #       Creates netns $GUEST_NS holding tap $GUEST_TAP (MTU N, no IP address,
 #       no IPv6), boots the guest on it and waits for its ready marker.
+#       --nics N: N more virtio-net NICs (0..8), each on its own tap
+#       rxetap1..rxetapN in $GUEST_NS (MTU N, no address, no IPv6); in the
+#       guest NIC i has MAC $(guest_nic_mac i) and is left down.
+#       --host-root: the host's / as a read-only 9p share (tag hostroot), for
+#       guest_host_root. --cpu MODEL: QEMU's -cpu (default: QEMU's own, qemu64
+#       under TCG; `max` has SSE4.2/PCLMUL/AVX2 that DPDK needs).
 #       Returns non-zero, with the reason on stderr, if setup fails or the
 #       guest is not ready within $GUEST_BOOT_TIMEOUT s (default 180).
 #   guest_run [-t SECONDS] 'commands'   run in the guest, print stdout+stderr,
@@ -25,6 +32,12 @@
 #   guest_wait_exit [SECONDS]           wait for the guest to power itself off
 #   guest_shutdown                      power off (bounded), remove the netns
 #   guest_ns_exec CMD...                run a host command inside $GUEST_NS
+#   guest_nic_mac I                     the guest MAC of extra NIC I (1..8)
+#   guest_host_root                     (after --host-root) mounts the host's /
+#       read-only on $GUEST_HOST_ROOT in the guest with the guest's /dev, /proc,
+#       /sys, fresh tmpfs on /run and /tmp, and the share at its host path, so
+#       that `chroot $GUEST_HOST_ROOT PROGRAM` runs a host program and its
+#       libraries unchanged, writing only to tmpfs and the share.
 # After guest_boot: $GUEST_NS, $GUEST_TAP, $GUEST_MTU, $GUEST_DIR (run dir:
 # console.log, qemu.log), $GUEST_SHARE, $GUEST_QEMU_PID, $GUEST_READY_SECONDS.
 #
@@ -59,6 +72,27 @@ guest__poll() {
 
 guest_ns_exec() { ip netns exec "$GUEST_NS" "$@"; }
 
+GUEST_HOST_ROOT=/host
+guest_nic_mac() { printf '52:54:00:77:01:%02x' "$1"; }
+
+# 9p cache=loose: the host's / does not change under the guest while it runs,
+# and loading a program's libraries through an uncached 9p mount takes
+# minutes under TCG.
+guest_host_root() {
+  local h=$GUEST_HOST_ROOT
+  guest_run -t 120 "set -e
+    mkdir -p $h
+    mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=262144 hostroot $h
+    mount -o bind /dev $h/dev
+    mount -o bind /dev/shm $h/dev/shm
+    mount -o bind /dev/pts $h/dev/pts
+    mount -t proc proc $h/proc
+    mount -o bind /sys $h/sys
+    mount -t tmpfs tmpfs $h/run
+    mount -t tmpfs tmpfs $h/tmp
+    mount -o bind /share $h$GUEST_SHARE"
+}
+
 # A harness killed outright leaves its netns, and maybe its QEMU, behind. The
 # netns name carries the harness pid: reap those whose harness is gone, and
 # run directories older than a day.
@@ -75,12 +109,15 @@ guest__reap_stale() {
 }
 
 guest_boot() {
-  local mtu=1500 ip="$GUEST_DEFAULT_IP" boot_script=""
+  local mtu=1500 ip="$GUEST_DEFAULT_IP" boot_script="" nics=0 host_root=0 cpu=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --mtu) mtu="$2"; shift 2 ;;
       --ip) ip="$2"; shift 2 ;;
       --boot-script) boot_script="$2"; shift 2 ;;
+      --nics) nics="$2"; shift 2 ;;
+      --host-root) host_root=1; shift ;;
+      --cpu) cpu="$2"; shift 2 ;;
       *) guest__err "guest_boot: unknown option '$1'"; return 2 ;;
     esac
   done
@@ -90,6 +127,10 @@ guest_boot() {
   if [ "$mtu" -lt 1280 ] || [ "$mtu" -gt 9000 ]; then
     guest__err "guest_boot: --mtu $mtu is outside 1280..9000"; return 2
   fi
+  case "$nics" in
+    [0-8]) ;;
+    *) guest__err "guest_boot: --nics '$nics' is not a number in 0..8"; return 2 ;;
+  esac
 
   "$GUEST_HERE/build-guest.sh" || return 1
   guest__reap_stale
@@ -110,6 +151,17 @@ guest_boot() {
   # nor reject UDP 4791 in the place of the user-space peer.
   guest_ns_exec sysctl -qw "net.ipv6.conf.$GUEST_TAP.disable_ipv6=1"
   guest_ns_exec ip link set "$GUEST_TAP" mtu "$mtu" up || { guest_shutdown; return 1; }
+  local extra=() i
+  for ((i = 1; i <= nics; i++)); do
+    guest_ns_exec ip tuntap add dev "rxetap$i" mode tap &&
+      guest_ns_exec sysctl -qw "net.ipv6.conf.rxetap$i.disable_ipv6=1" &&
+      guest_ns_exec ip link set "rxetap$i" mtu "$mtu" up || { guest_shutdown; return 1; }
+    extra+=(-netdev "tap,id=n$i,ifname=rxetap$i,script=no,downscript=no"
+            -device "virtio-net-pci,netdev=n$i,mac=$(guest_nic_mac "$i"),host_mtu=$mtu")
+  done
+  [ "$host_root" = 1 ] &&
+    extra+=(-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap")
+  [ -n "$cpu" ] && extra+=(-cpu "$cpu")
 
   local accel="${ROCEMU_GUEST_ACCEL:-tcg}"
   # Under TCG on a busy host the kernel's PIT-based TSC calibration can be off
@@ -124,7 +176,7 @@ guest_boot() {
     -netdev "tap,id=n0,ifname=$GUEST_TAP,script=no,downscript=no" \
     -device "virtio-net-pci,netdev=n0,mac=$GUEST_MAC,host_mtu=$mtu" \
     -virtfs "local,path=$GUEST_SHARE,mount_tag=share,security_model=none,multidevs=remap" \
-    > "$GUEST_DIR/qemu.log" 2>&1) &
+    "${extra[@]}" > "$GUEST_DIR/qemu.log" 2>&1) &
   GUEST_QEMU_PID=$!
   GUEST_BOOT_START=$SECONDS
 
