@@ -37,6 +37,13 @@
 // one (opcode, PSN, AETH syndrome and MSN, READ payload, atomic value);
 // completions equal the model's; the MR and the receive buffers equal the
 // model's memory; duplicate/out-of-sequence counters equal the model's.
+// With config bit 3 the QP sprays (reorder window 16): a message that will
+// neither wait for a RECV nor fail arrives in the order the input says and
+// must end as the in-order model does (MR, RECV buffers, completions,
+// expected PSN); after an RNR NAK the message is resent and its held
+// packets drain. Its frames (ACKs merge) are only parsed; PSN-ahead
+// packets and protocol errors on top of held packets are left out (they
+// are held, not NAKed: fuzz_qp_kinds covers them).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
