@@ -131,6 +131,10 @@ public:
                                        name_, v.label, now.ms(), v.limit.ms(), done, f.stats().size(),
                                        std::chrono::duration<double>(wall - wall0).count()));
         });
+        // The run's end, unless a sample fell on it: a run shorter than one
+        // sampling period still has a row to plot, and every series ends
+        // with the final totals.
+        if (rec.samples() == 0 || rec.time(rec.samples() - 1) < f.now()) rec.sample(f.now());
         Outcome o;
         o.label = v.label;
         o.totals = f.totals();

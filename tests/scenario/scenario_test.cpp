@@ -1,5 +1,7 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -127,6 +129,31 @@ TEST(FabricScenario, SameSeedGivesByteIdenticalReportsAndPcaps) {
         pcaps += e.path().extension() == ".pcap";
     }
     EXPECT_EQ(pcaps, 4);  // one per variant
+}
+
+// A size that completes in less than one sampling period (64 KiB all-to-all
+// over 400 Gbit/s: about 9 us, samples every 50 us) still gets a row, at the
+// run's end, in every CSV, so its plots have data to draw.
+TEST(FabricScenario, ASweepShorterThanASamplePeriodStillWritesARow) {
+    const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "fabric_short_sweep";
+    std::filesystem::remove_all(dir);
+    const FabricConfig cfg = *parse_fabric_config(slurp(ROCEMU_SOURCE_DIR "/configs/fabrics/leaf-spine-400g.yaml"),
+                                                  "leaf-spine-400g.yaml")
+                                  .config;
+    ScenarioOptions o;
+    o.out_dir = dir.string();
+    const Bytes sizes[] = {Bytes{64 << 10}};
+    const auto rows = run_sweep(generate(cfg), Pattern::AllToAll, sizes, o);
+    ASSERT_EQ(rows.size(), 1u);
+    ASSERT_GT(rows[0].time, Nanos{0});
+    ASSERT_LT(rows[0].time, Nanos::from_us(50));
+    for (const char* what : {"flows", "totals"}) {
+        const std::string csv = slurp(dir / fmt::format("all_to_all_65536B_{}.csv", what));
+        const auto lines = std::count(csv.begin(), csv.end(), '\n');
+        EXPECT_EQ(lines, 2) << what << ":\n" << csv.substr(0, 200);
+        // The row is the run's end, in us.
+        EXPECT_NE(csv.find(fmt::format("\n{:.3f},", rows[0].time.us())), std::string::npos) << csv.substr(0, 200);
+    }
 }
 
 }  // namespace
