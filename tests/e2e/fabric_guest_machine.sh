@@ -137,6 +137,9 @@ IFS=, read -r _ _ _ _ _ pfc _ _ drops lossless flows verified _ complete _ < <(s
 echo "$row" | grep -q " $flows/$flows$" || fail "not every flow verified: $row"
 ports=$REP/live_incast_${bytes}B_switch_ports.csv
 grep -q "^left,Ethernet0," "$ports" && grep -q "^right,Ethernet0," "$ports" || fail "no counters of both switches in $ports"
+# and the guest side's: every NIC's, in the same report.
+nics=$REP/live_incast_${bytes}B_nics.csv
+for n in h0 h1 h2; do grep -q "^$n,sent_pkts,[1-9]" "$nics" || fail "no sent_pkts of $n in $nics"; done
 # The receiver h2 is in the guest: two senders' messages left right's port
 # through the bridge and the tap into the guest's NIC.
 tx=$(( $(tap_bytes rxetap3 tx) - tx0 ))
