@@ -1,7 +1,7 @@
 // libFuzzer target: an RC responder against a model of the right answer.
 // One engine per input (path MTU 256, 1024 or 4096; READ responses copied or
-// lent zero-copy), an RC QP in RTS whose receive PSN starts just below 2^24
-// so the stream wraps. The input is a script of well-formed requester
+// lent zero-copy), an RC (or UC, or spraying RC) QP in RTS whose receive PSN
+// starts just below 2^24 so the stream wraps. The input is a script of well-formed requester
 // behaviour, a few bytes per step:
 //   msg:    a new message at the expected PSN: SEND / SEND with immediate
 //           (into posted RECVs of 1-3 SGEs), WRITE / WRITE with immediate,
@@ -44,6 +44,13 @@
 // packets drain. Its frames (ACKs merge) are only parsed; PSN-ahead
 // packets and protocol errors on top of held packets are left out (they
 // are held, not NAKed: fuzz_qp_kinds covers them).
+// With config bit 4 the QP is UC (READ and atomics become SEND/WRITE): the
+// model is rxe's UC responder - a packet with another PSN than the expected
+// one, or a FIRST inside a message, ends the message in progress (its RECV
+// kept) and restarts at that PSN; a continuation with no message open is a
+// uc_sequence drop, what RC would NAK a uc_invalid drop, a SEND without a
+// RECV a no_recv drop, each ending the message; nothing is ever sent. Those
+// drop counters, memory, completions and the expected PSN equal the model's.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -118,6 +125,7 @@ struct Model {
     Resource res[kRdAtomic];
     uint32_t res_next = 0;
     uint64_t dup = 0, ooo = 0, resource_missing = 0;
+    uint64_t uc_sequence = 0, uc_invalid = 0, no_recv = 0;  // UC drops
     std::vector<uint8_t> mr = std::vector<uint8_t>(kMrLen);
     std::vector<uint8_t> recv = std::vector<uint8_t>(kRecvLen);
     std::deque<Out> out;
@@ -148,6 +156,7 @@ struct Target {
     std::vector<uint8_t> frame = std::vector<uint8_t>(9216 + 64);
     Model m;
     bool spray = false;  // the QP sprays: its responder has a reorder buffer
+    bool uc = false;     // the QP is UC: no ACKs, errors and gaps are drops
     std::deque<Sent> history;  // the last packets delivered
     std::vector<Sent> last_msg;
     uint64_t next_wr_id = 1;
@@ -167,7 +176,8 @@ struct Target {
         c.max_srq = 1;
         c.max_ah = 1;
         c.zero_copy_min = cfg & 1 ? 512 : 0;
-        spray = cfg & 8;
+        uc = cfg & 0x10;
+        spray = (cfg & 8) && !uc;
         VerbsError e;
         eng = Engine::create(c, e);
         if (!eng) fail("engine config");
@@ -190,11 +200,12 @@ struct Target {
             ia.reliability = Reliability::Spray;
             ia.reorder_window = 16;  // >= kMaxPkts: a whole message fits
         }
+        if (uc) ia.qp_type = QpType::Uc;
         qpn = eng->create_qp(ia).value;
         static constexpr PathMtu kMtus[] = {PathMtu::Mtu1024, PathMtu::Mtu256, PathMtu::Mtu4096, PathMtu::Mtu1024};
         const PathMtu mtu = kMtus[(cfg >> 1) & 3];
         m.mtu = mtu_bytes(mtu);
-        m.epsn = Psn{0xFFFFF0u + (cfg >> 4)};
+        m.epsn = Psn{0xFFFFF8u + (cfg >> 5)};
         // INIT, then RTR with our receive PSN, MTU and RNR timer, then RTS.
         QpAttr a;
         a.qp_state = QpState::Init;
@@ -207,16 +218,11 @@ struct Target {
         a.max_dest_rd_atomic = kRdAtomic;
         a.min_rnr_timer = kRnrTimer;
         a.ah_attr.dgid = peer;
-        if (eng->modify_qp(qpn, a,
-                           kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
-                               kAttrMinRnrTimer,
-                           fx)
-                .err)
-            fail("RTR");
+        const uint32_t rtr = kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn;
+        if (eng->modify_qp(qpn, a, uc ? rtr : rtr | kAttrMaxDestRdAtomic | kAttrMinRnrTimer, fx).err) fail("RTR");
         a.qp_state = QpState::Rts;
-        if (eng->modify_qp(qpn, a,
-                           kAttrState | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrSqPsn | kAttrMaxQpRdAtomic,
-                           fx)
+        const uint32_t rts = kAttrState | kAttrSqPsn;
+        if (eng->modify_qp(qpn, a, uc ? rts : rts | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic, fx)
                 .err)
             fail("RTS");
     }
@@ -311,8 +317,94 @@ struct Target {
     }
 
     // What the responder does with one well-formed request.
+    // UC (rxe's UC responder): a packet with another PSN than the expected
+    // one, or a FIRST inside a message, ends the message in progress (its
+    // RECV is kept) and restarts at that PSN; a continuation with no message
+    // open is dropped; what RC would NAK (length, opcode sequence) and a
+    // SEND with no RECV are dropped, and the message ends. Nothing is sent.
+    void model_uc(const wire::RocePacket& p) {
+        const bool first = p.info().flags & wire::kOpFirst;
+        const K k = kind(p.bth.opcode);
+        if (p.bth.psn != m.epsn || (m.in_msg && first)) {
+            m.in_msg = false;
+            m.epsn = p.bth.psn;
+        }
+        auto drop = [&](uint64_t& counter) {
+            ++counter;
+            m.in_msg = false;
+            m.epsn = p.bth.psn + 1;
+        };
+        if (!m.in_msg && !first) return drop(m.uc_sequence);
+        if (m.in_msg && k != kind(m.msg_op)) return drop(m.uc_invalid);
+        WcStatus st;
+        switch (exec_send_write(p, st)) {
+            case Res::Done: return;
+            case Res::NoRecv: return drop(m.no_recv);
+            case Res::Invalid: return drop(m.uc_invalid);
+        }
+    }
+
+    enum class Res : uint8_t { Done, NoRecv, Invalid };
+    // A SEND or WRITE packet at the expected PSN that continues (or starts)
+    // the message in progress, on RC and UC alike: places its payload, takes
+    // and completes RECVs, advances the PSN. NoRecv: no RECV for it;
+    // Invalid: a length or offset is wrong, `st` the status the RECV in use
+    // completes with on RC. Neither changes the message in progress.
+    Res exec_send_write(const wire::RocePacket& p, WcStatus& st) {
+        const uint32_t f = p.info().flags;
+        const bool first = f & wire::kOpFirst, last = f & wire::kOpLast;
+        const uint32_t len = p.payload_len;
+        st = WcStatus::LocLenErr;
+        if ((f & wire::kOpPayload) && (len > m.mtu || (!last && len != m.mtu))) return Res::Invalid;
+        auto take_recv = [&] {
+            if (m.has_wqe) return true;
+            if (m.rq.empty()) return false;
+            m.wqe = m.rq.front();
+            m.rq.pop_front();
+            m.has_wqe = true;
+            return true;
+        };
+        if (kind(p.bth.opcode) == K::Send) {
+            if (first) {
+                if (!take_recv()) return Res::NoRecv;
+                m.offset = 0;
+            }
+            if (m.offset + len > m.wqe.len) return Res::Invalid;
+            model_scatter(m.wqe, m.offset, p.payload, len);
+            m.offset += len;
+            if (last) {
+                const bool imm = f & wire::kOpImm;
+                complete(m.wqe.wr_id, WcStatus::Success, WcOpcode::Recv, static_cast<uint32_t>(m.offset),
+                         imm ? p.imm : 0, imm ? kWcWithImm : 0);
+                m.has_wqe = false;
+            }
+        } else {
+            st = WcStatus::Success;
+            if (first) {
+                if (last ? len != p.reth.dma_len : p.reth.dma_len <= len) return Res::Invalid;
+                m.write_va = mr_off(p.reth.va);
+                m.write_len = p.reth.dma_len;
+                m.offset = 0;
+            }
+            if (m.offset + len > m.write_len || (last && m.offset + len != m.write_len)) return Res::Invalid;
+            if (last && (f & wire::kOpImm) && !take_recv()) return Res::NoRecv;
+            if (len) std::memcpy(m.mr.data() + m.write_va + m.offset, p.payload, len);
+            m.offset += len;
+            if (last && (f & wire::kOpImm)) {
+                complete(m.wqe.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, m.write_len, p.imm, kWcWithImm);
+                m.has_wqe = false;
+            }
+        }
+        if (last) ++m.msn;
+        m.in_msg = !last;
+        if (first && !last) m.msg_op = p.bth.opcode;
+        ++m.epsn;
+        return Res::Done;
+    }
+
     void model(const wire::RocePacket& p) {
         if (m.error) return;  // dropped (QP error)
+        if (uc) return model_uc(p);
         const int32_t d = Psn::diff(p.bth.psn, m.epsn);
         if (d > 0) {
             ++m.ooo;
@@ -324,94 +416,42 @@ struct Target {
         }
         if (d < 0) return model_duplicate(p);
         m.nak_sent = false;
-        const uint32_t f = p.info().flags;
-        const bool first = f & wire::kOpFirst, last = f & wire::kOpLast;
+        const bool first = p.info().flags & wire::kOpFirst;
         const K k = kind(p.bth.opcode);
-        const uint32_t len = p.payload_len;
         if (m.in_msg ? first || k != kind(m.msg_op) : !first)
             return model_fatal(aeth::kNakInvalidRequest, p.bth.psn, m.in_msg ? WcStatus::LocQpOpErr : WcStatus::Success);
-        if ((f & wire::kOpPayload) && (len > m.mtu || (!last && len != m.mtu)))
-            return model_fatal(aeth::kNakInvalidRequest, p.bth.psn, WcStatus::LocLenErr);
         auto rnr = [&] {
             m.nak_sent = true;
             expect(op::ACKNOWLEDGE, p.bth.psn, static_cast<uint8_t>(aeth::kRnrNak | kRnrTimer), m.msn);
         };
-        switch (k) {
-            case K::Send:
-                if (first) {
-                    if (!m.has_wqe) {
-                        if (m.rq.empty()) return rnr();
-                        m.wqe = m.rq.front();
-                        m.rq.pop_front();
-                        m.has_wqe = true;
-                    }
-                    m.offset = 0;
-                }
-                if (m.offset + len > m.wqe.len)
-                    return model_fatal(aeth::kNakInvalidRequest, p.bth.psn, WcStatus::LocLenErr);
-                model_scatter(m.wqe, m.offset, p.payload, len);
-                m.offset += len;
-                if (last) {
-                    const bool imm = f & wire::kOpImm;
-                    complete(m.wqe.wr_id, WcStatus::Success, WcOpcode::Recv, static_cast<uint32_t>(m.offset),
-                             imm ? p.imm : 0, imm ? kWcWithImm : 0);
-                    m.has_wqe = false;
-                    ++m.msn;
-                }
-                break;
-            case K::Write:
-                if (first) {
-                    if (last ? len != p.reth.dma_len : p.reth.dma_len <= len)
-                        return model_fatal(aeth::kNakInvalidRequest, p.bth.psn, WcStatus::Success);
-                    m.write_va = mr_off(p.reth.va);
-                    m.write_len = p.reth.dma_len;
-                    m.offset = 0;
-                }
-                if (m.offset + len > m.write_len || (last && m.offset + len != m.write_len))
-                    return model_fatal(aeth::kNakInvalidRequest, p.bth.psn, WcStatus::Success);
-                if (last && (f & wire::kOpImm) && !m.has_wqe) {
-                    if (m.rq.empty()) return rnr();
-                    m.wqe = m.rq.front();
-                    m.rq.pop_front();
-                    m.has_wqe = true;
-                }
-                if (len) std::memcpy(m.mr.data() + m.write_va + m.offset, p.payload, len);
-                m.offset += len;
-                if (last) {
-                    if (f & wire::kOpImm) {
-                        complete(m.wqe.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, m.write_len, p.imm,
-                                 kWcWithImm);
-                        m.has_wqe = false;
-                    }
-                    ++m.msn;
-                }
-                break;
-            case K::Read: {
-                const uint32_t n = p.reth.dma_len == 0 ? 1 : (p.reth.dma_len + m.mtu - 1) / m.mtu;
-                ++m.msn;
-                expect_read(p.bth.psn, p.reth.va, p.reth.dma_len);
-                m.res[m.res_next++ % kRdAtomic] = Resource{true, true, p.bth.psn, p.bth.psn + (n - 1), 0};
-                m.epsn += n;
-                return;
+        if (k == K::Send || k == K::Write) {
+            WcStatus st;
+            switch (exec_send_write(p, st)) {
+                case Res::Done: break;
+                case Res::NoRecv: return rnr();
+                case Res::Invalid: return model_fatal(aeth::kNakInvalidRequest, p.bth.psn, st);
             }
-            case K::Atomic: {
-                uint64_t orig;
-                uint8_t* at = m.mr.data() + mr_off(p.atomic.va);
-                std::memcpy(&orig, at, 8);
-                const uint64_t nv = p.bth.opcode == op::COMPARE_SWAP ? (orig == p.atomic.compare ? p.atomic.swap_add : orig)
-                                                                      : orig + p.atomic.swap_add;
-                std::memcpy(at, &nv, 8);
-                m.res[m.res_next++ % kRdAtomic] = Resource{false, true, p.bth.psn, p.bth.psn, orig};
-                ++m.msn;
-                m.out.push_back(Out{op::ATOMIC_ACKNOWLEDGE, p.bth.psn, aeth::kCreditInvalid, m.msn, orig, {}});
-                ++m.epsn;
-                return;
-            }
+            if (p.bth.ackreq) expect(op::ACKNOWLEDGE, p.bth.psn, aeth::kCreditInvalid, m.msn);
+            return;
         }
-        m.in_msg = !last;
-        if (first && !last) m.msg_op = p.bth.opcode;
+        if (k == K::Read) {
+            const uint32_t n = p.reth.dma_len == 0 ? 1 : (p.reth.dma_len + m.mtu - 1) / m.mtu;
+            ++m.msn;
+            expect_read(p.bth.psn, p.reth.va, p.reth.dma_len);
+            m.res[m.res_next++ % kRdAtomic] = Resource{true, true, p.bth.psn, p.bth.psn + (n - 1), 0};
+            m.epsn += n;
+            return;
+        }
+        uint64_t orig;  // an atomic
+        uint8_t* at = m.mr.data() + mr_off(p.atomic.va);
+        std::memcpy(&orig, at, 8);
+        const uint64_t nv = p.bth.opcode == op::COMPARE_SWAP ? (orig == p.atomic.compare ? p.atomic.swap_add : orig)
+                                                              : orig + p.atomic.swap_add;
+        std::memcpy(at, &nv, 8);
+        m.res[m.res_next++ % kRdAtomic] = Resource{false, true, p.bth.psn, p.bth.psn, orig};
+        ++m.msn;
+        m.out.push_back(Out{op::ATOMIC_ACKNOWLEDGE, p.bth.psn, aeth::kCreditInvalid, m.msn, orig, {}});
         ++m.epsn;
-        if (p.bth.ackreq) expect(op::ACKNOWLEDGE, p.bth.psn, aeth::kCreditInvalid, m.msn);
     }
 
     // ---- the engine ----
@@ -479,6 +519,10 @@ struct Target {
         if (!spray && c.out_of_seq_request != m.ooo) fail("out_of_seq_request differs from the model's");
         if (!spray && c.drops[size_t(DropReason::ResourceMissing)] != m.resource_missing)
             fail("resource-missing drops differ from the model's");
+        if (c.drops[size_t(DropReason::UcSequence)] != m.uc_sequence ||
+            c.drops[size_t(DropReason::UcInvalid)] != m.uc_invalid ||
+            (uc && c.drops[size_t(DropReason::NoRecvWqe)] != m.no_recv))
+            fail("UC drops (sequence, invalid, no RECV) differ from the model's");
         QpAttr a;
         QpInitAttr ia;
         eng->query_qp(qpn, a, ia);
@@ -511,6 +555,7 @@ struct Target {
     }
 
     wire::RocePacket request() const { return fuzz::from_peer(mac, local, peer, qpn); }
+    uint8_t base() const { return uc ? op::kUc : op::kRc; }  // opcode class
 
     // ---- steps ----
 
@@ -543,7 +588,9 @@ struct Target {
         const uint8_t k = in.u8();
         static constexpr uint8_t kFirst[] = {op::SEND_FIRST, op::SEND_FIRST, op::WRITE_FIRST, op::WRITE_FIRST,
                                              op::READ_REQUEST, op::COMPARE_SWAP, op::FETCH_ADD, op::SEND_FIRST};
-        const uint8_t first_op = kFirst[k & 7];
+        uint8_t first_op = kFirst[k & 7];
+        if (uc && (first_op == op::READ_REQUEST || first_op == op::COMPARE_SWAP || first_op == op::FETCH_ADD))
+            first_op = k & 0x40 ? op::WRITE_FIRST : op::SEND_FIRST;  // UC has neither
         const bool imm = k & 8;
         const K kd = kind(first_op);
         const uint32_t mtu = m.mtu;
@@ -577,7 +624,7 @@ struct Target {
                     opc = f && l ? (imm ? op::WRITE_ONLY_IMM : op::WRITE_ONLY) : f ? op::WRITE_FIRST
                           : l    ? (imm ? op::WRITE_LAST_IMM : op::WRITE_LAST) : op::WRITE_MIDDLE;
                 wire::RocePacket q = p;
-                q.bth.opcode = opc;
+                q.bth.opcode = static_cast<uint8_t>(opc | base());
                 q.bth.psn = m.epsn + i;
                 q.bth.ackreq = l || (ack_bits >> (i & 7) & 1);
                 q.reth = {va, mr.rkey, total};
@@ -672,7 +719,7 @@ struct Target {
         const uint8_t k = in.u8();
         if (spray) return;  // held in the reorder window, not NAKed: fuzz_qp_kinds covers it
         wire::RocePacket p = request();
-        p.bth.opcode = k & 1 ? op::SEND_ONLY : op::WRITE_ONLY;
+        p.bth.opcode = static_cast<uint8_t>((k & 1 ? op::SEND_ONLY : op::WRITE_ONLY) | base());
         p.bth.psn = m.epsn + (1 + k % 64);
         p.bth.ackreq = true;
         std::vector<uint8_t> pay(k & 2 ? 8 : 0, 0xEE);
@@ -689,7 +736,7 @@ struct Target {
         if (spray && unfinished()) return;  // the held packets would continue what it starts
         wire::RocePacket p = request();
         static constexpr uint8_t kOps[] = {op::WRITE_MIDDLE, op::SEND_LAST, op::SEND_FIRST, op::WRITE_ONLY};
-        p.bth.opcode = kOps[k & 3];
+        p.bth.opcode = static_cast<uint8_t>(kOps[k & 3] | base());
         p.bth.psn = m.epsn;
         std::vector<uint8_t> pay(k & 4 ? m.mtu + 4 : m.mtu, 0x77);
         p.reth = {reinterpret_cast<uint64_t>(mem.data()), mr.rkey, static_cast<uint32_t>(pay.size())};
@@ -703,7 +750,7 @@ struct Target {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Input in{data, size};
-    Target t(in.u8());  // fresh per input; the first byte picks MTU, zero copy and start PSN
+    Target t(in.u8());  // fresh per input; the first byte picks MTU, zero copy, RC/spraying/UC and start PSN
     for (int steps = 0; !in.empty() && steps < 64 && !t.m.error; ++steps) {
         switch (in.u8() % 12) {
             case 0:
