@@ -33,6 +33,9 @@ T0=$SECONDS
 rm -f /tmp/fab_guest_build.$$
 BUILD_S=$((SECONDS - T0))
 
+case "$ROCEMU" in
+  /tmp/*|/run/*) fail "$ROCEMU is under /tmp or /run, which the guest's tmpfs hide: build it elsewhere" ;;
+esac
 SCALE=${GUEST_FABRIC_SCALE:-1500}
 SIZE=${GUEST_FABRIC_SIZE:-256K}
 D=$(mktemp -d /tmp/fab_guest.XXXXXX)

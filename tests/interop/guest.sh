@@ -37,7 +37,8 @@
 #       read-only on $GUEST_HOST_ROOT in the guest with the guest's /dev, /proc,
 #       /sys, fresh tmpfs on /run and /tmp, and the share at its host path, so
 #       that `chroot $GUEST_HOST_ROOT PROGRAM` runs a host program and its
-#       libraries unchanged, writing only to tmpfs and the share.
+#       libraries unchanged, writing only to tmpfs and the share. Host files
+#       under /run and /tmp are hidden by those tmpfs.
 # After guest_boot: $GUEST_NS, $GUEST_TAP, $GUEST_MTU, $GUEST_DIR (run dir:
 # console.log, qemu.log), $GUEST_SHARE, $GUEST_QEMU_PID, $GUEST_READY_SECONDS.
 #
@@ -90,6 +91,7 @@ guest_host_root() {
     mount -o bind /sys $h/sys
     mount -t tmpfs tmpfs $h/run
     mount -t tmpfs tmpfs $h/tmp
+    mkdir -p $h$GUEST_SHARE
     mount -o bind /share $h$GUEST_SHARE"
 }
 
