@@ -9,6 +9,8 @@
 //           on the last and on others as the input says;
 //   resend: the last message's packets again from the expected PSN on (what
 //           a requester does after an RNR or sequence NAK);
+//   (a message may go as two-segment chains, headers whole in the first
+//   segment, the cut anywhere in payload, pad or ICRC, for all that follows);
 //   dup:    one packet delivered before, again (a duplicate);
 //   ahead:  a SEND/WRITE ONLY with a PSN past the expected one (a loss);
 //   recv:   a RECV posted;
@@ -157,6 +159,7 @@ struct Target {
     Model m;
     bool spray = false;  // the QP sprays: its responder has a reorder buffer
     bool uc = false;     // the QP is UC: no ACKs, errors and gaps are drops
+    uint16_t chain = 0;  // non-zero: frames go as two-segment chains cut after byte pay_off + chain % ...
     std::deque<Sent> history;  // the last packets delivered
     std::vector<Sent> last_msg;
     uint64_t next_wr_id = 1;
@@ -545,7 +548,17 @@ struct Target {
             std::fprintf(stderr, "rx op 0x%02x psn %06x len %u ackreq %d (epsn %06x)\n", p.bth.opcode,
                          p.bth.psn.value(), p.payload_len, p.bth.ackreq, m.epsn.value());
         now += Nanos{100};
-        eng->on_frame(std::span<const uint8_t>(frame.data(), len), now, fx);
+        const std::span<const uint8_t> f(frame.data(), len);
+        // As a two-segment chain (headers whole in the first), when the
+        // message says so: the payload is checked and placed piece by piece.
+        const size_t pay_off = len - wire::kIcrcLen - wire::roce_pad(p.payload_len) - p.payload_len;
+        if (chain && len > pay_off + 1) {
+            const size_t cut = pay_off + 1 + chain % (len - pay_off - 1);
+            const std::span<const uint8_t> segs[2] = {f.subspan(0, cut), f.subspan(cut)};
+            eng->on_frame_chain(segs, now, fx);
+        } else {
+            eng->on_frame(f, now, fx);
+        }
     }
 
     void remember(const Sent& s) {
@@ -600,6 +613,7 @@ struct Target {
         const uint64_t va = reinterpret_cast<uint64_t>(mem.data()) + in.u16() % (kMrLen - total + 1);
         const uint8_t ack_bits = in.u8();
         const uint8_t fill = in.u8();
+        chain = k & 0x80 ? in.u16() : 0;
         last_msg.clear();
         wire::RocePacket p = request();
         p.imm = in.u32();
