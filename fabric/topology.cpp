@@ -314,6 +314,23 @@ std::string_view default_fabric_yaml() {
     return {};
 }
 
+std::vector<std::string> config_warnings(const FabricConfig& c) {
+    std::vector<std::string> out;
+    const uint8_t tc = c.sw.base.dscp_to_tc[c.nic.dscp & 63];
+    const bool overridden = c.sw.adaptive && (tc == 3 || tc == 4);
+    const sw::ArMode ar = overridden ? *c.sw.adaptive : c.sw.base.routing.adaptive[tc];
+    const bool multipath = c.shape != Shape::Dumbbell && c.spines >= 2;
+    if (c.nic.model == NicModel::Rc && !c.nic.spraying && ar == sw::ArMode::PerPacket && multipath)
+        out.push_back(fmt::format(
+            "the switches route traffic class {} (the NICs' DSCP {}) per packet ({}), but nic.spraying is false: "
+            "RC QPs without a reorder buffer take each reordering as a loss and go back N, so flows crossing the "
+            "spines run far below line rate; set nic.spraying: true, or switch.adaptive_routing: flowlet or off",
+            tc, c.nic.dscp,
+            overridden ? "switch.adaptive_routing: per_packet"
+                       : fmt::format("ROUTING.adaptive_routing of switch profile {}", c.sw.name)));
+    return out;
+}
+
 ConfigResult default_fabric_config() { return parse_fabric_config(default_fabric_yaml(), "default.yaml"); }
 
 // --- Generation -----------------------------------------------------------------

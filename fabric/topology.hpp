@@ -78,6 +78,11 @@ struct ConfigResult {
 // `source` names the text in error messages and anchors relative profile paths.
 ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& source);
 ConfigResult load_fabric_config(const std::string& path);
+// What a valid config does that its user may not mean, one line each: RC
+// NICs without spraying (no reorder buffer) whose traffic class the
+// switches route per packet over more than one spine, so every reordering
+// is a loss to them.
+std::vector<std::string> config_warnings(const FabricConfig& c);
 // The compiled-in default fabric (configs/fabrics/default.yaml).
 std::string_view default_fabric_yaml();
 ConfigResult default_fabric_config();

@@ -54,6 +54,8 @@ std::optional<FabricConfig> load(const FabricArgs& a) {
     }
     std::optional<FabricConfig> cfg = r.config;
     if (!a.nic_model.empty()) cfg->nic.model = a.nic_model == "rc" ? NicModel::Rc : NicModel::Generator;
+    for (const std::string& w : config_warnings(*cfg))
+        fmt::print(stderr, "rocemu: warning: {}: {}\n", a.use_default || a.config.empty() ? "default.yaml" : a.config, w);
     return cfg;
 }
 
