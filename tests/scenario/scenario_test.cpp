@@ -133,7 +133,8 @@ TEST(FabricScenario, SameSeedGivesByteIdenticalReportsAndPcaps) {
 
 // A size that completes in less than one sampling period (64 KiB all-to-all
 // over 400 Gbit/s: about 9 us, samples every 50 us) still gets a row, at the
-// run's end, in every CSV, so its plots have data to draw.
+// run's end, in every CSV, so its plots have data to draw; and a plot of
+// hundreds of flows draws a readable few.
 TEST(FabricScenario, ASweepShorterThanASamplePeriodStillWritesARow) {
     const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "fabric_short_sweep";
     std::filesystem::remove_all(dir);
@@ -154,6 +155,14 @@ TEST(FabricScenario, ASweepShorterThanASamplePeriodStillWritesARow) {
         // The row is the run's end, in us.
         EXPECT_NE(csv.find(fmt::format("\n{:.3f},", rows[0].time.us())), std::string::npos) << csv.substr(0, 200);
     }
+    // 992 flows: the plot draws 32 of them and says so (gnuplot reads the CSV
+    // once per line drawn); the CSV keeps all 992.
+    const std::string gp = slurp(dir / "all_to_all_65536B_plots.gp");
+    EXPECT_NE(gp.find("per-flow goodput (first 32 of 992, all in all_to_all_65536B_flows.csv)"), std::string::npos)
+        << gp;
+    EXPECT_NE(gp.find("plot for [i=2:33] 'all_to_all_65536B_flows.csv'"), std::string::npos) << gp;
+    const std::string flows = slurp(dir / "all_to_all_65536B_flows.csv");
+    EXPECT_EQ(std::count(flows.begin(), flows.begin() + flows.find('\n'), ','), 992);
 }
 
 }  // namespace
