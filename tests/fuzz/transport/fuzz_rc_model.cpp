@@ -1,8 +1,8 @@
 // libFuzzer target: an RC responder against a model of the right answer.
 // One engine per input (path MTU 256, 1024 or 4096; READ responses copied or
-// lent zero-copy), an RC (or UC, or spraying RC) QP in RTS whose receive PSN
-// starts just below 2^24 so the stream wraps. The input is a script of well-formed requester
-// behaviour, a few bytes per step:
+// lent zero-copy), an RC (or UC, or spraying RC) QP in RTS whose receive
+// PSN starts just below 2^24 so the stream wraps. The input is a script of
+// well-formed requester behaviour, a few bytes per step:
 //   msg:    a new message at the expected PSN: SEND / SEND with immediate
 //           (into posted RECVs of 1-3 SGEs), WRITE / WRITE with immediate,
 //           READ or CMP_SWAP / FETCH_ADD, inside the MR, 1-8 packets, AckReq
@@ -14,8 +14,9 @@
 //   dup:    one packet delivered before, again (a duplicate);
 //   ahead:  a SEND/WRITE ONLY with a PSN past the expected one (a loss);
 //   recv:   a RECV posted;
-//   garbage: the QP's WRITE_MIDDLE with no WRITE open, or a READ beyond
-//           max_dest_rd_atomic, and other protocol errors the model knows.
+//   garbage: at the expected PSN, a WRITE_MIDDLE or SEND_LAST with no
+//           message open, a SEND_FIRST inside one, a packet over the MTU:
+//           protocol errors the model knows.
 // The model (rxe's responder as REFERENCE.md and dataplane/transport/README
 // describe it) computes for every packet what the responder answers and does:
 //   - in order: SEND scatters its payload into the oldest RECV and completes
