@@ -54,6 +54,8 @@
 // uc_sequence drop, what RC would NAK a uc_invalid drop, a SEND without a
 // RECV a no_recv drop, each ending the message; nothing is ever sent. Those
 // drop counters, memory, completions and the expected PSN equal the model's.
+// With config bit 5 the RECVs come from an SRQ (not flushed when the QP
+// enters error; the RECV in use is).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -160,6 +162,8 @@ struct Target {
     Model m;
     bool spray = false;  // the QP sprays: its responder has a reorder buffer
     bool uc = false;     // the QP is UC: no ACKs, errors and gaps are drops
+    bool use_srq = false;  // RECVs come from a shared receive queue
+    SrqHandle srq;
     uint16_t chain = 0;  // non-zero: frames go as two-segment chains cut after byte pay_off + chain % ...
     std::deque<Sent> history;  // the last packets delivered
     std::vector<Sent> last_msg;
@@ -181,6 +185,7 @@ struct Target {
         c.max_ah = 1;
         c.zero_copy_min = cfg & 1 ? 512 : 0;
         uc = cfg & 0x10;
+        use_srq = cfg & 0x20;
         spray = (cfg & 8) && !uc;
         VerbsError e;
         eng = Engine::create(c, e);
@@ -205,11 +210,12 @@ struct Target {
             ia.reorder_window = 16;  // >= kMaxPkts: a whole message fits
         }
         if (uc) ia.qp_type = QpType::Uc;
+        if (use_srq) ia.srq = srq = eng->create_srq(pd, 64, 4).value;
         qpn = eng->create_qp(ia).value;
         static constexpr PathMtu kMtus[] = {PathMtu::Mtu1024, PathMtu::Mtu256, PathMtu::Mtu4096, PathMtu::Mtu1024};
         const PathMtu mtu = kMtus[(cfg >> 1) & 3];
         m.mtu = mtu_bytes(mtu);
-        m.epsn = Psn{0xFFFFF8u + (cfg >> 5)};
+        m.epsn = Psn{0xFFFFFCu + (cfg >> 6)};
         // INIT, then RTR with our receive PSN, MTU and RNR timer, then RTS.
         QpAttr a;
         a.qp_state = QpState::Init;
@@ -256,8 +262,10 @@ struct Target {
         }
         m.out.clear();  // entering error drops what is still queued (nothing: we pump after every packet)
         if (m.has_wqe) complete(m.wqe.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, 0, 0);
-        for (const Recv& r : m.rq) complete(r.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, 0, 0);
-        m.rq.clear();
+        if (!use_srq) {  // an SRQ keeps its RECVs for the other QPs
+            for (const Recv& r : m.rq) complete(r.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, 0, 0);
+            m.rq.clear();
+        }
         m.has_wqe = false;
         m.in_msg = false;
         m.error = true;
@@ -586,6 +594,11 @@ struct Target {
             r.len += len;
         }
         r.sges = wr.sg_list;
+        if (use_srq) {
+            if (eng->post_srq_recv(srq, std::span<const RecvWr>(&wr, 1)).err) return;
+            m.rq.push_back(r);
+            return;
+        }
         if (eng->post_recv(qpn, std::span<const RecvWr>(&wr, 1), fx).err) return;
         if (m.error) {  // posted to a QP in error: flushed at once
             complete(r.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, 0, 0);
