@@ -24,7 +24,7 @@ constexpr const char* kDropNames[] = {
     "drop_wrong_qp_class", "drop_address_mismatch", "drop_not_for_us", "drop_bad_qkey", "drop_no_recv_wqe",
     "drop_uc_sequence", "drop_duplicate_in_window", "drop_out_of_window", "drop_ghost_response",
     "drop_bad_response", "drop_stale_response", "drop_resource_missing", "drop_qp_error", "drop_oversize", "drop_uc_invalid",
-    "drop_split_headers",
+    "drop_split_headers", "drop_resp_queue_full",
 };
 static_assert(std::size(kDropNames) == static_cast<size_t>(DropReason::kCount));
 

@@ -55,7 +55,12 @@ RespItem* Engine::resp_slot(Qp& qp, RespItem::Kind kind) {
             return &tail;
         }
     }
-    if (qp.out_size() == qp.out.size()) return nullptr;
+    if (qp.out_size() == qp.out.size()) {
+        // The request was handled; only its answer is lost (the requester's
+        // retry asks again), and counted.
+        drop(&qp, DropReason::RespQueueFull);
+        return nullptr;
+    }
     return &qp.out_at(qp.out_tail++);
 }
 

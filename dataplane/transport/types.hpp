@@ -223,6 +223,8 @@ enum class DropReason : uint8_t {
     Oversize,         // spraying: an out-of-order payload longer than the path MTU
     UcInvalid,        // UC request that RC would NAK (access, length, opcode); UC drops it
     SplitHeaders,     // a chained frame whose first segment does not hold every header
+    RespQueueFull,    // a response (ACK, NAK, READ response, atomic ACK) not queued: the QP's
+                      // response queue is full because the runtime has not pulled its frames
     kCount,
 };
 const char* to_string(DropReason r);

@@ -181,6 +181,27 @@ TEST_F(TransportBadInput, PsnBehindIsADuplicate) {
     EXPECT_EQ(L[1].counters().duplicate_request, 1u);
 }
 
+// A runtime that receives without pulling frames (its port paused) lets the
+// QP's response queue fill: each answer that no longer fits is a counted
+// drop, never a silent one, and the queued ones still leave once pulled.
+TEST_F(TransportBadInput, AnswersBeyondAFullResponseQueueAreCountedDrops) {
+    auto p = req(wire::op::SEND_ONLY);
+    p.bth.psn = epsn() - 5;
+    std::vector<uint8_t> f(9216);
+    f.resize(wire::encode_roce(p, f));
+    constexpr uint32_t kDuplicates = 300;
+    for (uint32_t i = 0; i < kDuplicates; ++i) L[1].on_frame(f, L.now, L.fx[1]);
+    EXPECT_EQ(L[1].counters().duplicate_request, kDuplicates);
+    const uint64_t full = drops(DropReason::RespQueueFull);
+    EXPECT_GT(full, 0u);
+    EXPECT_EQ(L[1].qp_counters(s[1].qpn)->drops[static_cast<size_t>(DropReason::RespQueueFull)], full);
+    const size_t before = L.sent[1].size();
+    L.filter = [](int, const wire::RocePacket&, uint64_t) { return Delivery{.drop = true}; };
+    L.pump();
+    EXPECT_EQ(L.sent[1].size() - before + full, kDuplicates) << "every duplicate's ACK either left or was counted";
+    EXPECT_STREQ(to_string(DropReason::RespQueueFull), "drop_resp_queue_full");
+}
+
 TEST_F(TransportBadInput, RkeyViolationGetsRemoteAccessNak) {
     auto p = req(wire::op::WRITE_ONLY);
     p.reth = {reinterpret_cast<uint64_t>(mem.data()), mr.rkey + 1, 4};
