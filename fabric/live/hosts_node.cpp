@@ -205,7 +205,7 @@ void print_clocks(const Topology& t, const std::vector<SwitchSource>& sources, c
     if (!l) return;
     std::vector<std::string> files, shifts;
     bool remote = false;
-    for (const std::string node : {node_of(t, t.links[*l].a), node_of(t, t.links[*l].b)}) {
+    for (const std::string& node : {node_of(t, t.links[*l].a), node_of(t, t.links[*l].b)}) {
         const std::string file = fmt::format("{}@{}.pcap", o.pcap_link, node);
         if (std::find(files.begin(), files.end(), file) != files.end()) continue;
         files.push_back(file);
