@@ -33,9 +33,22 @@ T0=$SECONDS
 rm -f /tmp/fab_guest_build.$$
 BUILD_S=$((SECONDS - T0))
 
-case "$ROCEMU" in
-  /tmp/*|/run/*) fail "$ROCEMU is under /tmp or /run, which the guest's tmpfs hide: build it elsewhere" ;;
-esac
+C=$ROOT/tests/e2e/dumbbell_2to1.yaml
+# The guest sees the host's / through its share, but with its own tmpfs on
+# /tmp and /run: a checkout there (a CI clone, say) is hidden from the hosts
+# node. Its binary (nothing of the build tree is linked dynamically) and the
+# fabric file are then run from a copy under /var/tmp, which the guest sees.
+BIN_DIR=
+for f in "$ROCEMU" "$C"; do
+  case "$f" in
+    /tmp/*|/run/*)
+      [ -n "$BIN_DIR" ] || BIN_DIR=$(mktemp -d /var/tmp/fab_guest_bin.XXXXXX) || fail "cannot make a folder under /var/tmp"
+      cp "$f" "$BIN_DIR/" || fail "cannot copy $f to $BIN_DIR"
+      ;;
+  esac
+done
+case "$ROCEMU" in /tmp/*|/run/*) ROCEMU=$BIN_DIR/$(basename "$ROCEMU") ;; esac
+case "$C" in /tmp/*|/run/*) C=$BIN_DIR/$(basename "$C") ;; esac
 SCALE=${GUEST_FABRIC_SCALE:-1500}
 SIZE=${GUEST_FABRIC_SIZE:-256K}
 D=$(mktemp -d /tmp/fab_guest.XXXXXX)
@@ -48,6 +61,7 @@ cleanup() {
   fi
   guest_shutdown
   rm -rf "$D"
+  [ -z "$BIN_DIR" ] || rm -rf "$BIN_DIR"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -81,7 +95,6 @@ read -r G1 G2 G3 <<<"$(echo $guest_ifaces)"
 [ -n "$G3" ] || fail "guest NICs: '$guest_ifaces'"
 echo "cables: h0-left rxetap1/$G1, h1-left rxetap2/$G2, h2-right vr-brr-rxetap3/$G3"
 
-C=$ROOT/tests/e2e/dumbbell_2to1.yaml
 REP=$GUEST_SHARE/rep
 "$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine guest=hosts --address sw=10.77.0.1 \
   --link-dir "$D/links" --binary "$ROCEMU" -w incast --sizes "$SIZE" --qps 2 --scale "$SCALE" --timeout 60 \
