@@ -84,11 +84,14 @@ Figures timed_run(Fabric& f, Nanos warmup, Nanos span) {
                    f.sim().pool().allocated(), f.sim().pool().in_use()};
 }
 
+constexpr std::string_view kUsage =
+    "usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both] "
+    "[--hosts 16|32|64|128|256|all|sweep] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]\n"
+    "  the 2:1 incast (INCAST_SECONDS simulated, default 1) on each model, then a permutation at each host count,\n"
+    "  CPU ns per packet-hop and each size's ratio to 16 hosts (fabric/README.md, Speed)\n";
+
 void usage_error(std::string_view msg) {
-    fmt::print(stderr,
-               "rocemu_fabric_bench: {}\nusage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both] "
-               "[--hosts 16|32|64|128|256|all|sweep] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]\n",
-               msg);
+    fmt::print(stderr, "rocemu_fabric_bench: {}\n{}", msg, kUsage);
     std::exit(2);
 }
 
@@ -161,6 +164,10 @@ int main(int argc, char** argv) {
             if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", a));
             return argv[++i];
         };
+        if (a == "-h" || a == "--help") {
+            fmt::print("{}", kUsage);
+            return 0;
+        }
         if (a == "--model") {
             const std::string_view v = value();
             if (v == "rc")
