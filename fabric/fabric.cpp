@@ -85,6 +85,7 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     const EngineNic::Region from = src.add_region(EngineNic::kChunk);
     const EngineNic::Region to = dst.add_region(EngineNic::kChunk);
     src.add_tx_flow(id, f, sq, from, reinterpret_cast<uint64_t>(to.addr), to.rkey);
+    rx_qps_.emplace_back(f.dst, dq);
     steps_done_.push_back(0);
     steps_begun_.push_back(1);  // step 0 opens at the flow's start
     return id;
@@ -168,13 +169,28 @@ Nanos Fabric::run(Nanos limit, Nanos every, const std::function<void(Nanos)>& sa
         sim_.run_until(stop_at);
         if (has_flows && all_done()) break;
         if (stop_at == next_sample) {
+            sync_receiver_stats();
             sample(stop_at);
             next_sample += every;
         }
         if (stop_at >= limit) break;
     }
     for (auto& w : writers_) w->flush();
+    sync_receiver_stats();
     return sim_.now();
+}
+
+void Fabric::sync_receiver_stats() {
+    for (std::size_t i = 0; i < rx_qps_.size(); ++i) {
+        const auto [nic, qp] = rx_qps_[i];
+        const transport::Counters* c = rc_nics_[nic]->engine().qp_counters(qp);
+        if (!c) continue;
+        FlowStats& s = stats_[i];
+        s.rx_pkts = c->rcvd_pkts;
+        s.rx_out_of_order = c->out_of_seq_request;
+        s.ce_rx = c->np_ecn_marked_roce_packets;
+        s.cnp_tx = c->np_cnp_sent;
+    }
 }
 
 Totals Fabric::totals() const {

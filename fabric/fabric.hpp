@@ -65,7 +65,7 @@ public:
 
     // Runs until every flow has delivered all its bytes or `limit`, calling
     // `sample(now)` every `every` of virtual time (if set). Returns the
-    // virtual time reached.
+    // virtual time reached. stats() is complete at each sample and on return.
     Nanos run(Nanos limit, Nanos every = Nanos{0}, const std::function<void(Nanos)>& sample = {});
     bool all_done() const;
 
@@ -93,6 +93,10 @@ public:
 private:
     void on_step_done(uint32_t flow, Nanos now) override;
     void maybe_begin(uint32_t flow, Nanos now);
+    // RC model: copies each flow's receive-side counts (packets, out of
+    // order, CE-marked, CNPs sent) from its receiving QP into stats_, as the
+    // generator NIC counts them per flow as they happen.
+    void sync_receiver_stats();
 
     Topology topo_;
     sim::Simulator sim_;
@@ -107,6 +111,9 @@ private:
     // next step waits for this one.
     std::vector<uint32_t> steps_done_;
     std::vector<uint32_t> steps_begun_;
+    // RC model, per flow: the receiving NIC and QP, whose counters give the
+    // flow's receive-side stats (sync_receiver_stats).
+    std::vector<std::pair<uint32_t, Qpn>> rx_qps_;
     std::vector<std::vector<uint32_t>> followers_;
     std::vector<std::array<sim::LinkId, 2>> links_;
     std::vector<FlowSpec> flows_;

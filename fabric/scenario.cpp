@@ -255,6 +255,7 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
         res.metrics[label + ".effective"] = eff;
         res.metrics[label + ".effective_worst"] = eff_min;
         res.metrics[label + ".effective_best"] = eff_max;
+        res.metrics[label + ".out_of_order"] = static_cast<double>(ooo);
         res.table.push_back({label, pct(eff), pct(eff_min), pct(eff_max), fmt::format("{:.1f}", mean_sum / kEcmpDraws),
                              fmt::format("{:.1f}", slowest), fmt::format("{:.1f}", completion.us()), num(ooo), num(pfc),
                              num(ecn), num(cnp), kib(max_queue)});
@@ -526,8 +527,7 @@ ScenarioResult mtu(const ScenarioOptions& o) {
         uint64_t frames = 0;
         double pps_sum = 0;
         for (std::size_t f = 0; f < out.stats.size(); ++f) {
-            // Data frames put on the wire (the RC model's receiver does not
-            // count per flow).
+            // Data frames put on the wire.
             frames += out.stats[f].tx_pkts;
             pps_sum += out.stats[f].tx_pkts / (out.stats[f].last_rx - out.stats[f].first_tx).seconds();
         }

@@ -33,6 +33,10 @@ TEST(FabricScenario, SprayingWithAdaptiveRoutingBeatsEcmp) {
         EXPECT_LE(m["ecmp.effective"], 0.85) << "hash collisions should cost ECMP, seed " << seed;
         EXPECT_LE(m["ecmp.effective_worst"], m["ecmp.effective"]) << "seed " << seed;
         EXPECT_GE(m["ecmp.effective_best"], m["ecmp.effective"]) << "seed " << seed;
+        // One path per flow keeps order; hashing every packet over the
+        // spines does not, and the receivers' reorder windows absorb it.
+        EXPECT_EQ(m["ecmp.out_of_order"], 0) << "seed " << seed;
+        EXPECT_GT(m["spray.out_of_order"], 0) << "seed " << seed;
         EXPECT_TRUE(r.pass) << r.verdict;
     }
 }

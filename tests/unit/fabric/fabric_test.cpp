@@ -229,6 +229,38 @@ TEST(FabricRun, SameSeedGivesIdenticalCountersAndPcaps) {
     EXPECT_TRUE(pcaps[0] == pcaps[1]);
 }
 
+// The RC model counts a flow's receive side at its receiving QP: every data
+// frame sent arrives once on a lossless fabric, and only spraying (per-packet
+// source ports hashed over the spines) brings frames out of order.
+TEST(FabricRun, RcFlowStatsCountTheReceiverSide) {
+    // Three hosts a leaf over two spines: the spines' queues build unevenly.
+    const std::string fabric =
+        "topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 3, spines: 2}\n"
+        "links: {host: {speed_gbps: 100, delay_ns: 500}, fabric: {speed_gbps: 100, delay_ns: 1000}}\n"
+        "switch: {profile: lossless-100g}\n";
+    for (const bool spray : {false, true}) {
+        SCOPED_TRACE(spray ? "spraying" : "one path per flow");
+        Fabric f(make(fabric + (spray ? "nic: {spraying: true}\n" : "nic: {spraying: false}\n")), 3);
+        ASSERT_EQ(f.model(), NicModel::Rc);
+        for (uint32_t s = 0; s < 3; ++s)
+            f.add_flow(FlowSpec{s, s + 3, Bytes{2 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + 17 * s)});
+        f.start();
+        f.run(Nanos::from_ms(20));
+        ASSERT_TRUE(f.all_done());
+        ASSERT_EQ(f.totals().switch_drops, 0u);
+        uint64_t ooo = 0;
+        for (const FlowStats& s : f.stats()) {
+            EXPECT_GT(s.tx_pkts, 0u);
+            EXPECT_EQ(s.rx_pkts, s.tx_pkts);
+            ooo += s.rx_out_of_order;
+        }
+        if (spray)
+            EXPECT_GT(ooo, 0u);
+        else
+            EXPECT_EQ(ooo, 0u);
+    }
+}
+
 // Two generator NICs joined by one cable whose a->b direction corrupts the
 // ICRC of a fraction of the frames. The receiver skips reading payloads the
 // frame pool knows to be zero; a frame the link wrote into is not one of
