@@ -17,13 +17,25 @@
 # both switches (read over TCP from the guest) in the hosts node's report, the
 # message crossed the guest's NICs (the kernels' counters on both sides), and
 # the switch nodes stop cleanly.
+# Two kernels, two clocks: h0-left is captured at both ends (--pcap: left
+# writes what it receives from h0 on the host's clock, the hosts node what h0
+# receives on the guest's). The clock offset the hosts node prints for each
+# switch must lie within its stated bound as far as we can know the truth:
+# both switches run on one clock, so their bounds meet, and each meets what
+# the guest's kernel says of its clock in ICMP timestamp replies
+# (icmp_clock.py) before and after the run. The merge command it prints is
+# run and the merged capture verified: every ACK after the WRITE it answers,
+# 0 ICRC errors; without the shifts, a response must come first whenever the
+# offset exceeds the shortest request-to-response time.
 # Skipped (77) without root, QEMU or the guest image (its build failing, e.g.
 # offline). Usage: fabric_guest_machine.sh ROCEMU REPO_ROOT
 set -uo pipefail
 ROCEMU=$(readlink -f "$1")
 ROOT=$2
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/fabric_pcap.sh"
 need_root_netns
+command -v python3 >/dev/null || skip "needs python3 (tests/interop/install-deps.sh)"
 command -v qemu-system-x86_64 >/dev/null || skip "needs qemu-system-x86_64 (tests/interop/install-deps.sh)"
 [ -e /dev/net/tun ] || skip "needs /dev/net/tun"
 . "$ROOT/tests/interop/guest.sh"
@@ -112,7 +124,7 @@ RIGHT=$(command_of right)
 ! echo "$HOSTS$LEFT$RIGHT" | grep -q "<" || fail "a placeholder is left"
 EAL="-- --log-level lib.eal:error"
 
-eval exec ip netns exec "$GUEST_NS" "$LEFT" $EAL >"$D/left.log" 2>&1 &
+eval exec ip netns exec "$GUEST_NS" "$LEFT --pcap h0-left" $EAL >"$D/left.log" 2>&1 &
 pids+=($!)
 eval exec ip netns exec "$GUEST_NS" "$RIGHT" $EAL >"$D/right.log" 2>&1 &
 pids+=($!)
@@ -129,9 +141,16 @@ diag() {
 }
 tap_bytes() { guest_ns_exec cat "/sys/class/net/$1/statistics/$2_bytes"; }
 tx0=$(tap_bytes rxetap3 tx)
+# This host's CLOCK_REALTIME minus the guest's, bounded by the guest kernel's
+# ICMP timestamp replies (whole ms): 'LO HI N' in ns.
+icmp_clock() { guest_ns_exec python3 "$ROOT/tests/e2e/icmp_clock.py" 10.77.0.2 24; }
+icmp_before=$(icmp_clock) || fail "ICMP timestamps of the guest: $icmp_before"
 if [ -n "${GUEST_FABRIC_PCAP:-}" ]; then guest_ns_exec dumpcap -q -i vrb -s 200 -c 50 -w "$GUEST_FABRIC_PCAP" & pids+=($!); fi
 T1=$SECONDS
-out=$(guest_run -t 150 "chroot $GUEST_HOST_ROOT $HOSTS $EAL >/share/hosts.txt 2>/share/hosts.err")
+# The guest's capture is in its chroot's tmpfs (the link folder is under
+# /tmp): copied to the share.
+out=$(guest_run -t 150 "chroot $GUEST_HOST_ROOT $HOSTS --pcap h0-left $EAL >/share/hosts.txt 2>/share/hosts.err
+  rc=\$?; cp '$GUEST_HOST_ROOT$D/links/guest/h0-left@hosts.pcap' /share/; exit \$rc")
 rc=$?
 HOSTS_S=$((SECONDS - T1))
 cat "$GUEST_SHARE/hosts.txt" 2>/dev/null
@@ -163,6 +182,8 @@ tx=$(( $(tap_bytes rxetap3 tx) - tx0 ))
 grx=$(guest_run -t 30 "cat /sys/class/net/$G3/statistics/rx_bytes") || fail "no guest counter"
 [ "$grx" -ge $((2 * bytes)) ] || fail "the guest's $G3 received only $grx bytes"
 
+icmp_after=$(icmp_clock) || fail "ICMP timestamps of the guest: $icmp_after"
+
 kill -TERM "${pids[@]}"
 wait "${pids[@]}"
 pids=()
@@ -170,6 +191,58 @@ for sw in left right; do  # each answered the ARP of a NIC in the guest
   cat "$D/$sw.log"
   grep -q "^switch $sw: .*ARP requests answered [1-9]" "$D/$sw.log" || fail "switch $sw did not stop cleanly"
 done
+
+# Each switch's clock as the hosts node found it over TCP, as 'LO HI' in ns:
+# the offset -+ its bound, widened by 1 us for the printed values' rounding.
+bounds=()
+for sw in left right; do
+  clock=$(grep "^clock: switch node $sw at 10.77.0.1:770[01]: its CLOCK_REALTIME is " "$GUEST_SHARE/hosts.txt") ||
+    fail "no clock line for switch $sw"
+  echo "$clock"
+  off=$(sed -E 's/.* is ([-+][0-9.]+) ms from .*/\1/' <<<"$clock")
+  err=$(sed -E 's/.*\(within ([0-9.]+) ms.*/\1/' <<<"$clock")
+  bounds+=("$(awk -v o="$off" -v e="$err" 'BEGIN { printf "%.0f %.0f", (o - e) * 1e6 - 1000, (o + e) * 1e6 + 1000 }')")
+  [ "$sw" = left ] && { left_off=$off; left_err=$err; }
+done
+# Two spans that both hold the truth meet.
+meet() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); exit !(x[1] <= y[2] && y[1] <= x[2]) }'; }
+meet "${bounds[0]}" "${bounds[1]}" || fail "left and right share the host's clock, yet their offsets' bounds do not meet"
+for icmp in "$icmp_before" "$icmp_after"; do
+  meet "${bounds[0]}" "$icmp" || fail "left's offset bound ${bounds[0]} ns does not meet the guest kernel's ICMP bound $icmp"
+  meet "${bounds[1]}" "$icmp" || fail "right's offset bound ${bounds[1]} ns does not meet the guest kernel's ICMP bound $icmp"
+done
+echo "clock offset host - guest: ICMP timestamps $icmp_before before, $icmp_after after (ns, probes)"
+
+# The merge the hosts node printed, run where both files are (left's is whole
+# once its node has stopped).
+merge=$(grep "^pcap: link h0-left is captured on more than one machine" "$GUEST_SHARE/hosts.txt" |
+  sed 's/.*: rocemu pcap/pcap/') || fail "no merge command for h0-left"
+echo "$merge" | grep -q -- "--shift h0-left@left.pcap=-\?[0-9]" || fail "no shift for left's capture: $merge"
+mkdir -p "$D/merge" && cp "$D/links/sw/h0-left@left.pcap" "$GUEST_SHARE/h0-left@hosts.pcap" "$D/merge/" ||
+  fail "captures missing: $(find "$D/links" "$GUEST_SHARE" -name '*.pcap')"
+(cd "$D/merge" && eval "\"$ROCEMU\" $merge") >"$D/merge.txt" 2>&1 || { tail -5 "$D/merge.txt"; fail "the merge failed"; }
+head -1 "$D/merge.txt"
+tail -1 "$D/merge.txt"
+frames=$(sed -nE 's/^# merged ([0-9]+) frames of 2 files.*/\1/p' "$D/merge.txt")
+grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$D/merge.txt" || fail "merged capture: $(tail -1 "$D/merge.txt")"
+# h0's WRITEs (4 KiB each, captured by left) and the ACKs to h0 (by the guest).
+writes=$(grep -c " RC_RDMA_WRITE_" "$D/merge.txt")
+[ "$writes" -ge $((bytes / 4096)) ] || { cat "$D/merge.txt"; fail "merged $frames frames, $writes WRITE packets of h0"; }
+read -r nresp unmatched early worst gap <<<"$(response_order "$D/merge.txt")"
+[ "$nresp" -gt 0 ] && [ "$unmatched" = 0 ] || { cat "$D/merge.txt"; fail "merged: $nresp ACKs, $unmatched of them answer no WRITE in the file"; }
+[ "$early" = 0 ] || { cat "$D/merge.txt"; fail "merged: $early of $nresp ACKs before the WRITE they answer (by up to $worst s)"; }
+echo "merged: $writes WRITE packets, $nresp ACKs, each after its WRITE (shortest gap $gap s)"
+# Unshifted, left's WRITEs move later by the offset: some ACK comes first
+# whenever the offset exceeds the shortest gap. Only then is it asserted.
+(cd "$D/merge" && "$ROCEMU" pcap --merge raw.pcap h0-left@hosts.pcap h0-left@left.pcap) >"$D/raw.txt" 2>&1 ||
+  { tail -5 "$D/raw.txt"; fail "the unshifted merge failed"; }
+read -r _ _ raw_early raw_worst _ <<<"$(response_order "$D/raw.txt")"
+if awk -v o="$left_off" -v g="$gap" 'BEGIN { exit !(o / 1000 > g + 1e-6) }'; then
+  [ "$raw_early" -gt 0 ] || fail "unshifted, with left's clock $left_off ms off, still no ACK before its WRITE"
+  echo "unshifted: $raw_early of $nresp ACKs before their WRITE (by up to $raw_worst s)"
+else
+  echo "unshifted: left's offset $left_off ms is within the shortest gap; $raw_early ACKs before their WRITE"
+fi
 live_us=$(sed -n 2p "$csv" | cut -d, -f5)
 # The fabric clock leaves out the gaps in which a node was not scheduled
 # ("held back"); real time is the sum.
@@ -178,5 +251,6 @@ goodput=$(awk -v b="$((flows * bytes))" -v us="$live_us" -v h="${held_ms:-0}" \
   'BEGIN { printf "%.1f Mbit/s on the fabric clock, %.1f Mbit/s in real time (+%s ms held back)", b * 8 / us, b * 8 / (us + h * 1000), h }')
 echo "PASS (scale 1:$SCALE: host and fabric links $(awk -v s="$SCALE" 'BEGIN { printf "%.1f", 100000 / s }') Mbit/s;" \
   "incast $flows x $SIZE in $live_us us live: goodput $goodput into the guest;" \
-  "$tx bytes over rxetap3, the guest's $G3 received $grx; hosts node in the guest ${HOSTS_S} s," \
+  "$tx bytes over rxetap3, the guest's $G3 received $grx; left's clock $left_off ms within $left_err ms;" \
+  "$frames frames of h0-left merged; hosts node in the guest ${HOSTS_S} s," \
   "guest booted in $GUEST_READY_SECONDS s, total $((SECONDS - T0)) s; load average $(cut -d' ' -f1-3 /proc/loadavg))"

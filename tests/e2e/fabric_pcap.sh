@@ -23,3 +23,35 @@ check_link_pcap() {
   fi
   echo "capture $file: $n RoCEv2 frames, all of $ip"
 }
+
+# response_order LISTING: reads a `rocemu pcap` listing (in the file's order)
+# and prints 'R U B W G': R responses (positive ACKs, atomic ACKs, the first
+# or only packet of READ responses), U of them with no request of theirs in
+# the listing, B listed before that request, W the most one came before it
+# and G the shortest time from a request to its response (seconds; negative
+# when B > 0). A response answers the first request from its destination to
+# its source with the same UDP source port (a QP pair's flow uses one in
+# both directions) and the same PSN. NAKs are left out: a PSN sequence error
+# NAK names the PSN it expected, which may not have been sent yet.
+response_order() {
+  awk '$4 == ">" && $8 ~ /^psn=/ {
+      split($3, s, ":"); psn = substr($8, 5)
+      if ($6 ~ /^RC_(SEND|RDMA_WRITE|RDMA_READ_REQUEST|COMPARE_SWAP|FETCH_ADD|ATOMIC_WRITE|FLUSH)/) {
+        k = s[1] ">" $5 ":" s[2] "/" psn
+        if (!(k in req)) req[k] = $2
+      } else if ($6 ~ /^RC_(ATOMIC_ACKNOWLEDGE|RDMA_READ_RESPONSE_(FIRST|ONLY))$/ ||
+                 ($6 == "RC_ACKNOWLEDGE" && $0 ~ / aeth=ACK/)) {
+        resp[++r] = $5 ">" s[1] ":" s[2] "/" psn; at[r] = $2
+      }
+    }
+    END {
+      u = b = w = 0; g = ""
+      for (i = 1; i <= r; ++i) {
+        if (!(resp[i] in req)) { ++u; continue }
+        d = at[i] - req[resp[i]]
+        if (d < 0) { ++b; if (-d > w) w = -d }
+        if (g == "" || d < g) g = d
+      }
+      printf "%d %d %d %.9f %.9f\n", r, u, b, w, (g == "" ? 0 : g)
+    }' "$1"
+}
