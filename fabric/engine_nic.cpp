@@ -186,6 +186,10 @@ uint64_t EngineNic::step_bytes(const TxFlow& f) const {
 void EngineNic::begin_step(uint32_t flow, Nanos now) {
     TxFlow* f = tx_flow(flow);
     if (!f || f->open || f->step >= f->steps) return;
+    if (!f->started) {  // a gated flow's first step
+        f->started = true;
+        if (stats_) (*stats_)[f->flow].first_tx = now;
+    }
     f->open = true;
     post_due_ = true;
     sim_.arm_timer(id_, now);

@@ -84,10 +84,13 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     dst.connect(dq, sq, topo_.nics[f.src], Psn{0}, Psn{0}, f.sport);
     const EngineNic::Region from = src.add_region(EngineNic::kChunk);
     const EngineNic::Region to = dst.add_region(EngineNic::kChunk);
-    src.add_tx_flow(id, f, sq, from, reinterpret_cast<uint64_t>(to.addr), to.rkey);
+    // A gated flow never opens by time: on_step_done opens it.
+    FlowSpec spec = f;
+    if (f.gated()) spec.start = Nanos::max();
+    src.add_tx_flow(id, spec, sq, from, reinterpret_cast<uint64_t>(to.addr), to.rkey);
     rx_qps_.emplace_back(f.dst, dq);
     steps_done_.push_back(0);
-    steps_begun_.push_back(1);  // step 0 opens at the flow's start
+    steps_begun_.push_back(f.gated() ? 0 : 1);  // else step 0 opens at the flow's start
     return id;
 }
 
@@ -112,12 +115,22 @@ void Fabric::on_step_done(uint32_t flow, Nanos now) {
     }
     maybe_begin(flow, now);
     for (const uint32_t g : followers_[flow]) maybe_begin(g, now);
+    if (!stats_[flow].done) return;
+    for (const uint32_t g : waiters_[flow]) {
+        if (steps_begun_[g] != 0) continue;
+        bool ready = true;
+        for (const uint32_t w : flows_[g].wait) ready &= w == FlowSpec::kNoFlow || stats_[w].done;
+        if (!ready) continue;
+        steps_begun_[g] = 1;
+        rc_nics_[flows_[g].src]->begin_step(g, now);
+    }
 }
 
 void Fabric::maybe_begin(uint32_t flow, Nanos now) {
     const FlowSpec& f = flows_[flow];
     const uint32_t next = steps_begun_[flow];
-    if (next >= std::max(f.steps, 1u) || steps_done_[flow] < next) return;
+    // Step 0 opens at the flow's start or, if gated, in on_step_done.
+    if (next == 0 || next >= std::max(f.steps, 1u) || steps_done_[flow] < next) return;
     if (f.after != FlowSpec::kNoFlow && steps_done_[f.after] < next) return;
     ++steps_begun_[flow];
     rc_nics_[f.src]->begin_step(flow, now);
@@ -152,6 +165,14 @@ void Fabric::start() {
             throw std::invalid_argument(fmt::format("flow {}: after = {} names no other flow", id, after));
         followers_[after].push_back(id);
     }
+    waiters_.assign(flows_.size(), {});
+    for (uint32_t id = 0; id < flows_.size(); ++id)
+        for (const uint32_t w : flows_[id].wait) {
+            if (w == FlowSpec::kNoFlow) continue;
+            if (w >= flows_.size() || w == id)
+                throw std::invalid_argument(fmt::format("flow {}: wait = {} names no other flow", id, w));
+            waiters_[w].push_back(id);
+        }
     // RC flows open their first step at their start time.
     for (auto& n : rc_nics_) n->begin_flows();
 }

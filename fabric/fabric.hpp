@@ -115,6 +115,7 @@ private:
     // flow's receive-side stats (sync_receiver_stats).
     std::vector<std::pair<uint32_t, Qpn>> rx_qps_;
     std::vector<std::vector<uint32_t>> followers_;
+    std::vector<std::vector<uint32_t>> waiters_;  // the flows whose `wait` names this one
     std::vector<std::array<sim::LinkId, 2>> links_;
     std::vector<FlowSpec> flows_;
     std::vector<FlowStats> stats_;

@@ -43,7 +43,13 @@ struct FlowSpec {
     // generator model streams `size` at once.
     uint32_t steps = 1;
     uint32_t after = kNoFlow;
+    // The RC model opens step 0 only once every flow named here has
+    // completed (a halving-doubling stage waits for the stage before it);
+    // `start` then does not apply. The generator model ignores it too.
+    std::array<uint32_t, 2> wait{kNoFlow, kNoFlow};
     static constexpr uint32_t kNoFlow = UINT32_MAX;
+
+    bool gated() const { return wait[0] != kNoFlow || wait[1] != kNoFlow; }
 };
 
 // Receive-side state of one flow, also what the report reads.

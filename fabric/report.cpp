@@ -147,16 +147,17 @@ std::vector<std::string> Recorder::write(const std::string& dir) const {
     return files;
 }
 
-bool render_plots(const std::string& dir, std::string& message) {
+bool render_plots(const std::string& dir, const std::vector<std::string>& files, std::string& message) {
     if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
         message = "gnuplot not found: CSVs written, plots skipped (scripts are in the report folder)";
         return false;
     }
-    for (const auto& e : std::filesystem::directory_iterator(dir)) {
-        if (e.path().extension() != ".gp") continue;
-        const std::string cmd = fmt::format("cd '{}' && gnuplot '{}' 2>/dev/null", dir, e.path().filename().string());
+    for (const std::string& f : files) {
+        const std::filesystem::path path(f);
+        if (path.extension() != ".gp") continue;
+        const std::string cmd = fmt::format("cd '{}' && gnuplot '{}' 2>/dev/null", dir, path.filename().string());
         if (std::system(cmd.c_str()) != 0) {
-            message = fmt::format("gnuplot failed on {}", e.path().string());
+            message = fmt::format("gnuplot failed on {}", f);
             return false;
         }
     }

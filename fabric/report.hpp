@@ -50,9 +50,11 @@ private:
     std::vector<std::array<uint64_t, 3>> totals_;  // cnps, ecn marks, pfc frames
 };
 
-// Renders every *.gp script in `dir` with gnuplot if it is installed.
-// Returns false (with a message) if gnuplot is missing or failed.
-bool render_plots(const std::string& dir, std::string& message);
+// Renders the *.gp scripts among `files` (a run's report files, in `dir`)
+// with gnuplot if it is installed; other files of the folder, e.g. an earlier
+// run's, are left alone. Returns false (with a message) if gnuplot is
+// missing or failed.
+bool render_plots(const std::string& dir, const std::vector<std::string>& files, std::string& message);
 
 // Jain's fairness index of the values: 1 = perfectly fair, 1/n = one takes all.
 double jain(const std::vector<double>& x);

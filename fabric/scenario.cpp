@@ -633,11 +633,11 @@ ScenarioResult run_scenario(std::string_view name, const ScenarioOptions& opts) 
 }
 
 std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes,
-                                const ScenarioOptions& opts) {
+                                const ScenarioOptions& opts, std::vector<std::string>* files) {
     std::vector<SweepRow> rows;
     ScenarioResult sink;
     Runner run(std::string(pattern_name(p)), opts);
-    const uint32_t ranks = topo.nic_count() / (topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1);
+    const uint32_t ranks = collective_ranks(topo);
     for (const Bytes size : sizes) {
         Rng rng(opts.seed);
         Workload w;
@@ -659,6 +659,7 @@ std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const
         r.drops = out.totals.switch_drops + out.totals.nic_drops;
         rows.push_back(r);
     }
+    if (files) files->insert(files->end(), sink.files.begin(), sink.files.end());
     return rows;
 }
 

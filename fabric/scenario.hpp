@@ -54,8 +54,9 @@ struct SweepRow {
     uint64_t pfc = 0, ecn = 0, cnp = 0;
     uint64_t drops = 0;
 };
+// `files` (if set) receives the report files the sweep wrote.
 std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes,
-                                const ScenarioOptions& opts);
+                                const ScenarioOptions& opts, std::vector<std::string>* files = nullptr);
 std::string format_sweep(Pattern p, std::span<const SweepRow> rows);
 
 }  // namespace rocemu::fabric

@@ -1,6 +1,9 @@
 #include "fabric/workload.hpp"
 
 #include <numeric>
+#include <unordered_set>
+
+#include <fmt/format.h>
 
 namespace rocemu::fabric {
 
@@ -10,12 +13,14 @@ std::string_view pattern_name(Pattern p) {
         case Pattern::Permutation: return "permutation";
         case Pattern::AllToAll: return "all_to_all";
         case Pattern::RingAllReduce: return "ring_allreduce";
+        case Pattern::HdAllReduce: return "hd_allreduce";
     }
     return "?";
 }
 
 std::optional<Pattern> parse_pattern(std::string_view name) {
-    for (const Pattern p : {Pattern::Incast, Pattern::Permutation, Pattern::AllToAll, Pattern::RingAllReduce})
+    for (const Pattern p :
+         {Pattern::Incast, Pattern::Permutation, Pattern::AllToAll, Pattern::RingAllReduce, Pattern::HdAllReduce})
         if (pattern_name(p) == name) return p;
     return std::nullopt;
 }
@@ -23,7 +28,8 @@ std::optional<Pattern> parse_pattern(std::string_view name) {
 double busbw_factor(Pattern p, uint32_t n) {
     if (n < 2) return 1.0;
     switch (p) {
-        case Pattern::RingAllReduce: return 2.0 * (n - 1) / n;
+        case Pattern::RingAllReduce:
+        case Pattern::HdAllReduce: return 2.0 * (n - 1) / n;
         case Pattern::AllToAll: return static_cast<double>(n - 1) / n;
         case Pattern::Incast:
         case Pattern::Permutation: return 1.0;
@@ -31,12 +37,54 @@ double busbw_factor(Pattern p, uint32_t n) {
     return 1.0;
 }
 
+uint32_t collective_ranks(const Topology& topo) {
+    return topo.nic_count() / (topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1);
+}
+
+std::string workload_problem(const Topology& topo, Pattern p, Bytes size) {
+    const uint32_t n = topo.nic_count();
+    switch (p) {
+        case Pattern::Incast:
+        case Pattern::Permutation:
+            if (n < 2) return fmt::format("{} needs at least 2 NICs; the fabric has {}", pattern_name(p), n);
+            return {};
+        case Pattern::AllToAll:
+            if (size.v < n)
+                return fmt::format("all_to_all splits each NIC's {} B over its {} NICs; sizes start at {} B", size.v,
+                                   n, n);
+            return {};
+        case Pattern::RingAllReduce:
+        case Pattern::HdAllReduce: {
+            const uint32_t ranks = collective_ranks(topo);
+            if (ranks < 2) return fmt::format("{} needs at least 2 ranks; the fabric has {}", pattern_name(p), ranks);
+            if (p == Pattern::HdAllReduce && (ranks & (ranks - 1)))
+                return fmt::format("hd_allreduce needs a power-of-two number of ranks; the fabric has {} (use "
+                                   "ring_allreduce)",
+                                   ranks);
+            if (size.v < ranks)
+                return fmt::format("{} splits {} B over {} ranks; sizes start at {} B", pattern_name(p), size.v, ranks,
+                                   ranks);
+            return {};
+        }
+    }
+    return {};
+}
+
 std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& rng) {
     const auto n = topo.nic_count();
     std::vector<FlowSpec> out;
+    // A flow is a QP pair named by (source, destination, UDP source port):
+    // two flows between the same NICs (halving-doubling's two phases) get
+    // different ports.
+    std::unordered_set<uint64_t> keys;
     auto add = [&](uint32_t src, uint32_t dst, uint64_t bytes) {
-        if (bytes == 0 || src == dst) return;
-        out.push_back(FlowSpec{src, dst, Bytes{bytes}, w.start, static_cast<uint16_t>(0xC000 | rng.below(0x4000))});
+        if (bytes == 0 || src == dst) return false;
+        uint16_t sport;
+        do {
+            sport = static_cast<uint16_t>(0xC000 | rng.below(0x4000));
+        } while (!keys.insert(uint64_t{src} << 32 | uint64_t{dst} << 16 | sport).second);
+        out.push_back(FlowSpec{src, dst, Bytes{bytes}, w.start, sport});
+        return true;
     };
     switch (w.pattern) {
         case Pattern::Incast: {
@@ -68,7 +116,7 @@ std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& r
             break;
         case Pattern::RingAllReduce: {
             const uint32_t rails = topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1;
-            const uint32_t ranks = n / rails;
+            const uint32_t ranks = collective_ranks(topo);
             if (ranks < 2 || w.size.v < ranks) break;
             // 2(n-1) steps (reduce-scatter, then all-gather), each a chunk of
             // size/n to the ring successor once the predecessor's previous
@@ -84,6 +132,30 @@ std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& r
                     out.back().steps = steps;
                     out.back().after = first + ((h + ranks - 1) % ranks) * rails + i;
                 }
+            break;
+        }
+        case Pattern::HdAllReduce: {
+            const uint32_t rails = topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1;
+            const uint32_t ranks = collective_ranks(topo);
+            if (!workload_problem(topo, w.pattern, w.size).empty()) break;
+            uint32_t log = 0;
+            while ((1u << log) < ranks) ++log;
+            // Stage s: distance and bytes; stage s-1's flows of every rank
+            // and rail start at prev[h * rails + i].
+            std::vector<uint32_t> prev, cur(n);
+            for (uint32_t s = 0; s < 2 * log; ++s) {
+                const uint32_t k = s < log ? s : 2 * log - 1 - s;  // distance 2^k
+                const uint64_t bytes = w.size.v >> (k + 1);
+                const uint32_t prev_k = s == 0 ? 0 : (s - 1 < log ? s - 1 : 2 * log - s);
+                for (uint32_t h = 0; h < ranks; ++h)
+                    for (uint32_t i = 0; i < rails; ++i) {
+                        const uint32_t me = h * rails + i;
+                        add(me, (h ^ (1u << k)) * rails + i, bytes);
+                        cur[me] = static_cast<uint32_t>(out.size() - 1);
+                        if (s > 0) out.back().wait = {prev[me], prev[(h ^ (1u << prev_k)) * rails + i]};
+                    }
+                prev = cur;
+            }
             break;
         }
     }

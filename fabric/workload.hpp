@@ -1,5 +1,6 @@
 // Collective-style traffic patterns turned into flows: N:1 incast,
-// permutation, all-to-all and ring all-reduce, with the nccl-tests bus
+// permutation, all-to-all, ring all-reduce and halving-doubling all-reduce,
+// with the nccl-tests bus
 // bandwidth factor of each, and a size sweep that reports nccl-tests'
 // columns (size, time, algbw, busbw) plus PFC, ECN and CNP totals.
 //
@@ -9,6 +10,14 @@
 // generator model streams the 2(n-1)/n x size at once. Rings follow rails
 // (NIC i of host h sends to NIC i of host h+1), as NCCL builds one ring per
 // rail.
+//
+// Halving-doubling all-reduce (Rabenseifner; n a power of two) is 2 log2(n)
+// stages, a flow per rank and stage: the reduce-scatter sends size/2,
+// size/4, ... size/n to the rank at distance 1, 2, ... n/2 (rank XOR
+// distance), the all-gather sends size/n ... size/2 back at distance n/2 ...
+// 1; a rank's flow of stage s waits (FlowSpec::wait) for its own flow and
+// its partner's flow of stage s-1. The same bytes as the ring in 2 log2(n)
+// steps instead of 2(n-1): it pays fewer latencies and sends farther.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +32,7 @@
 
 namespace rocemu::fabric {
 
-enum class Pattern : uint8_t { Incast, Permutation, AllToAll, RingAllReduce };
+enum class Pattern : uint8_t { Incast, Permutation, AllToAll, RingAllReduce, HdAllReduce };
 std::string_view pattern_name(Pattern p);
 std::optional<Pattern> parse_pattern(std::string_view name);
 
@@ -40,6 +49,13 @@ struct Workload {
 // from `rng`, as a QP's port would be.
 std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& rng);
 
+// Why the pattern cannot run at this size on this fabric (empty if it can):
+// a size smaller than the ranks it is split over, a halving-doubling
+// all-reduce over a rank count that is not a power of two.
+std::string workload_problem(const Topology& topo, Pattern p, Bytes size);
+// Ranks of a collective: hosts on a rail-optimised fabric (one ring or
+// halving-doubling per rail), NICs otherwise.
+uint32_t collective_ranks(const Topology& topo);
 // nccl-tests' busbw / algbw for the pattern over n ranks.
 double busbw_factor(Pattern p, uint32_t n);
 

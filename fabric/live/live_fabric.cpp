@@ -98,6 +98,7 @@ struct FlowRun {
     uint64_t size = 0;
     uint32_t steps = 1;
     uint32_t after = FlowSpec::kNoFlow;
+    std::array<uint32_t, 2> wait{FlowSpec::kNoFlow, FlowSpec::kNoFlow};
     uint32_t begun = 0;       // steps opened
     uint32_t done_steps = 0;  // steps completed
     uint64_t posted = 0;      // in the open step
@@ -682,6 +683,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     WorkloadResult res;
     std::vector<FlowRun> runs(flows.size());
     std::vector<std::vector<uint32_t>> followers(flows.size());
+    std::vector<std::vector<uint32_t>> waiters(flows.size());
     uint64_t total = 0;
     for (uint32_t f = 0; f < flows.size(); ++f) {
         const FlowSpec& s = flows[f];
@@ -694,10 +696,23 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         for (uint64_t i = 0; i < kChunk; ++i) r.conn->from[i] = pattern(f, i);
         std::fill(r.conn->to.begin(), r.conn->to.end(), 0);
         if (s.after != FlowSpec::kNoFlow && s.after < flows.size() && s.after != f) followers[s.after].push_back(f);
+        for (size_t j = 0; j < s.wait.size(); ++j) {
+            const uint32_t w = s.wait[j];
+            if (w == FlowSpec::kNoFlow || w >= flows.size() || w == f) continue;
+            r.wait[j] = w;
+            waiters[w].push_back(f);
+        }
         total += r.size;
     }
     const auto maybe_begin = [&](uint32_t f) {
         FlowRun& r = runs[f];
+        if (r.begun == 0) {  // a gated flow: its first step once every flow it waits for is complete
+            for (const uint32_t w : r.wait)
+                if (w != FlowSpec::kNoFlow && runs[w].done_steps < runs[w].steps) return false;
+            r.begun = 1;
+            r.posted = r.completed = 0;
+            return true;
+        }
         if (r.begun >= r.steps || r.done_steps < r.begun) return false;
         if (r.after != FlowSpec::kNoFlow && runs[r.after].done_steps < r.begun) return false;
         ++r.begun;
@@ -711,6 +726,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     const uint64_t held_turns0 = clk.held_back_turns();
     const Nanos held0 = clk.held_back();
     for (uint32_t f = 0; f < runs.size(); ++f) {
+        if (flows[f].gated()) continue;
         runs[f].begun = 1;
         m.post(runs, f, start);
     }
@@ -781,6 +797,9 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
                     if (maybe_begin(f)) touched.push_back(f);
                     for (const uint32_t g : followers[f])
                         if (maybe_begin(g)) touched.push_back(g);
+                    if (r.done_steps == r.steps)
+                        for (const uint32_t g : waiters[f])
+                            if (maybe_begin(g)) touched.push_back(g);
                 }
             } while (n == static_cast<int>(kPollBatch));
             h.ctx->req_notify_cq(h.cq);

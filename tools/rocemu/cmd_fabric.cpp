@@ -89,7 +89,8 @@ std::optional<Pattern> workload_of(const FabricArgs& a) {
     const auto p = parse_pattern(a.workload);
     if (!p)
         fmt::print(stderr,
-                   "rocemu fabric run: --workload '{}' is not one of incast, permutation, all_to_all, ring_allreduce\n",
+                   "rocemu fabric run: --workload '{}' is not one of incast, permutation, all_to_all, ring_allreduce, "
+                   "hd_allreduce\n",
                    a.workload);
     return p;
 }
@@ -107,12 +108,23 @@ std::optional<std::vector<Bytes>> sizes_of(const FabricArgs& a) {
     return sizes;
 }
 
+// False (with the reason on stderr) if a size of the sweep cannot run the
+// workload on this fabric.
+bool workload_fits(const Topology& t, Pattern p, const std::vector<Bytes>& sizes, std::string_view cmd) {
+    for (const Bytes s : sizes)
+        if (const std::string why = workload_problem(t, p, s); !why.empty()) {
+            fmt::print(stderr, "{}: {}\n", cmd, why);
+            return false;
+        }
+    return true;
+}
+
 // The fabric file and the sweep: -c/--default, -w, --sizes, --seed, -o.
 // `note` prefixes the help of the options only some uses of the command read.
 void add_sweep_options(CLI::App* c, FabricArgs& a, const std::string& note) {
     c->add_option("-c,--config", a.config, "fabric YAML (configs/fabrics/)");
     c->add_flag("--default", a.use_default, "the embedded default fabric (also when no --config)");
-    c->add_option("-w,--workload", a.workload, note + "incast, permutation, all_to_all or ring_allreduce")
+    c->add_option("-w,--workload", a.workload, note + "incast, permutation, all_to_all, ring_allreduce or hd_allreduce (halving-doubling)")
         ->capture_default_str();
     // One value (comma-separated), so that `--sizes 1M -- EAL args` ends the sizes.
     c->add_option("--sizes", a.sizes, note + "message sizes (suffix K, M, G)")
@@ -131,7 +143,7 @@ void progress_line(const std::string& line) {
 int finish_report(const ScenarioOptions& o, const std::vector<std::string>& files) {
     if (o.out_dir.empty() || files.empty()) return 0;
     std::string msg;
-    render_plots(o.out_dir, msg);
+    render_plots(o.out_dir, files, msg);
     fmt::print("report: {} ({} files; {})\n", std::filesystem::absolute(o.out_dir).string(), files.size(), msg);
     return 0;
 }
@@ -346,7 +358,7 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
 int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& sizes, const FabricArgs& a,
                  const LiveCliArgs& l) {
     const std::optional<Topology> t = live_topology(cfg, a, l);
-    if (!t) return 2;
+    if (!t || !workload_fits(*t, p, sizes, "rocemu fabric run --live")) return 2;
     if (l.processes) return launch_split(*t, p, a, l);
     fmt::print("{}\n", t->summary());
     live::LiveResult r;
@@ -362,7 +374,7 @@ int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& s
 int run_hosts_node_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& sizes, const FabricArgs& a,
                        const LiveCliArgs& l, const live::NodeOptions& n) {
     const std::optional<Topology> t = live_topology(cfg, a, l);
-    if (!t) return 2;
+    if (!t || !workload_fits(*t, p, sizes, "rocemu fabric node")) return 2;
     live::LiveResult r;
     try {
         r = live::run_hosts_node(*t, p, sizes, live_options(a, l), n);
@@ -703,10 +715,15 @@ void add_fabric_command(CLI::App& app, int& status) {
         }
         o.progress = progress_line;
         const Topology t = generate(*cfg);
+        if (!workload_fits(t, *p, *sizes, "rocemu fabric run")) {
+            status = 2;
+            return;
+        }
         fmt::print("{}\n", t.summary());
         std::vector<SweepRow> rows;
+        std::vector<std::string> files;
         try {
-            rows = run_sweep(t, *p, *sizes, o);
+            rows = run_sweep(t, *p, *sizes, o, &files);
         } catch (const std::exception& e) {
             fmt::print(stderr, "\nrocemu fabric run: {}\n", e.what());
             status = 2;
@@ -714,8 +731,6 @@ void add_fabric_command(CLI::App& app, int& status) {
         }
         fmt::print(stderr, "\r{:<110}\r", "");
         fmt::print("{}", format_sweep(*p, rows));
-        std::vector<std::string> files;
-        for (const auto& e : std::filesystem::directory_iterator(a->out)) files.push_back(e.path().string());
         status = finish_report(o, files);
     });
 #ifdef ROCEMU_WITH_DPDK

@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "fabric/fabric.hpp"
 #include "fabric/gen_nic.hpp"
@@ -18,6 +20,11 @@ Topology make(const std::string& yaml) {
     EXPECT_TRUE(r.config) << r.error;
     return generate(*r.config);
 }
+
+const char* kLeafSpine8 =
+    "topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 4, spines: 2}\n"
+    "links: {host: {speed_gbps: 100, delay_ns: 500}, fabric: {speed_gbps: 100, delay_ns: 1000}}\n"
+    "switch: {profile: lossless-100g}\n";
 
 const char* kLeafSpine =
     "topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 2, spines: 2}\n"
@@ -200,6 +207,124 @@ TEST(FabricRun, RcRingAllReduceRunsItsStepsInOrder) {
     EXPECT_GT(last - first, floor);
     EXPECT_LT(last - first, floor * 2);
     EXPECT_EQ(f.totals().switch_drops, 0u);
+}
+
+// First WRITE of any flow to the last completion of any.
+Nanos completion(const Fabric& f) {
+    Nanos first = Nanos::max(), last{};
+    for (const FlowStats& s : f.stats()) {
+        first = std::min(first, s.first_tx);
+        last = std::max(last, s.last_rx);
+    }
+    return last - first;
+}
+
+// Halving-doubling over 8 ranks: 2 log2(8) = 6 stages of one flow per rank,
+// partners at distance 1, 2, 4 then 4, 2, 1 (rank XOR distance) with size/2
+// ... size/8 and back; every rank sends what a ring sends in all.
+TEST(FabricWorkload, HalvingDoublingPairsRanksByDistanceAndWaitsForTheStageBefore) {
+    const Topology topo = make(
+        "topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 4, spines: 2}\n"
+        "switch: {profile: lossless-100g}\n");
+    const uint32_t n = topo.nic_count();
+    ASSERT_EQ(n, 8u);
+    Workload w;
+    w.pattern = Pattern::HdAllReduce;
+    w.size = Bytes{1 << 20};
+    Rng rng(5);
+    const std::vector<FlowSpec> flows = make_flows(topo, w, rng);
+    ASSERT_EQ(flows.size(), 6 * n);
+    const uint32_t dist[] = {1, 2, 4, 4, 2, 1};
+    std::vector<uint64_t> sent(n, 0);
+    std::set<std::tuple<uint32_t, uint32_t, uint16_t>> keys;
+    for (uint32_t i = 0; i < flows.size(); ++i) {
+        const FlowSpec& f = flows[i];
+        const uint32_t stage = i / n;
+        EXPECT_EQ(f.dst, f.src ^ dist[stage]) << "flow " << i;
+        EXPECT_EQ(f.size.v, w.size.v / (2 * dist[stage])) << "flow " << i;
+        EXPECT_EQ(f.steps, 1u);
+        EXPECT_TRUE(keys.insert({f.src, f.dst, f.sport}).second) << "flow " << i << ": its QP key is taken";
+        sent[f.src] += f.size.v;
+        if (stage == 0) {
+            EXPECT_FALSE(f.gated());
+            continue;
+        }
+        // Its own flow of the stage before, and the one its data came from.
+        const FlowSpec& own = flows[f.wait[0]];
+        const FlowSpec& in = flows[f.wait[1]];
+        EXPECT_EQ(f.wait[0] / n, stage - 1);
+        EXPECT_EQ(f.wait[1] / n, stage - 1);
+        EXPECT_EQ(own.src, f.src);
+        EXPECT_EQ(in.dst, f.src);
+    }
+    for (uint32_t r = 0; r < n; ++r) EXPECT_EQ(sent[r], w.size.v / n * 2 * (n - 1)) << "rank " << r;
+    EXPECT_DOUBLE_EQ(busbw_factor(Pattern::HdAllReduce, n), busbw_factor(Pattern::RingAllReduce, n));
+}
+
+TEST(FabricWorkload, CollectivesRefuseSizesAndRankCountsTheyCannotSplit) {
+    const Topology eight = make(kLeafSpine8);
+    EXPECT_EQ(workload_problem(eight, Pattern::HdAllReduce, Bytes{1 << 20}), "");
+    EXPECT_NE(workload_problem(eight, Pattern::HdAllReduce, Bytes{4}).find("sizes start at 8 B"), std::string::npos);
+    EXPECT_NE(workload_problem(eight, Pattern::RingAllReduce, Bytes{7}).find("sizes start at 8 B"), std::string::npos);
+    EXPECT_NE(workload_problem(eight, Pattern::AllToAll, Bytes{7}).find("sizes start at 8 B"), std::string::npos);
+    EXPECT_EQ(workload_problem(eight, Pattern::Permutation, Bytes{1}), "");
+    const Topology six = make(
+        "topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 3, spines: 2}\nswitch: {profile: lossless-100g}\n");
+    const std::string why = workload_problem(six, Pattern::HdAllReduce, Bytes{1 << 20});
+    EXPECT_NE(why.find("power-of-two number of ranks; the fabric has 6"), std::string::npos) << why;
+    EXPECT_EQ(workload_problem(six, Pattern::RingAllReduce, Bytes{1 << 20}), "");
+    Rng rng(1);
+    Workload w;
+    w.pattern = Pattern::HdAllReduce;
+    EXPECT_TRUE(make_flows(six, w, rng).empty());
+}
+
+// On RC a stage opens only when its waits have completed: no flow's first
+// WRITE leaves before both flows it waits for have their last completion.
+TEST(FabricRun, RcHalvingDoublingRunsItsStagesInOrder) {
+    for (const bool spray : {false, true}) {
+        SCOPED_TRACE(spray ? "spraying" : "one path per flow");
+        const Topology topo = make(std::string(kLeafSpine8) + (spray ? "nic: {spraying: true}\n" : ""));
+        Workload w;
+        w.pattern = Pattern::HdAllReduce;
+        w.size = Bytes{1 << 20};
+        Rng rng(3);
+        const std::vector<FlowSpec> flows = make_flows(topo, w, rng);
+        Fabric f(topo, 1);
+        for (const FlowSpec& fl : flows) f.add_flow(fl);
+        f.start();
+        f.run(Nanos::from_ms(20));
+        ASSERT_TRUE(f.all_done());
+        EXPECT_EQ(f.totals().switch_drops, 0u);
+        const std::vector<FlowStats>& st = f.stats();
+        for (uint32_t i = 0; i < flows.size(); ++i) {
+            EXPECT_EQ(st[i].rx_bytes, flows[i].size.v);
+            for (const uint32_t dep : flows[i].wait)
+                if (dep != FlowSpec::kNoFlow) EXPECT_GE(st[i].first_tx, st[dep].last_rx) << "flow " << i;
+        }
+        // The first stage alone sends size/2 from every rank.
+        EXPECT_GT(completion(f), BitsPerSec::gbps(100).serialise(Bytes{w.size.v / 2}));
+    }
+}
+
+// Where latency rules (64 KiB over 8 ranks: 8 KiB ring chunks), 6 stages
+// beat the ring's 14 steps, each behind a round trip.
+TEST(FabricRun, RcHalvingDoublingBeatsTheRingOnSmallSizes) {
+    const Topology topo = make(kLeafSpine8);
+    Nanos took[2];
+    for (const Pattern p : {Pattern::RingAllReduce, Pattern::HdAllReduce}) {
+        Workload w;
+        w.pattern = p;
+        w.size = Bytes{64 << 10};
+        Rng rng(3);
+        Fabric f(topo, 1);
+        for (const FlowSpec& fl : make_flows(topo, w, rng)) f.add_flow(fl);
+        f.start();
+        f.run(Nanos::from_ms(20));
+        ASSERT_TRUE(f.all_done()) << pattern_name(p);
+        took[p == Pattern::HdAllReduce] = completion(f);
+    }
+    EXPECT_LT(took[1] * 3, took[0] * 2) << "ring " << took[0].us() << " us, halving-doubling " << took[1].us() << " us";
 }
 
 std::string slurp(const std::string& path) {

@@ -146,7 +146,7 @@ TEST(FabricLive, AWindowLargerThanTheNicPoolIsHeldBackNotCountedAsDrops) {
     EXPECT_EQ(r.rows[0].flows, 4u);
 }
 
-TEST(FabricLive, LeafSpinePermutationAndRingAllReduceComplete) {
+TEST(FabricLive, LeafSpinePermutationAndBothAllReducesComplete) {
     const Topology t = topology(kLeafSpine);
     const Bytes sizes[] = {Bytes{256u << 10}, Bytes{1u << 20}};
     const LiveResult perm = run_live_sweep(t, Pattern::Permutation, sizes, options());
@@ -160,6 +160,14 @@ TEST(FabricLive, LeafSpinePermutationAndRingAllReduceComplete) {
     ASSERT_EQ(ring.rows.size(), 2u);
     EXPECT_EQ(ring.rows[1].flows, 4u);
     EXPECT_NEAR(ring.rows[1].row.busbw_gbs, ring.rows[1].row.algbw_gbs * 1.5, 1e-9);
+    // Halving-doubling: 2 log2(4) = 4 stages of a flow per rank, each stage
+    // opened by the completions of the one before.
+    const LiveResult hd = run_live_sweep(t, Pattern::HdAllReduce, sizes, options());
+    expect_clean(hd);
+    ASSERT_EQ(hd.rows.size(), 2u);
+    EXPECT_EQ(hd.rows[1].flows, 16u);
+    EXPECT_EQ(hd.rows[1].verified, 16u);
+    EXPECT_NEAR(hd.rows[1].row.busbw_gbs, hd.rows[1].row.algbw_gbs * 1.5, 1e-9);
 }
 
 // Ring all-reduce over 4 ranks has no flow at 2 B (a chunk per rank is
