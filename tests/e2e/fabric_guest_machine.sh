@@ -24,9 +24,14 @@
 # both switches run on one clock, so their bounds meet, and each meets what
 # the guest's kernel says of its clock in ICMP timestamp replies
 # (icmp_clock.py) before and after the run. The merge command it prints is
-# run and the merged capture verified: every ACK after the WRITE it answers,
-# 0 ICRC errors; without the shifts, a response must come first whenever the
-# offset exceeds the shortest request-to-response time.
+# run and the merged capture verified: 0 ICRC errors, every ACK after the
+# WRITE it answers or before it by less than the bound; without the shifts,
+# an ACK must come first whenever the offset moves the WRITEs past the
+# shortest request-to-response time.
+# Then a second layout in the same guest: switch right moves into the guest,
+# so the switch-to-switch cable left-right crosses the machines (same checks,
+# left-right captured and merged; its WRITEs are on the guest's clock, its
+# ACKs on the host's).
 # Skipped (77) without root, QEMU or the guest image (its build failing, e.g.
 # offline). Usage: fabric_guest_machine.sh ROCEMU REPO_ROOT
 set -uo pipefail
@@ -78,8 +83,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The hosts node takes 512 + 40 MB per NIC with --no-huge.
-GUEST_MEM_MB=${GUEST_MEM_MB:-1536} guest_boot --mtu 9000 --nics 3 --host-root --cpu max ||
+# With --no-huge the hosts node takes 512 + 40 MB per NIC, and switch right
+# in layout 2 (below) 256 + 48 MB per cable port.
+GUEST_MEM_MB=${GUEST_MEM_MB:-2048} guest_boot --mtu 9000 --nics 3 --host-root --cpu max ||
   fail "the guest did not boot (see above)"
 echo "guest ready in $GUEST_READY_SECONDS s (image build/check $BUILD_S s)"
 guest_host_root || fail "cannot mount the host's / in the guest"
@@ -107,22 +113,30 @@ read -r G1 G2 G3 <<<"$(echo $guest_ifaces)"
 [ -n "$G3" ] || fail "guest NICs: '$guest_ifaces'"
 echo "cables: h0-left rxetap1/$G1, h1-left rxetap2/$G2, h2-right vr-brr-rxetap3/$G3"
 
-REP=$GUEST_SHARE/rep
-"$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine guest=hosts --address sw=10.77.0.1 \
-  --link-dir "$D/links" --binary "$ROCEMU" -w incast --sizes "$SIZE" --qps 2 --scale "$SCALE" --timeout 60 \
-  -o "$REP" >"$D/plan.txt" 2>&1 || { cat "$D/plan.txt"; fail "fabric plan failed"; }
-cat "$D/plan.txt"
-command_of() {
-  grep -A1 "^# machine [a-z]*, node $1\$" "$D/plan.txt" | tail -1 |
-    sed -E "s/<iface:h0-left@sw>/rxetap1/; s/<iface:h1-left@sw>/rxetap2/; s/<iface:h2-right@sw>/vr/;
-            s/<iface:h0-left@guest>/$G1/; s/<iface:h1-left@guest>/$G2/; s/<iface:h2-right@guest>/$G3/"
+# Each layout: `fabric plan`'s commands with the cables' devices filled in.
+# Layout 1 runs both switches on the host (h2-right over the bridge: vr on
+# the host); layout 2 moves right into the guest, so left-right crosses the
+# machines instead (vr on the host, the same guest NIC) and h2-right is a
+# memif inside the guest.
+plan() {
+  local file=$1; shift
+  "$ROCEMU" fabric plan -c "$C" "$@" --address sw=10.77.0.1 --binary "$ROCEMU" -w incast --sizes "$SIZE" --qps 2 \
+    --scale "$SCALE" --timeout 60 >"$file" 2>&1 || { cat "$file"; fail "fabric plan failed"; }
+  cat "$file"
 }
-HOSTS=$(command_of hosts)
-LEFT=$(command_of left)
-RIGHT=$(command_of right)
+command_of() {
+  grep -A1 "^# machine [a-z]*, node $2\$" "$1" | tail -1 |
+    sed -E "s/<iface:h0-left@sw>/rxetap1/; s/<iface:h1-left@sw>/rxetap2/; s/<iface:(h2-right|left-right)@sw>/vr/;
+            s/<iface:h0-left@guest>/$G1/; s/<iface:h1-left@guest>/$G2/; s/<iface:(h2-right|left-right)@guest>/$G3/"
+}
+EAL="-- --log-level lib.eal:error"
+REP=$GUEST_SHARE/rep
+plan "$D/plan.txt" --machine sw=left,right --machine guest=hosts --link-dir "$D/links" -o "$REP"
+HOSTS=$(command_of "$D/plan.txt" hosts)
+LEFT=$(command_of "$D/plan.txt" left)
+RIGHT=$(command_of "$D/plan.txt" right)
 [ -n "$HOSTS" ] && [ -n "$LEFT" ] && [ -n "$RIGHT" ] || fail "plan has no command for every node"
 ! echo "$HOSTS$LEFT$RIGHT" | grep -q "<" || fail "a placeholder is left"
-EAL="-- --log-level lib.eal:error"
 
 eval exec ip netns exec "$GUEST_NS" "$LEFT --pcap h0-left" $EAL >"$D/left.log" 2>&1 &
 pids+=($!)
@@ -132,56 +146,68 @@ pids+=($!)
 diag() {
   local i
   for i in rxetap1 rxetap2 rxetap3 vr vrb brr; do
-    echo "host $i: rx $(tap_bytes "$i" rx) B tx $(tap_bytes "$i" tx) B" \
+    echo "host $i: rx $(dev_bytes "$i" rx) B tx $(dev_bytes "$i" tx) B" \
       "rx_dropped $(guest_ns_exec cat "/sys/class/net/$i/statistics/rx_dropped")" \
       "tx_dropped $(guest_ns_exec cat "/sys/class/net/$i/statistics/tx_dropped")"
   done
   guest_ns_exec bridge fdb show br brr | grep -v permanent
   guest_run -t 30 "for i in $G1 $G2 $G3; do echo guest \$i: rx \$(cat /sys/class/net/\$i/statistics/rx_bytes) B tx \$(cat /sys/class/net/\$i/statistics/tx_bytes) B rx_dropped \$(cat /sys/class/net/\$i/statistics/rx_dropped); done"
 }
-tap_bytes() { guest_ns_exec cat "/sys/class/net/$1/statistics/$2_bytes"; }
-tx0=$(tap_bytes rxetap3 tx)
+dev_bytes() { guest_ns_exec cat "/sys/class/net/$1/statistics/$2_bytes"; }
+guest_rx_bytes() { guest_run -t 30 "cat /sys/class/net/$G3/statistics/rx_bytes"; }
+tx0=$(dev_bytes rxetap3 tx)
+grx0=$(guest_rx_bytes) || fail "no counter of the guest's $G3"
 # This host's CLOCK_REALTIME minus the guest's, bounded by the guest kernel's
 # ICMP timestamp replies (whole ms): 'LO HI N' in ns.
 icmp_clock() { guest_ns_exec python3 "$ROOT/tests/e2e/icmp_clock.py" 10.77.0.2 24; }
 icmp_before=$(icmp_clock) || fail "ICMP timestamps of the guest: $icmp_before"
 if [ -n "${GUEST_FABRIC_PCAP:-}" ]; then guest_ns_exec dumpcap -q -i vrb -s 200 -c 50 -w "$GUEST_FABRIC_PCAP" & pids+=($!); fi
-T1=$SECONDS
-# The guest's capture is in its chroot's tmpfs (the link folder is under
-# /tmp): copied to the share.
-out=$(guest_run -t 150 "chroot $GUEST_HOST_ROOT $HOSTS --pcap h0-left $EAL >/share/hosts.txt 2>/share/hosts.err
-  rc=\$?; cp '$GUEST_HOST_ROOT$D/links/guest/h0-left@hosts.pcap' /share/; exit \$rc")
-rc=$?
-HOSTS_S=$((SECONDS - T1))
-cat "$GUEST_SHARE/hosts.txt" 2>/dev/null
-if [ $rc -ne 0 ]; then
-  echo "$out"
-  tail -c 1500 "$GUEST_SHARE/hosts.err" 2>/dev/null
-  cat "$D/left.log" "$D/right.log"
-  diag
-  [ $rc -eq 124 ] && fail "the hosts node in the guest did not finish within 150 s"
-  fail "hosts node in the guest: exit status $rc"
-fi
+
+# run_hosts N CMD LINK: the hosts node in the guest, its output in
+# $GUEST_SHARE/hostsN.txt and its capture of LINK (in its chroot's tmpfs: the
+# link folder is under /tmp) copied to the share.
+run_hosts() {
+  local n=$1 cmd=$2 link=$3 rc t=$SECONDS dir
+  dir=$(sed -E 's/.*--link-dir ([^ ]*) .*/\1/' <<<"$cmd")
+  out=$(guest_run -t 150 "chroot $GUEST_HOST_ROOT $cmd --pcap $link $EAL >/share/hosts$n.txt 2>/share/hosts$n.err
+    rc=\$?; cp '$GUEST_HOST_ROOT$dir/$link@hosts.pcap' /share/ 2>/dev/null; exit \$rc")
+  rc=$?
+  HOSTS_S=$((SECONDS - t))
+  cat "$GUEST_SHARE/hosts$n.txt" 2>/dev/null
+  if [ $rc -ne 0 ]; then
+    echo "$out"
+    tail -c 1500 "$GUEST_SHARE/hosts$n.err" 2>/dev/null
+    cat "$D"/*.log "$GUEST_SHARE"/*.log 2>/dev/null
+    diag
+    [ $rc -eq 124 ] && fail "the hosts node in the guest did not finish within 150 s"
+    fail "hosts node in the guest: exit status $rc"
+  fi
+}
 kb=$(( ${SIZE%K} ))
 bytes=$((kb * 1024))
-row=$(grep -E "^ *$bytes " "$GUEST_SHARE/hosts.txt") || fail "no $bytes row"
-csv=$REP/live_incast_sweep.csv
-IFS=, read -r _ _ _ _ _ pfc _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$csv")
-[ "$complete" = 1 ] && [ "$flows" -gt 0 ] && [ "$verified" = "$flows" ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
-  fail "sweep row: $(sed -n 2p "$csv")"
-echo "$row" | grep -q " $flows/$flows$" || fail "not every flow verified: $row"
-ports=$REP/live_incast_${bytes}B_switch_ports.csv
-grep -q "^left,Ethernet0," "$ports" && grep -q "^right,Ethernet0," "$ports" || fail "no counters of both switches in $ports"
-# and the guest side's: every NIC's, in the same report.
-nics=$REP/live_incast_${bytes}B_nics.csv
-for n in h0 h1 h2; do grep -q "^$n,sent_pkts,[1-9]" "$nics" || fail "no sent_pkts of $n in $nics"; done
+# check_report DIR OUT: the incast completed, every flow verified, no drop;
+# both switches' counters and every NIC's in the report.
+check_report() {
+  local csv=$1/live_incast_sweep.csv row
+  row=$(grep -E "^ *$bytes " "$2") || fail "no $bytes row in $2"
+  IFS=, read -r _ _ _ _ live_us pfc _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$csv")
+  [ "$complete" = 1 ] && [ "$flows" -gt 0 ] && [ "$verified" = "$flows" ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
+    fail "sweep row: $(sed -n 2p "$csv")"
+  echo "$row" | grep -q " $flows/$flows$" || fail "not every flow verified: $row"
+  local ports=$1/live_incast_${bytes}B_switch_ports.csv nics=$1/live_incast_${bytes}B_nics.csv n
+  grep -q "^left,Ethernet0," "$ports" && grep -q "^right,Ethernet0," "$ports" || fail "no counters of both switches in $ports"
+  for n in h0 h1 h2; do grep -q "^$n,sent_pkts,[1-9]" "$nics" || fail "no sent_pkts of $n in $nics"; done
+}
+
+run_hosts 1 "$HOSTS" h0-left
+check_report "$REP" "$GUEST_SHARE/hosts1.txt"
 # The receiver h2 is in the guest: two senders' messages left right's port
 # through the bridge and the tap into the guest's NIC.
-tx=$(( $(tap_bytes rxetap3 tx) - tx0 ))
+tx=$(( $(dev_bytes rxetap3 tx) - tx0 ))
 [ "$tx" -ge $((2 * bytes)) ] || fail "only $tx bytes went to the guest over rxetap3"
-grx=$(guest_run -t 30 "cat /sys/class/net/$G3/statistics/rx_bytes") || fail "no guest counter"
+grx=$(guest_rx_bytes) || fail "no counter of the guest's $G3"
+grx=$((grx - grx0))
 [ "$grx" -ge $((2 * bytes)) ] || fail "the guest's $G3 received only $grx bytes"
-
 icmp_after=$(icmp_clock) || fail "ICMP timestamps of the guest: $icmp_after"
 
 kill -TERM "${pids[@]}"
@@ -192,65 +218,139 @@ for sw in left right; do  # each answered the ARP of a NIC in the guest
   grep -q "^switch $sw: .*ARP requests answered [1-9]" "$D/$sw.log" || fail "switch $sw did not stop cleanly"
 done
 
-# Each switch's clock as the hosts node found it over TCP, as 'LO HI' in ns:
-# the offset -+ its bound, widened by 1 us for the printed values' rounding.
-bounds=()
-for sw in left right; do
-  clock=$(grep "^clock: switch node $sw at 10.77.0.1:770[01]: its CLOCK_REALTIME is " "$GUEST_SHARE/hosts.txt") ||
-    fail "no clock line for switch $sw"
+# clock_of OUT SWITCH: the clock hosts node output OUT found over TCP for
+# SWITCH: sets off and err (ms), and bound, 'LO HI' in ns: the offset -+ its
+# bound, widened by 1 us for the printed values' rounding.
+clock_of() {
+  local clock
+  clock=$(grep "^clock: switch node $2 at 10.77.0.1:770[01]: its CLOCK_REALTIME is " "$1") ||
+    fail "no clock line for switch $2 in $1"
   echo "$clock"
   off=$(sed -E 's/.* is ([-+][0-9.]+) ms from .*/\1/' <<<"$clock")
   err=$(sed -E 's/.*\(within ([0-9.]+) ms.*/\1/' <<<"$clock")
-  bounds+=("$(awk -v o="$off" -v e="$err" 'BEGIN { printf "%.0f %.0f", (o - e) * 1e6 - 1000, (o + e) * 1e6 + 1000 }')")
-  [ "$sw" = left ] && { left_off=$off; left_err=$err; }
-done
+  bound=$(awk -v o="$off" -v e="$err" 'BEGIN { printf "%.0f %.0f", (o - e) * 1e6 - 1000, (o + e) * 1e6 + 1000 }')
+}
 # Two spans that both hold the truth meet.
 meet() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); exit !(x[1] <= y[2] && y[1] <= x[2]) }'; }
-meet "${bounds[0]}" "${bounds[1]}" || fail "left and right share the host's clock, yet their offsets' bounds do not meet"
+clock_of "$GUEST_SHARE/hosts1.txt" right
+right_bound=$bound
+clock_of "$GUEST_SHARE/hosts1.txt" left
+left_bound=$bound left_off=$off left_err=$err
+meet "$left_bound" "$right_bound" || fail "left and right share the host's clock, yet their offsets' bounds do not meet"
 for icmp in "$icmp_before" "$icmp_after"; do
-  meet "${bounds[0]}" "$icmp" || fail "left's offset bound ${bounds[0]} ns does not meet the guest kernel's ICMP bound $icmp"
-  meet "${bounds[1]}" "$icmp" || fail "right's offset bound ${bounds[1]} ns does not meet the guest kernel's ICMP bound $icmp"
+  meet "$left_bound" "$icmp" || fail "left's offset bound $left_bound ns does not meet the guest kernel's ICMP bound $icmp"
+  meet "$right_bound" "$icmp" || fail "right's offset bound $right_bound ns does not meet the guest kernel's ICMP bound $icmp"
 done
 echo "clock offset host - guest: ICMP timestamps $icmp_before before, $icmp_after after (ns, probes)"
 
-# The merge the hosts node printed, run where both files are (left's is whole
-# once its node has stopped).
-merge=$(grep "^pcap: link h0-left is captured on more than one machine" "$GUEST_SHARE/hosts.txt" |
-  sed 's/.*: rocemu pcap/pcap/') || fail "no merge command for h0-left"
-echo "$merge" | grep -q -- "--shift h0-left@left.pcap=-\?[0-9]" || fail "no shift for left's capture: $merge"
-mkdir -p "$D/merge" && cp "$D/links/sw/h0-left@left.pcap" "$GUEST_SHARE/h0-left@hosts.pcap" "$D/merge/" ||
-  fail "captures missing: $(find "$D/links" "$GUEST_SHARE" -name '*.pcap')"
-(cd "$D/merge" && eval "\"$ROCEMU\" $merge") >"$D/merge.txt" 2>&1 || { tail -5 "$D/merge.txt"; fail "the merge failed"; }
-head -1 "$D/merge.txt"
-tail -1 "$D/merge.txt"
-frames=$(sed -nE 's/^# merged ([0-9]+) frames of 2 files.*/\1/p' "$D/merge.txt")
-grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$D/merge.txt" || fail "merged capture: $(tail -1 "$D/merge.txt")"
-# h0's WRITEs (4 KiB each, captured by left) and the ACKs to h0 (by the guest).
-writes=$(grep -c " RC_RDMA_WRITE_" "$D/merge.txt")
-[ "$writes" -ge $((bytes / 4096)) ] || { cat "$D/merge.txt"; fail "merged $frames frames, $writes WRITE packets of h0"; }
-read -r nresp unmatched early worst gap <<<"$(response_order "$D/merge.txt")"
-[ "$nresp" -gt 0 ] && [ "$unmatched" = 0 ] || { cat "$D/merge.txt"; fail "merged: $nresp ACKs, $unmatched of them answer no WRITE in the file"; }
-[ "$early" = 0 ] || { cat "$D/merge.txt"; fail "merged: $early of $nresp ACKs before the WRITE they answer (by up to $worst s)"; }
-echo "merged: $writes WRITE packets, $nresp ACKs, each after its WRITE (shortest gap $gap s)"
-# Unshifted, left's WRITEs move later by the offset: some ACK comes first
-# whenever the offset exceeds the shortest gap. Only then is it asserted.
-(cd "$D/merge" && "$ROCEMU" pcap --merge raw.pcap h0-left@hosts.pcap h0-left@left.pcap) >"$D/raw.txt" 2>&1 ||
-  { tail -5 "$D/raw.txt"; fail "the unshifted merge failed"; }
-read -r _ _ raw_early raw_worst _ <<<"$(response_order "$D/raw.txt")"
-if awk -v o="$left_off" -v g="$gap" 'BEGIN { exit !(o / 1000 > g + 1e-6) }'; then
-  [ "$raw_early" -gt 0 ] || fail "unshifted, with left's clock $left_off ms off, still no ACK before its WRITE"
-  echo "unshifted: $raw_early of $nresp ACKs before their WRITE (by up to $raw_worst s)"
-else
-  echo "unshifted: left's offset $left_off ms is within the shortest gap; $raw_early ACKs before their WRITE"
-fi
-live_us=$(sed -n 2p "$csv" | cut -d, -f5)
-# The fabric clock leaves out the gaps in which a node was not scheduled
-# ("held back"); real time is the sum.
-held_ms=$(sed -n 's/.*fabric clock held back \([0-9.]*\) ms.*/\1/p' "$GUEST_SHARE/hosts.txt" | head -1)
-goodput=$(awk -v b="$((flows * bytes))" -v us="$live_us" -v h="${held_ms:-0}" \
-  'BEGIN { printf "%.1f Mbit/s on the fabric clock, %.1f Mbit/s in real time (+%s ms held back)", b * 8 / us, b * 8 / (us + h * 1000), h }')
+# check_merge N LINK REMOTE REMOTE_FILE LOCAL_FILE REQUESTS_IN: runs the merge
+# hosts node N printed for LINK, whose REMOTE switch's capture is REMOTE_FILE
+# and the guest's LOCAL_FILE; the WRITEs are in the `remote` or `local` one.
+# Every RoCEv2 packet verifies, and every ACK comes after the WRITE it answers
+# or before it by less than the stated bound: the README's promise, and the
+# test of the offset against the truth (one that came first by more would
+# make the true offset lie outside its bound). Unshifted, the remote file
+# moves by the offset: some ACK must come first whenever that puts it past the
+# shortest request-to-response gap. Sets frames.
+check_merge() {
+  local n=$1 link=$2 remote=$3 rfile=$4 lfile=$5 reqs_in=$6 merge m=$D/merge$1 off err bound
+  merge=$(grep "^pcap: link $link is captured on more than one machine" "$GUEST_SHARE/hosts$n.txt" |
+    sed 's/.*: rocemu pcap/pcap/') || fail "no merge command for $link"
+  echo "$merge" | grep -q -- "--shift $link@$remote.pcap=-\?[0-9]" || fail "no shift for $remote's capture: $merge"
+  mkdir -p "$m" && cp "$rfile" "$lfile" "$m/" || fail "captures missing: $(find "$D/links"* "$GUEST_SHARE" -name '*.pcap')"
+  (cd "$m" && eval "\"$ROCEMU\" $merge") >"$m/merged.txt" 2>&1 || { tail -5 "$m/merged.txt"; fail "the merge failed"; }
+  head -1 "$m/merged.txt"
+  tail -1 "$m/merged.txt"
+  frames=$(sed -nE 's/^# merged ([0-9]+) frames of 2 files.*/\1/p' "$m/merged.txt")
+  grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$m/merged.txt" || fail "merged capture: $(tail -1 "$m/merged.txt")"
+  local writes nresp unmatched early worst gap raw_early raw_worst sign=1
+  # h0's WRITEs (4 KiB each; on left-right h1's too) and the ACKs to them.
+  writes=$(grep -c " RC_RDMA_WRITE_" "$m/merged.txt")
+  [ "$writes" -ge $((bytes / 4096)) ] || { cat "$m/merged.txt"; fail "merged $frames frames, $writes WRITE packets"; }
+  clock_of "$GUEST_SHARE/hosts$n.txt" "$remote" >/dev/null
+  read -r nresp unmatched early worst gap <<<"$(response_order "$m/merged.txt")"
+  [ "$nresp" -gt 0 ] && [ "$unmatched" = 0 ] ||
+    { cat "$m/merged.txt"; fail "merged: $nresp ACKs, $unmatched of them answer no WRITE in the file"; }
+  awk -v w="$worst" -v e="$err" 'BEGIN { exit !(w * 1000 < e + 0.001) }' ||
+    { cat "$m/merged.txt"; fail "merged: an ACK $worst s before its WRITE, beyond $remote's clock bound of $err ms"; }
+  echo "merged: $writes WRITE packets, $nresp ACKs, $early before their WRITE (by up to $worst s, within $err ms);" \
+    "shortest gap $gap s"
+  (cd "$m" && "$ROCEMU" pcap --merge raw.pcap "$(basename "$lfile")" "$(basename "$rfile")") >"$m/raw.txt" 2>&1 ||
+    { tail -5 "$m/raw.txt"; fail "the unshifted merge failed"; }
+  read -r _ _ raw_early raw_worst _ <<<"$(response_order "$m/raw.txt")"
+  [ "$reqs_in" = remote ] || sign=-1
+  if awk -v o="$off" -v s="$sign" -v g="$gap" 'BEGIN { exit !(s * o / 1000 > g + 1e-6) }'; then
+    [ "$raw_early" -gt 0 ] || fail "unshifted, with $remote's clock $off ms off, still no ACK before its WRITE"
+    echo "unshifted: $raw_early of $nresp ACKs before their WRITE (by up to $raw_worst s)"
+  else
+    echo "unshifted: $raw_early ACKs before their WRITE ($remote's file moved by $off ms does not put one first)"
+  fi
+}
+# Left captures what it receives from h0 (the WRITEs), the guest what h0
+# receives (the ACKs).
+check_merge 1 h0-left left "$D/links/sw/h0-left@left.pcap" "$GUEST_SHARE/h0-left@hosts.pcap" remote
+frames1=$frames
+goodput() {  # the fabric clock leaves out the gaps in which a node was not scheduled ("held back")
+  local held_ms
+  held_ms=$(sed -n 's/.*fabric clock held back \([0-9.]*\) ms.*/\1/p' "$1" | head -1)
+  awk -v b="$((flows * bytes))" -v us="$live_us" -v h="${held_ms:-0}" \
+    'BEGIN { printf "%.1f Mbit/s on the fabric clock, %.1f Mbit/s in real time (+%s ms held back)", b * 8 / us, b * 8 / (us + h * 1000), h }'
+}
+summary1="incast $flows x $SIZE in $live_us us live: goodput $(goodput "$GUEST_SHARE/hosts1.txt") into the guest;\
+ $tx bytes over rxetap3, the guest's $G3 received $grx; left's clock $left_off ms within $left_err ms;\
+ $frames1 frames of h0-left merged; hosts node in the guest $HOSTS_S s"
+echo "layout 1 (switches on the host): $summary1"
+
+# Layout 2: right in the guest with the hosts node, so the switch-to-switch
+# cable left-right crosses the machines (af_packet on the host's vr, bridged
+# to rxetap3, and on the guest's third NIC) and h2-right is a memif inside the
+# guest. The hosts node reads right's state from their link folder and left's
+# over TCP. left-right is captured at both ends: right writes what it receives
+# from left (the WRITEs, on the guest's clock), left what it receives from
+# right (the ACKs, on the host's): the other way round from h0-left.
+REP2=$GUEST_SHARE/rep2
+plan "$D/plan2.txt" --machine sw=left --machine guest=hosts,right --link-dir "$D/links2" -o "$REP2"
+HOSTS=$(command_of "$D/plan2.txt" hosts)
+LEFT=$(command_of "$D/plan2.txt" left)
+RIGHT=$(command_of "$D/plan2.txt" right)
+[ -n "$HOSTS" ] && [ -n "$LEFT" ] && [ -n "$RIGHT" ] || fail "plan 2 has no command for every node"
+! echo "$HOSTS$LEFT$RIGHT" | grep -q "<" || fail "a placeholder is left in plan 2"
+eval exec ip netns exec "$GUEST_NS" "$LEFT --pcap left-right" $EAL >"$D/left2.log" 2>&1 &
+pids+=($!)
+# chroot execs rocemu: the pid it leaves is the switch node's.
+guest_spawn right "chroot $GUEST_HOST_ROOT $RIGHT --pcap left-right $EAL >/share/right2.log 2>&1 &
+  echo \$! >/share/right2.pid; wait \$!" || fail "cannot start switch right in the guest"
+tx0=$(dev_bytes vr tx)
+grx0=$(guest_rx_bytes) || fail "no counter of the guest's $G3"
+run_hosts 2 "$HOSTS" left-right
+check_report "$REP2" "$GUEST_SHARE/hosts2.txt"
+# Both senders' messages crossed from left on the host to right in the guest.
+tx=$(( $(dev_bytes vr tx) - tx0 ))
+[ "$tx" -ge $((2 * bytes)) ] || fail "only $tx bytes went from left to the guest over vr"
+grx=$(guest_rx_bytes) || fail "no counter of the guest's $G3"
+grx=$((grx - grx0))
+[ "$grx" -ge $((2 * bytes)) ] || fail "the guest's $G3 received only $grx bytes from left"
+icmp_after2=$(icmp_clock) || fail "ICMP timestamps of the guest: $icmp_after2"
+guest_run -t 30 "kill -TERM \$(cat /share/right2.pid)" || fail "cannot stop switch right in the guest"
+guest_wait right 60 || { cat "$GUEST_SHARE/right2.log"; fail "switch right in the guest did not stop"; }
+kill -TERM "${pids[@]}"
+wait "${pids[@]}"
+pids=()
+cat "$D/left2.log" "$GUEST_SHARE/right2.log"
+grep -q "^switch left: .*ARP requests answered [1-9]" "$D/left2.log" || fail "switch left did not stop cleanly"
+grep -q "^switch right: " "$GUEST_SHARE/right2.log" || fail "switch right in the guest did not stop cleanly"
+! grep -q "^clock: switch node right" "$GUEST_SHARE/hosts2.txt" || fail "a clock offset for right, on the hosts node's machine"
+clock_of "$GUEST_SHARE/hosts2.txt" left
+left2_off=$off left2_err=$err
+for icmp in "$icmp_after" "$icmp_after2"; do
+  meet "$bound" "$icmp" || fail "left's offset bound $bound ns does not meet the guest kernel's ICMP bound $icmp"
+done
+echo "clock offset host - guest: ICMP timestamps $icmp_after2 after layout 2 (ns, probes)"
+guest_run -t 30 "cp '$GUEST_HOST_ROOT$D/links2/guest/left-right@right.pcap' /share/" || fail "no capture by right in the guest"
+check_merge 2 left-right left "$D/links2/sw/left-right@left.pcap" "$GUEST_SHARE/left-right@right.pcap" local
+echo "layout 2 (right in the guest): incast $flows x $SIZE in $live_us us live: goodput" \
+  "$(goodput "$GUEST_SHARE/hosts2.txt"); $tx bytes from left over vr, the guest's $G3 received $grx;" \
+  "left's clock $left2_off ms within $left2_err ms; $frames frames of left-right merged; hosts node in the guest $HOSTS_S s"
 echo "PASS (scale 1:$SCALE: host and fabric links $(awk -v s="$SCALE" 'BEGIN { printf "%.1f", 100000 / s }') Mbit/s;" \
-  "incast $flows x $SIZE in $live_us us live: goodput $goodput into the guest;" \
-  "$tx bytes over rxetap3, the guest's $G3 received $grx; left's clock $left_off ms within $left_err ms;" \
-  "$frames frames of h0-left merged; hosts node in the guest ${HOSTS_S} s," \
+  "layout 1: $summary1; layout 2 as above;" \
   "guest booted in $GUEST_READY_SECONDS s, total $((SECONDS - T0)) s; load average $(cut -d' ' -f1-3 /proc/loadavg))"
