@@ -11,4 +11,12 @@ Mmu::Mmu(const SwitchConfig& cfg)
     for (int pg = 0; pg < kNumTc; ++pg) pg_size_[pg] = profile(pg).size;
 }
 
+void Mmu::reset() {
+    const std::size_t n = cfg_.ports.size();
+    std::fill_n(pg_.get(), n * kNumTc, PgState{});
+    std::fill_n(queue_.get(), n * kNumTc, Bytes{});
+    std::fill_n(port_.get(), n, Bytes{});
+    pool_used_ = Bytes{};
+}
+
 }  // namespace rocemu::sw

@@ -23,6 +23,8 @@ public:
     };
 
     explicit Mmu(const SwitchConfig& cfg);
+    // Every account back to zero and no PG in XOFF, as constructed.
+    void reset();
 
     Verdict query_ingress(PortId in, int pg, Bytes len) const;
     // Lossy queues tail-drop at their threshold; lossless queues always pass

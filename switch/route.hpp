@@ -160,6 +160,9 @@ public:
         }
         return route_uncached(d);
     }
+    // Empties the IPv4 cache, as a table no packet was routed through has
+    // it (the routes stay): Switch::reset.
+    void clear_cache() { cache_v4_.fill(CachedV4{}); }
     // route() with nullopt for kNoRoute.
     std::optional<uint32_t> lookup(const PacketDesc& d) const {
         const uint32_t g = route(d);
