@@ -89,6 +89,9 @@ for sw in left right; do
   err=$(echo "$clock" | sed -E 's/.*\(within ([0-9.]+) ms.*/\1/')
   awk -v o="$off" -v e="$err" 'BEGIN { exit !(o <= e + 0.001 && -o <= e + 0.001) }' ||
     fail "one box, yet a clock $off ms off, outside its $err ms: $clock"
+  # The run's own fetches plus the 16 the node asks after it for the clock.
+  n=$(echo "$clock" | sed -E 's/.*best of ([0-9]+) replies.*/\1/')
+  [ "$n" -ge 17 ] || fail "the clock of $sw from $n replies, not the run's and 16 more: $clock"
 done
 # Another scale than the switches': refused by the topology check before any QP.
 eval timeout 60 ip netns exec "$NH" "${HOSTS/--scale 75 /--scale 150 }" $EAL >"$D/scale.txt" 2>&1
