@@ -15,11 +15,16 @@
 //   - once time has run far ahead and every port is drained, nothing is
 //     queued and every buffer account (pool, queue, port, PG reserved,
 //     shared and headroom) is back to zero.
+// The switch of an input's config is reused from an earlier input with the
+// same config bytes when there is one, after Switch::reset (switch_for).
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "tests/fuzz/common/fuzz_input.hpp"
@@ -35,6 +40,8 @@ namespace {
 
 [[noreturn]] void fail(const char* what) { fuzz::fail("fuzz_switch", what); }
 using fuzz::Input;
+// ROCEMU_FUZZ_TRACE=1: print each step, effect and frame sent, to read why an input fails.
+const bool kTrace = std::getenv("ROCEMU_FUZZ_TRACE") != nullptr;
 
 enum class St : uint8_t { Pending, Queued, Gone };
 struct Pkt {
@@ -46,9 +53,67 @@ struct Pkt {
 constexpr uint32_t host_ip(int port) { return (10u << 24) | (static_cast<uint32_t>(port) << 8) | 1u; }
 constexpr uint32_t kEcmpNet = 0x0A090000;  // 10.9.0.0/16, spread over ports 1..3
 
+// The switch an input's first two bytes configure, with its routes.
+std::unique_ptr<Switch> make_switch(uint8_t c, uint8_t ar) {
+    const size_t nports = 4 + (c & 3) * 4 / 3;  // 4..8
+    SwitchConfig cfg = sonic_default_config(nports, BitsPerSec::gbps(c & 4 ? 100 : 25));
+    // A small buffer so drops, XOFF and headroom all happen.
+    cfg.pool_size = Bytes{(c & 8) ? 64 * 1024u : 256 * 1024u};
+    cfg.pg_lossless.xoff = Bytes{(c & 16) ? 20000u : 50000u};  // small: the switch sizes its descriptors by the buffer
+    cfg.wred_stage = (c & 32) ? WredStage::Dequeue : WredStage::Enqueue;
+    cfg.pfc_wd.action = static_cast<WdAction>((c >> 6) % 3);
+    cfg.pfc_wd.detection_time = Nanos::from_us(200);
+    cfg.pfc_wd.restoration_time = Nanos::from_us(400);
+    cfg.wred[3].green_min_threshold = Bytes{4000};
+    cfg.wred[3].green_max_threshold = Bytes{40000};
+    cfg.wred[3].green_drop_probability = 50;
+    cfg.wred[1] = cfg.wred[3];
+    cfg.wred[1].wred_green_enable = false;
+    cfg.routing.adaptive[3] = static_cast<ArMode>(ar % 3);
+    cfg.routing.adaptive[1] = static_cast<ArMode>((ar / 3) % 3);
+    cfg.routing.flowlet_table_size = 64;
+    if (ar & 0x80) cfg.routing.hash_fields |= kHashInPort;
+    if (!validate(cfg).empty()) fail("the fuzzer's own config does not validate");
+    auto sw = std::make_unique<Switch>(cfg);
+    std::vector<uint32_t> nbs;
+    for (size_t p = 0; p < nports; ++p)
+        nbs.push_back(sw->routes().learn_host_v4(host_ip(static_cast<int>(p)), static_cast<PortId>(p),
+                                                 {0x02, 0, 0, 0, 0, static_cast<uint8_t>(p)}));
+    std::array<uint8_t, 16> v6{0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    nbs.push_back(sw->routes().learn_host_v6(v6, 2, {0x02, 0, 0, 0, 0, 0x62}));
+    sw->routes().add_route_v4(kEcmpNet, 16, sw->routes().add_group({nbs[1], nbs[2], nbs[3]}));
+    sw->routes().add_connected_v4(0x0A080000, 16);  // a connected subnet with no hosts: neighbor misses
+    return sw;
+}
+
+// Switches made for recent inputs, most recent first, by their two config
+// bytes. A new one costs most of a short input (its descriptor pool, about
+// 20,000 slots for 8 ports, is allocated and paged in); libFuzzer runs
+// several mutations of one input in a row, which mostly keep those bytes.
+// A reused switch is reset(), which makes it a new one (unit test
+// SwitchReset.BehavesAsANewSwitch), so an input does the same whether its
+// switch is new or not; replaying a saved input makes a new one.
+// ROCEMU_FUZZ_FRESH=1 makes a new switch for every input. Not instrumented
+// for coverage: where an input's switch sits in the cache depends on the
+// inputs before it, not on the input.
+__attribute__((no_sanitize("coverage"))) Switch& switch_for(uint8_t c, uint8_t ar) {
+    struct Made {
+        uint16_t key = 0;
+        std::unique_ptr<Switch> sw;
+    };
+    static std::array<Made, 8> made;
+    static const bool fresh = std::getenv("ROCEMU_FUZZ_FRESH") != nullptr;
+    const uint16_t key = static_cast<uint16_t>(c << 8 | ar);
+    size_t i = 0;
+    while (i + 1 < made.size() && !(made[i].sw && made[i].key == key)) ++i;
+    if (fresh || !made[i].sw || made[i].key != key) made[i] = Made{key, make_switch(c, ar)};
+    else made[i].sw->reset();
+    for (; i > 0; --i) made[i].sw.swap(made[i - 1].sw), std::swap(made[i].key, made[i - 1].key);
+    return *made[0].sw;
+}
+
 struct Harness {
-    SwitchConfig cfg;
-    std::unique_ptr<Switch> sw;
+    Switch* sw;
     Rng rng{7};
     Nanos now{0};
     std::vector<Pkt> pkts;  // index = handle
@@ -58,43 +123,18 @@ struct Harness {
 
     explicit Harness(Input& in) {
         const uint8_t c = in.u8();
-        const size_t nports = 4 + (c & 3) * 4 / 3;  // 4..8
-        cfg = sonic_default_config(nports, BitsPerSec::gbps(c & 4 ? 100 : 25));
-        // A small buffer so drops, XOFF and headroom all happen.
-        cfg.pool_size = Bytes{(c & 8) ? 64 * 1024u : 256 * 1024u};
-        cfg.pg_lossless.xoff = Bytes{(c & 16) ? 20000u : 50000u};  // small: the switch sizes its descriptors by the buffer
-        cfg.wred_stage = (c & 32) ? WredStage::Dequeue : WredStage::Enqueue;
-        cfg.pfc_wd.action = static_cast<WdAction>((c >> 6) % 3);
-        cfg.pfc_wd.detection_time = Nanos::from_us(200);
-        cfg.pfc_wd.restoration_time = Nanos::from_us(400);
-        cfg.wred[3].green_min_threshold = Bytes{4000};
-        cfg.wred[3].green_max_threshold = Bytes{40000};
-        cfg.wred[3].green_drop_probability = 50;
-        cfg.wred[1] = cfg.wred[3];
-        cfg.wred[1].wred_green_enable = false;
         const uint8_t ar = in.u8();
-        cfg.routing.adaptive[3] = static_cast<ArMode>(ar % 3);
-        cfg.routing.adaptive[1] = static_cast<ArMode>((ar / 3) % 3);
-        cfg.routing.flowlet_table_size = 64;
-        if (ar & 0x80) cfg.routing.hash_fields |= kHashInPort;
-        if (!validate(cfg).empty()) fail("the fuzzer's own config does not validate");
-        sw = std::make_unique<Switch>(cfg);
-        std::vector<uint32_t> nbs;
-        for (size_t p = 0; p < nports; ++p)
-            nbs.push_back(sw->routes().learn_host_v4(host_ip(static_cast<int>(p)), static_cast<PortId>(p),
-                                                     {0x02, 0, 0, 0, 0, static_cast<uint8_t>(p)}));
-        std::array<uint8_t, 16> v6{0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-        nbs.push_back(sw->routes().learn_host_v6(v6, 2, {0x02, 0, 0, 0, 0, 0x62}));
-        sw->routes().add_route_v4(kEcmpNet, 16, sw->routes().add_group({nbs[1], nbs[2], nbs[3]}));
-        sw->routes().add_connected_v4(0x0A080000, 16);  // a connected subnet with no hosts: neighbor misses
-        drops_seen.resize(nports);
+        if (kTrace) std::fprintf(stderr, "config byte %#x, routing byte %#x\n", c, ar);
+        sw = &switch_for(c, ar);
+        drops_seen.resize(nports());
         frame.reserve(9300);
     }
 
-    size_t nports() const { return cfg.ports.size(); }
+    size_t nports() const { return sw->num_ports(); }
 
     void effects(const Effects& fx) {
         for (const Effect& e : fx) {
+            if (kTrace) std::fprintf(stderr, "  %lld ns: %s\n", static_cast<long long>(now.v), sw->describe(e).c_str());
             switch (e.kind) {
                 case EffectKind::Enqueued: {
                     if (e.handle >= pkts.size() || pkts[e.handle].st != St::Pending)
@@ -131,15 +171,19 @@ struct Harness {
     }
 
     void check_counters() const {
-        for (size_t p = 0; p < nports(); ++p) {
-            const PortCounters pc = sw->port_counters(static_cast<PortId>(p));
-            for (size_t r = 0; r < pc.drops.size(); ++r)
-                if (pc.drops[r] != drops_seen[p][r]) fail("a port's drop counter disagrees with its Drop effects");
-        }
+        // Arrays compared whole (one memcmp): reason by reason, under the
+        // sanitizers, this check took a sixth of the run.
+        for (size_t p = 0; p < nports(); ++p)
+            if (sw->port_counters(static_cast<PortId>(p)).drops != drops_seen[p])
+                fail("a port's drop counter disagrees with its Drop effects");
         if (sw->bad_port_drops() != bad_port_seen) fail("bad_port_drops disagrees with the BadPort Drop effects");
     }
 
     void tx(PortId port, const TxDesc& t) {
+        if (kTrace)
+            std::fprintf(stderr, "  tx port %u queue %u handle %u len %llu [%lld, %lld]\n", port, t.queue, t.handle,
+                         static_cast<unsigned long long>(t.frame_len.v), static_cast<long long>(t.start.v),
+                         static_cast<long long>(t.end.v));
         if (t.handle >= pkts.size()) fail("dequeued a handle never handed in");
         Pkt& k = pkts[t.handle];
         if (k.st != St::Queued || k.port != port || k.queue != t.queue)
@@ -239,6 +283,9 @@ struct Harness {
         const uint32_t h = static_cast<uint32_t>(pkts.size());
         const live::RxKind k = live::parse_frame(frame, port, h, d, pfc);
         const live::RxKind kg = live::parse_frame_general(frame, port, h, g, pg);
+        if (kTrace)
+            std::fprintf(stderr, " rx port %u: %zu bytes, kind %d, handle %u, dscp %u, dst %08x\n", port, frame.size(),
+                         static_cast<int>(k), h, d.dscp, d.dst_v4);
         if (k != kg) fail("parse_frame and parse_frame_general classify differently");
         if (k == live::RxKind::Data) {
             if (d.frame_len != g.frame_len || d.dscp != g.dscp || d.ecn != g.ecn || d.ip_proto != g.ip_proto ||
@@ -290,33 +337,47 @@ struct Harness {
         effects(fx);
     }
 
+    size_t port_packets(PortId port) const {
+        size_t n = 0;
+        for (int q = 0; q < kNumTc; ++q) n += sw->queue_packets(port, q);
+        return n;
+    }
+
     // Runs time far ahead (pauses expire, the watchdog acts) and empties every port.
     void drain() {
         for (int round = 0; round < 64; ++round) {
             now += Nanos::from_ms(50);
+            if (kTrace) std::fprintf(stderr, "drain round %d at %lld ns\n", round, static_cast<long long>(now.v));
             timer();
             bool any = false;
+            bool queued = false;
             for (size_t p = 0; p < nports(); ++p) {
-                for (;;) {
+                const PortId port = static_cast<PortId>(p);
+                // Until a call neither sends nor drops: a WRED drop at dequeue
+                // sends nothing (n is 0) but re-arms the port at once, as a
+                // runtime's loop would follow.
+                for (size_t held = port_packets(port); held;) {
                     Effects fx;
                     TxDesc out[64];
-                    const size_t n = sw->dequeue_burst(static_cast<PortId>(p), now - Nanos::from_ms(50), now, out, 64,
-                                                       rng, fx);
+                    const size_t n = sw->dequeue_burst(port, now - Nanos::from_ms(50), now, out, 64, rng, fx);
                     effects(fx);
-                    for (size_t i = 0; i < n; ++i) tx(static_cast<PortId>(p), out[i]);
-                    if (!n) break;
+                    for (size_t i = 0; i < n; ++i) tx(port, out[i]);
+                    const size_t left = port_packets(port);
+                    if (left == held) break;
+                    held = left;
                     any = true;
                 }
+                queued |= port_packets(port) != 0;
             }
-            if (!any) {
-                bool queued = false;
-                for (size_t p = 0; p < nports() && !queued; ++p)
-                    for (int q = 0; q < kNumTc; ++q) queued |= sw->queue_packets(static_cast<PortId>(p), q) != 0;
-                if (!queued) break;
-            }
+            if (!any && !queued) break;
         }
-        for (const Pkt& k : pkts)
-            if (k.st != St::Gone) fail("a packet is still queued after the drain");
+        for (std::size_t i = 0; i < pkts.size(); ++i)
+            if (pkts[i].st != St::Gone) {
+                if (kTrace)
+                    std::fprintf(stderr, "handle %zu still queued on port %u queue %u; the switch holds %zu there\n", i,
+                                 pkts[i].port, pkts[i].queue, sw->queue_packets(pkts[i].port, pkts[i].queue));
+                fail("a packet is still queued after the drain");
+            }
         const Mmu& m = sw->mmu();
         if (m.pool_used().v != 0) fail("shared pool occupancy not back to zero");
         for (size_t p = 0; p < nports(); ++p) {
@@ -341,6 +402,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int steps = 0; !in.empty() && steps < 512; ++steps) {
         const uint8_t op = in.u8();
         const PortId port = static_cast<PortId>((op >> 3) % (h.nports() + 1));  // nports: a bad port
+        if (kTrace) std::fprintf(stderr, "step %d: op %u port %u at %lld ns\n", steps, op & 7, port, static_cast<long long>(h.now.v));
         switch (op & 7) {
             case 0:
             case 1:
