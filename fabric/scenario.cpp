@@ -555,24 +555,29 @@ ScenarioResult rails(const ScenarioOptions& o) {
     res.expectation = fmt::format(
         "Ring all-reduce over {} hosts x 4 NICs, one ring per rail. Rail-optimised cabling (NIC i on leaf i) "
         "keeps every ring inside one leaf, so the spines carry nothing; cabling a host's NICs to one leaf sends "
-        "the ring across the spines. Pass: rail-optimised spine traffic <= 1% of the other's, which is > 0.",
+        "the ring across the spines. The same for halving-doubling ('+hd': its partners are on the same rail "
+        "too, but half its bytes go to the farthest). Pass, for both: rail-optimised spine traffic <= 1% of the "
+        "other's, which is > 0.",
         hosts);
     const Bytes size{o.reduced ? 4u << 20 : 32u << 20};
     Runner run("rails", o);
     std::vector<Outcome> outs;
-    for (const bool opt : {true, false}) {
-        FabricConfig c = must_parse(fmt::format("topology: {{kind: rail, hosts: {}, nics_per_host: 4, spines: 2, "
-                                                "rail_optimised: {}}}\nswitch: {{profile: lossless-100g}}\n",
-                                                hosts, opt ? "true" : "false"),
-                                    "rails.yaml");
-        Variant v{opt ? "rail-optimised" : "rail-packed", generate(c), {}, Nanos::from_ms(100)};
-        Rng rng(o.seed);
-        Workload w;
-        w.pattern = Pattern::RingAllReduce;
-        w.size = size;
-        v.flows = make_flows(v.topo, w, rng);
-        outs.push_back(run.run(v, res));
-    }
+    for (const Pattern p : {Pattern::RingAllReduce, Pattern::HdAllReduce})
+        for (const bool opt : {true, false}) {
+            FabricConfig c = must_parse(fmt::format("topology: {{kind: rail, hosts: {}, nics_per_host: 4, spines: 2, "
+                                                    "rail_optimised: {}}}\nswitch: {{profile: lossless-100g}}\n",
+                                                    hosts, opt ? "true" : "false"),
+                                        "rails.yaml");
+            const std::string label = fmt::format("{}{}", opt ? "rail-optimised" : "rail-packed",
+                                                  p == Pattern::HdAllReduce ? "+hd" : "");
+            Variant v{label, generate(c), {}, Nanos::from_ms(100)};
+            Rng rng(o.seed);
+            Workload w;
+            w.pattern = p;
+            w.size = size;
+            v.flows = make_flows(v.topo, w, rng);
+            outs.push_back(run.run(v, res));
+        }
     res.table.push_back({"variant", "spine link MiB", "time us", "algbw GB/s", "busbw GB/s", "PFC", "ECN", "CNP"});
     for (const Outcome& out : outs) {
         const double secs = out.completion().seconds();
@@ -585,13 +590,17 @@ ScenarioResult rails(const ScenarioOptions& o) {
                              fmt::format("{:.2f}", busbw), num(out.totals.pfc_frames), num(out.totals.ecn_marks),
                              num(out.totals.cnps)});
     }
-    auto m = [&](const char* k) { return res.metrics[k]; };
-    res.pass =
-        m("rail-packed.spine_bytes") > 0 && m("rail-optimised.spine_bytes") <= 0.01 * m("rail-packed.spine_bytes");
-    res.verdict =
-        fmt::format("spine traffic {:.1f} MiB (rail-optimised) vs {:.1f} MiB (packed); busbw {:.2f} vs {:.2f} GB/s",
-                    m("rail-optimised.spine_bytes") / 1048576, m("rail-packed.spine_bytes") / 1048576,
-                    m("rail-optimised.busbw"), m("rail-packed.busbw"));
+    auto m = [&](const std::string& k) { return res.metrics[k]; };
+    res.pass = true;
+    for (const std::string alg : {"", "+hd"})
+        res.pass &= m("rail-packed" + alg + ".spine_bytes") > 0 &&
+                    m("rail-optimised" + alg + ".spine_bytes") <= 0.01 * m("rail-packed" + alg + ".spine_bytes");
+    res.verdict = fmt::format(
+        "spine traffic {:.1f} MiB (rail-optimised) vs {:.1f} MiB (packed); busbw {:.2f} vs {:.2f} GB/s; "
+        "halving-doubling: {:.1f} vs {:.1f} MiB, {:.2f} vs {:.2f} GB/s",
+        m("rail-optimised.spine_bytes") / 1048576, m("rail-packed.spine_bytes") / 1048576, m("rail-optimised.busbw"),
+        m("rail-packed.busbw"), m("rail-optimised+hd.spine_bytes") / 1048576, m("rail-packed+hd.spine_bytes") / 1048576,
+        m("rail-optimised+hd.busbw"), m("rail-packed+hd.busbw"));
     return res;
 }
 

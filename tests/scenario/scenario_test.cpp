@@ -99,6 +99,8 @@ TEST(FabricScenario, RailOptimisedRingsStayOffTheSpines) {
         EXPECT_GT(m["rail-packed.spine_bytes"], 0) << "seed " << seed;
         EXPECT_LE(m["rail-optimised.spine_bytes"], 0.01 * m["rail-packed.spine_bytes"]) << "seed " << seed;
         EXPECT_GT(m["rail-optimised.busbw"], m["rail-packed.busbw"]) << "seed " << seed;
+        EXPECT_GT(m["rail-packed+hd.spine_bytes"], 0) << "seed " << seed;
+        EXPECT_LE(m["rail-optimised+hd.spine_bytes"], 0.01 * m["rail-packed+hd.spine_bytes"]) << "seed " << seed;
         EXPECT_TRUE(r.pass) << r.verdict;
     }
 }
