@@ -33,50 +33,7 @@ SwitchConfig tight_config() {
 // Everything a step can change, compared field by field.
 void expect_same_state(const Switch& a, const Switch& b, Nanos now, int step) {
     SCOPED_TRACE(::testing::Message() << "step " << step);
-    const Mmu& ma = a.mmu();
-    const Mmu& mb = b.mmu();
-    ASSERT_EQ(ma.pool_used(), mb.pool_used());
-    for (int p = 0; p < kPorts; ++p) {
-        const PortId port = static_cast<PortId>(p);
-        ASSERT_EQ(ma.port_bytes(port), mb.port_bytes(port));
-        const PortCounters ca = a.port_counters(port);
-        const PortCounters cb = b.port_counters(port);
-        ASSERT_EQ(ca.rx_pkts, cb.rx_pkts);
-        ASSERT_EQ(ca.rx_bytes, cb.rx_bytes);
-        ASSERT_EQ(ca.tx_pkts, cb.tx_pkts);
-        ASSERT_EQ(ca.tx_bytes, cb.tx_bytes);
-        ASSERT_EQ(ca.drops, cb.drops);
-        ASSERT_EQ(ca.pfc_rx, cb.pfc_rx);
-        ASSERT_EQ(ca.pfc_tx_xoff, cb.pfc_tx_xoff);
-        ASSERT_EQ(ca.pfc_tx_xon, cb.pfc_tx_xon);
-        ASSERT_EQ(a.tx_free_at(port), b.tx_free_at(port));
-        for (int i = 0; i < kNumTc; ++i) {
-            ASSERT_EQ(ma.pg_reserved(port, i), mb.pg_reserved(port, i)) << "port " << p << " pg " << i;
-            ASSERT_EQ(ma.pg_shared(port, i), mb.pg_shared(port, i)) << "port " << p << " pg " << i;
-            ASSERT_EQ(ma.pg_headroom(port, i), mb.pg_headroom(port, i)) << "port " << p << " pg " << i;
-            ASSERT_EQ(ma.xoff(port, i), mb.xoff(port, i)) << "port " << p << " pg " << i;
-            ASSERT_EQ(ma.queue_bytes(port, i), mb.queue_bytes(port, i)) << "port " << p << " queue " << i;
-            ASSERT_EQ(a.queue_packets(port, i), b.queue_packets(port, i));
-            ASSERT_EQ(a.queue_paused(port, i, now), b.queue_paused(port, i, now));
-            ASSERT_EQ(a.watchdog_storm(port, i), b.watchdog_storm(port, i));
-            const QueueCounters qa = a.queue_counters(port, i);
-            const QueueCounters qb = b.queue_counters(port, i);
-            ASSERT_EQ(qa.enq_pkts, qb.enq_pkts);
-            ASSERT_EQ(qa.enq_bytes, qb.enq_bytes);
-            ASSERT_EQ(qa.tx_pkts, qb.tx_pkts);
-            ASSERT_EQ(qa.tx_bytes, qb.tx_bytes);
-            ASSERT_EQ(qa.drops, qb.drops);
-            ASSERT_EQ(qa.ecn_marks, qb.ecn_marks);
-            ASSERT_EQ(qa.watermark, qb.watermark);
-            ASSERT_EQ(qa.paused_time, qb.paused_time);
-            ASSERT_EQ(qa.wd_storms, qb.wd_storms);
-            ASSERT_EQ(qa.wd_restores, qb.wd_restores);
-            ASSERT_EQ(qa.wd_drops, qb.wd_drops);
-        }
-    }
-    ASSERT_EQ(a.next_timer(), b.next_timer());
-    ASSERT_EQ(a.effects_overflow(), b.effects_overflow());
-    ASSERT_EQ(a.bad_port_drops(), b.bad_port_drops());
+    expect_same_switch_state(a, b, now);
 }
 
 void expect_same_effects(const Switch& sw, const Effects& a, const Effects& b) {
