@@ -299,8 +299,11 @@ TEST(FabricRun, RcHalvingDoublingRunsItsStagesInOrder) {
         const std::vector<FlowStats>& st = f.stats();
         for (uint32_t i = 0; i < flows.size(); ++i) {
             EXPECT_EQ(st[i].rx_bytes, flows[i].size.v);
-            for (const uint32_t dep : flows[i].wait)
-                if (dep != FlowSpec::kNoFlow) EXPECT_GE(st[i].first_tx, st[dep].last_rx) << "flow " << i;
+            for (const uint32_t dep : flows[i].wait) {
+                if (dep != FlowSpec::kNoFlow) {
+                    EXPECT_GE(st[i].first_tx, st[dep].last_rx) << "flow " << i;
+                }
+            }
         }
         // The first stage alone sends size/2 from every rank.
         EXPECT_GT(completion(f), BitsPerSec::gbps(100).serialise(Bytes{w.size.v / 2}));
@@ -379,10 +382,11 @@ TEST(FabricRun, RcFlowStatsCountTheReceiverSide) {
             EXPECT_EQ(s.rx_pkts, s.tx_pkts);
             ooo += s.rx_out_of_order;
         }
-        if (spray)
+        if (spray) {
             EXPECT_GT(ooo, 0u);
-        else
+        } else {
             EXPECT_EQ(ooo, 0u);
+        }
     }
 }
 
