@@ -37,9 +37,17 @@ double busbw_factor(Pattern p, uint32_t n) {
     return 1.0;
 }
 
-uint32_t collective_ranks(const Topology& topo) {
-    return topo.nic_count() / (topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1);
+namespace {
+
+// One ring or halving-doubling per rail: NICs per host on a rail-optimised
+// fabric, else 1.
+uint32_t collective_rails(const Topology& topo) {
+    return topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1;
 }
+
+}  // namespace
+
+uint32_t collective_ranks(const Topology& topo) { return topo.nic_count() / collective_rails(topo); }
 
 std::string workload_problem(const Topology& topo, Pattern p, Bytes size) {
     const uint32_t n = topo.nic_count();
@@ -78,13 +86,12 @@ std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& r
     // different ports.
     std::unordered_set<uint64_t> keys;
     auto add = [&](uint32_t src, uint32_t dst, uint64_t bytes) {
-        if (bytes == 0 || src == dst) return false;
+        if (bytes == 0 || src == dst) return;
         uint16_t sport;
         do {
             sport = static_cast<uint16_t>(0xC000 | rng.below(0x4000));
         } while (!keys.insert(uint64_t{src} << 32 | uint64_t{dst} << 16 | sport).second);
         out.push_back(FlowSpec{src, dst, Bytes{bytes}, w.start, sport});
-        return true;
     };
     switch (w.pattern) {
         case Pattern::Incast: {
@@ -115,9 +122,9 @@ std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& r
                 for (uint32_t j = 0; j < n; ++j) add(i, j, w.size.v / n);
             break;
         case Pattern::RingAllReduce: {
-            const uint32_t rails = topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1;
+            if (!workload_problem(topo, w.pattern, w.size).empty()) break;
+            const uint32_t rails = collective_rails(topo);
             const uint32_t ranks = collective_ranks(topo);
-            if (ranks < 2 || w.size.v < ranks) break;
             // 2(n-1) steps (reduce-scatter, then all-gather), each a chunk of
             // size/n to the ring successor once the predecessor's previous
             // step has landed here.
@@ -135,18 +142,18 @@ std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& r
             break;
         }
         case Pattern::HdAllReduce: {
-            const uint32_t rails = topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1;
-            const uint32_t ranks = collective_ranks(topo);
             if (!workload_problem(topo, w.pattern, w.size).empty()) break;
+            const uint32_t rails = collective_rails(topo);
+            const uint32_t ranks = collective_ranks(topo);
             uint32_t log = 0;
             while ((1u << log) < ranks) ++log;
             // Stage s: distance and bytes; stage s-1's flows of every rank
             // and rail start at prev[h * rails + i].
             std::vector<uint32_t> prev, cur(n);
+            uint32_t prev_k = 0;
             for (uint32_t s = 0; s < 2 * log; ++s) {
                 const uint32_t k = s < log ? s : 2 * log - 1 - s;  // distance 2^k
                 const uint64_t bytes = w.size.v >> (k + 1);
-                const uint32_t prev_k = s == 0 ? 0 : (s - 1 < log ? s - 1 : 2 * log - s);
                 for (uint32_t h = 0; h < ranks; ++h)
                     for (uint32_t i = 0; i < rails; ++i) {
                         const uint32_t me = h * rails + i;
@@ -155,6 +162,7 @@ std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& r
                         if (s > 0) out.back().wait = {prev[me], prev[(h ^ (1u << prev_k)) * rails + i]};
                     }
                 prev = cur;
+                prev_k = k;
             }
             break;
         }

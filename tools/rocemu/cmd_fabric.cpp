@@ -124,7 +124,8 @@ bool workload_fits(const Topology& t, Pattern p, const std::vector<Bytes>& sizes
 void add_sweep_options(CLI::App* c, FabricArgs& a, const std::string& note) {
     c->add_option("-c,--config", a.config, "fabric YAML (configs/fabrics/)");
     c->add_flag("--default", a.use_default, "the embedded default fabric (also when no --config)");
-    c->add_option("-w,--workload", a.workload, note + "incast, permutation, all_to_all, ring_allreduce or hd_allreduce (halving-doubling)")
+    c->add_option("-w,--workload", a.workload,
+                  note + "incast, permutation, all_to_all, ring_allreduce or hd_allreduce (halving-doubling)")
         ->capture_default_str();
     // One value (comma-separated), so that `--sizes 1M -- EAL args` ends the sizes.
     c->add_option("--sizes", a.sizes, note + "message sizes (suffix K, M, G)")
