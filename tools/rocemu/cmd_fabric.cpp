@@ -4,7 +4,10 @@
 // on its own fabric and prints its expectation and verdict.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -136,9 +139,31 @@ void add_sweep_options(CLI::App* c, FabricArgs& a, const std::string& note) {
     c->add_option("-o,--out", a.out, note + "report folder")->capture_default_str();
 }
 
+// On a terminal the progress line is rewritten in place and cleared before
+// the results. Anywhere else (a CI log, a file) carriage returns would only
+// leave debris, so it is a plain line, the first at once and then at most one
+// every 5 s.
+bool stderr_is_terminal() {
+    static const bool tty = isatty(STDERR_FILENO) == 1;
+    return tty;
+}
+
 void progress_line(const std::string& line) {
-    fmt::print(stderr, "\r{:<110}", line);
-    std::fflush(stderr);
+    if (stderr_is_terminal()) {
+        fmt::print(stderr, "\r{:<110}", line);
+        std::fflush(stderr);
+        return;
+    }
+    using Clock = std::chrono::steady_clock;
+    static Clock::time_point last{};
+    const Clock::time_point now = Clock::now();
+    if (last != Clock::time_point{} && now - last < std::chrono::seconds(5)) return;
+    last = now;
+    fmt::print(stderr, "{}\n", line);
+}
+
+void clear_progress() {
+    if (stderr_is_terminal()) fmt::print(stderr, "\r{:<110}\r", "");
 }
 
 int finish_report(const ScenarioOptions& o, const std::vector<std::string>& files) {
@@ -234,7 +259,7 @@ live::LiveOptions live_options(const FabricArgs& a, const LiveCliArgs& l) {
 // that its per-pid runtime folder does not pile up in /var/run/dpdk.
 int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a, const char* me, bool close_eal = true) {
     if (close_eal) dpdk::Eal::cleanup();
-    fmt::print(stderr, "\r{:<110}\r", "");
+    clear_progress();
     if (!r.rows.empty()) fmt::print("{}", live::format_live_sweep(p, r));
     for (const std::string& n : r.notes) fmt::print("  {}\n", n);
     if (!r.error.empty()) {
@@ -414,7 +439,7 @@ int run_scenario_cli(const std::string& name, const ScenarioOptions& o) {
             fmt::print(stderr, "\nrocemu scenario: {}\n", e.what());
             return 2;
         }
-        fmt::print(stderr, "\r{:<110}\r", "");
+        clear_progress();
         fmt::print("expect: {}\n\n{}\n", r.expectation, format_table(r.table));
         for (const std::string& l : r.log) fmt::print("  {}\n", l);
         fmt::print("verdict: {}  {}\n\n", r.pass ? "PASS" : "FAIL", r.verdict);
@@ -730,7 +755,7 @@ void add_fabric_command(CLI::App& app, int& status) {
             status = 2;
             return;
         }
-        fmt::print(stderr, "\r{:<110}\r", "");
+        clear_progress();
         fmt::print("{}", format_sweep(*p, rows));
         status = finish_report(o, files);
     });
