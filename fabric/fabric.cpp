@@ -139,8 +139,7 @@ void Fabric::maybe_begin(uint32_t flow, Nanos now) {
 bool Fabric::capture(std::string_view link, const std::string& path, std::string& error) {
     const auto idx = topo_.find_link(link);
     if (!idx) {
-        error = fmt::format("--pcap: no link named '{}' (names look like '{}')", link,
-                            topo_.links.empty() ? "" : topo_.links.front().name);
+        error = topo_.pcap_link_error(link);
         return false;
     }
     auto w = std::make_unique<pcap::Writer>(path);

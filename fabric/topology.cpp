@@ -523,6 +523,15 @@ std::optional<uint32_t> Topology::find_link(std::string_view name) const {
     return std::nullopt;
 }
 
+std::string Topology::pcap_link_error(std::string_view name) const {
+    if (find_link(name)) return {};
+    constexpr std::size_t kShown = 20;
+    std::string names;
+    for (std::size_t i = 0; i < links.size() && i < kShown; ++i) names += (i ? ", " : "") + links[i].name;
+    if (links.size() > kShown) names += fmt::format(", ... ({} links; `rocemu fabric show` lists them)", links.size());
+    return fmt::format("--pcap: fabric '{}' has no link '{}'; its links: {}", cfg.name, name, names);
+}
+
 std::optional<uint32_t> Topology::find_nic(std::string_view name) const {
     for (std::size_t i = 0; i < nics.size(); ++i)
         if (nics[i].name == name) return static_cast<uint32_t>(i);

@@ -137,6 +137,9 @@ struct Topology {
     // The MAC at the far end of a switch port.
     std::array<uint8_t, 6> peer_mac(uint32_t sw_index, uint16_t port) const;
     std::optional<uint32_t> find_link(std::string_view name) const;
+    // Why `--pcap name` cannot capture (no such link; the first few names it
+    // could be), or empty.
+    std::string pcap_link_error(std::string_view name) const;
     std::optional<uint32_t> find_nic(std::string_view name) const;
     uint32_t nic_count() const { return static_cast<uint32_t>(nics.size()); }
     // A one-paragraph human summary (counts, speeds, oversubscription).

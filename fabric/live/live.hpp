@@ -136,10 +136,6 @@ struct LiveResult {
     std::string error;               // set when the fabric could not be built or run
 };
 
-// Why `link` cannot be captured (it names no link of `t`, and here are the
-// ones it could name), or empty.
-std::string pcap_link_error(const Topology& t, std::string_view link);
-
 // nccl-tests style: one workload per size on one live fabric (built once,
 // QPs reused across sizes), counters taken per size.
 LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes, const LiveOptions& o);

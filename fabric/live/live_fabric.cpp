@@ -488,7 +488,7 @@ bool LiveFabric::Impl::start_capture(std::string& error) {
     if (opts.pcap_link.empty()) return true;
     const std::optional<uint32_t> l = topo.find_link(opts.pcap_link);
     if (!l) {
-        error = pcap_link_error(topo, opts.pcap_link);
+        error = topo.pcap_link_error(opts.pcap_link);
         return false;
     }
     if (link_ports[*l].empty()) return true;

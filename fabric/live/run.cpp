@@ -43,13 +43,6 @@ void write_csv(const std::string& dir, const std::string& name, const std::vecto
 
 }  // namespace
 
-std::string pcap_link_error(const Topology& t, std::string_view link) {
-    if (t.find_link(link)) return "";
-    std::string names;
-    for (const LinkSpec& l : t.links) names += (names.empty() ? "" : ", ") + l.name;
-    return fmt::format("--pcap: fabric '{}' has no link '{}'; its links: {}", t.cfg.name, link, names);
-}
-
 LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes, const LiveOptions& o) {
     LiveResult res;
     res.ranks = topo.nic_count() / (topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1);
@@ -76,7 +69,7 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
     }
     LiveOptions opts = o;
     if (!o.pcap_link.empty()) {
-        res.error = pcap_link_error(topo, o.pcap_link);
+        res.error = topo.pcap_link_error(o.pcap_link);
         if (!res.error.empty()) return res;
         if (opts.pcap_path.empty() && o.out_dir.empty()) {
             res.error = "--pcap needs a report folder (-o DIR)";

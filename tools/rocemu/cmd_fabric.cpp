@@ -229,8 +229,8 @@ std::optional<Topology> live_topology(const FabricConfig& cfg, const FabricArgs&
     }
     try {
         Topology t = generate(cfg);
-        if (!a.pcap.empty() && !live::pcap_link_error(t, a.pcap).empty()) {
-            fmt::print(stderr, "rocemu fabric run --live: {}\n", live::pcap_link_error(t, a.pcap));
+        if (!a.pcap.empty() && !t.pcap_link_error(a.pcap).empty()) {
+            fmt::print(stderr, "rocemu fabric run --live: {}\n", t.pcap_link_error(a.pcap));
             return std::nullopt;
         }
         return t;
@@ -422,10 +422,14 @@ int run_hosts_node_cli(const FabricConfig& cfg, Pattern p, const std::vector<Byt
 
 int run_scenario_cli(const std::string& name, const ScenarioOptions& o) {
     std::vector<std::string> names;
-    if (name == "all")
-        for (auto n : scenario_names()) names.emplace_back(n);
-    else
-        names.push_back(name);
+    for (auto n : scenario_names())
+        if (name == "all" || name == n) names.emplace_back(n);
+    if (names.empty()) {
+        std::string known;
+        for (auto n : scenario_names()) known += fmt::format("{}, ", n);
+        fmt::print(stderr, "rocemu scenario: unknown scenario '{}' (known: {}all)\n", name, known);
+        return 2;
+    }
     bool all_pass = true;
     std::vector<std::string> files;
     for (const std::string& n : names) {
@@ -436,7 +440,8 @@ int run_scenario_cli(const std::string& name, const ScenarioOptions& o) {
             with_progress.progress = progress_line;
             r = run_scenario(n, with_progress);
         } catch (const std::exception& e) {
-            fmt::print(stderr, "\nrocemu scenario: {}\n", e.what());
+            clear_progress();
+            fmt::print(stderr, "rocemu scenario: {}\n", e.what());
             return 2;
         }
         clear_progress();
@@ -745,13 +750,19 @@ void add_fabric_command(CLI::App& app, int& status) {
             status = 2;
             return;
         }
+        if (!a->pcap.empty() && !t.pcap_link_error(a->pcap).empty()) {
+            fmt::print(stderr, "rocemu fabric run: {}\n", t.pcap_link_error(a->pcap));
+            status = 2;
+            return;
+        }
         fmt::print("{}\n", t.summary());
         std::vector<SweepRow> rows;
         std::vector<std::string> files;
         try {
             rows = run_sweep(t, *p, *sizes, o, &files);
         } catch (const std::exception& e) {
-            fmt::print(stderr, "\nrocemu fabric run: {}\n", e.what());
+            clear_progress();
+            fmt::print(stderr, "rocemu fabric run: {}\n", e.what());
             status = 2;
             return;
         }

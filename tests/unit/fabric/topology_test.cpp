@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -165,6 +166,21 @@ TEST(FabricTopology, DumbbellHasOneBottleneck) {
     const sw::Neighbor& nb = rt.neighbor(rt.group(*g)[0]);
     EXPECT_EQ(nb.port, 6);                         // after the six host ports
     EXPECT_EQ(nb.mac, t.switches[1].port_mac[2]);  // after the right side's two host ports
+}
+
+TEST(FabricTopology, PcapLinkErrorNamesTheFabricTheLinkAndWhatItCouldBe) {
+    const Topology small = generate(parse_ok("topology: {kind: dumbbell, left_hosts: 2, right_hosts: 1}"));
+    for (const LinkSpec& l : small.links) EXPECT_EQ(small.pcap_link_error(l.name), "") << l.name;
+    const std::string e = small.pcap_link_error("h0-spine9");
+    EXPECT_NE(e.find("no link 'h0-spine9'"), std::string::npos) << e;
+    for (const LinkSpec& l : small.links) EXPECT_NE(e.find(l.name), std::string::npos) << e;  // all 4 listed
+    EXPECT_EQ(e.find("..."), std::string::npos) << e;
+    // A large fabric lists the first few and says how many there are.
+    const Topology big = generate(parse_ok("topology: {kind: leaf_spine, leaves: 8, hosts_per_leaf: 16, spines: 4}"));
+    const std::string b = big.pcap_link_error("nope");
+    EXPECT_NE(b.find(big.links.front().name), std::string::npos) << b;
+    EXPECT_EQ(b.find(big.links.back().name), std::string::npos) << b;
+    EXPECT_NE(b.find(fmt::format("({} links;", big.links.size())), std::string::npos) << b;
 }
 
 TEST(FabricTopology, NicModelDefaultsToRc) {

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The virtual-time fabric on the command line, as a user runs it:
+# - `rocemu demo` (the README's first command) passes its verdict and writes
+#   the report folder it names (CSV series, SVG plots when gnuplot is there);
+#   its progress on a non-terminal stderr has no carriage returns;
+# - `rocemu fabric run` sweeps sizes into nccl-tests rows and captures a
+#   named link; the same seed twice gives byte-identical CSVs and pcaps, and
+#   another seed a different capture; every ICRC in it verifies;
+# - bad input is refused with exit status 2, a message naming the problem
+#   and nothing on stdout (no fabric summary before the refusal).
+# Usage: fabric_cli.sh ROCEMU REPO_ROOT
+set -uo pipefail
+ROCEMU=$1
+ROOT=$2
+OUT=$(mktemp -d /tmp/fab_cli_e2e.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# The demo, from an empty folder.
+(cd "$OUT" && "$ROCEMU" demo >"$OUT/demo.txt" 2>"$OUT/demo.err")
+rc=$?
+cat "$OUT/demo.txt"
+[ $rc -eq 0 ] || { cat "$OUT/demo.err"; fail "demo exit status $rc"; }
+grep -q "^verdict: PASS" "$OUT/demo.txt" || fail "demo verdict"
+grep -q "^report: $OUT/rocemu-report ([0-9]* files" "$OUT/demo.txt" || fail "demo report line"
+ls "$OUT"/rocemu-report/*.csv >/dev/null 2>&1 || fail "no CSV in the demo's report folder"
+if command -v gnuplot >/dev/null; then
+  ls "$OUT"/rocemu-report/*.svg >/dev/null 2>&1 || fail "gnuplot is installed but no SVG was drawn"
+fi
+if grep -q $'\r' "$OUT/demo.err"; then fail "carriage returns in a non-terminal stderr"; fi
+
+# A sweep with a capture, twice with one seed and once with another.
+sweep() {  # sweep DIR SEED
+  "$ROCEMU" fabric run -c "$ROOT/configs/fabrics/default.yaml" -w ring_allreduce --sizes 64K,1M --seed "$2" \
+    --pcap h0-leaf0 -o "$1" >"$1.txt" 2>"$1.err"
+}
+for run in a:7 b:7 c:8; do
+  sweep "$OUT/${run%:*}" "${run#*:}" || { cat "$OUT/${run%:*}.err"; fail "fabric run ${run%:*} failed"; }
+done
+cat "$OUT/a.txt"
+grep -qE "^ +65536 +[0-9.]+ " "$OUT/a.txt" || fail "no 65536 row"
+grep -qE "^ +1048576 +[0-9.]+ " "$OUT/a.txt" || fail "no 1048576 row"
+[ -s "$OUT/a/ring_allreduce_65536B.pcap" ] || fail "no capture of the 64K run in $(ls "$OUT/a")"
+pcap=ring_allreduce_1048576B.pcap
+listing=$("$ROCEMU" pcap "$OUT/a/$pcap") || fail "rocemu pcap: $(tail -1 <<<"$listing")"
+n=$(tail -1 <<<"$listing" | awk '/ packets, 0 ICRC errors$/ { print $1 }')
+[ -n "$n" ] && [ "$n" -gt 0 ] || fail "capture: $(tail -1 <<<"$listing")"
+echo "capture $pcap: $n RoCEv2 packets, 0 ICRC errors"
+ncsv=0
+for f in "$OUT"/a/*.csv "$OUT/a/$pcap"; do
+  cmp -s "$f" "$OUT/b/$(basename "$f")" || fail "seed 7 twice: $(basename "$f") differs"
+  ncsv=$((ncsv + 1))
+done
+echo "seed 7 twice: $ncsv files byte-identical"
+cmp -s "$OUT/a/$pcap" "$OUT/c/$pcap" && fail "seeds 7 and 8 captured the same bytes"
+
+# Refusals: exit 2, the reason on stderr, nothing on stdout.
+printf 'topology: {kind: leaf_spine, leafs: 2}\n' >"$OUT/badkey.yaml"
+printf 'topology: {kind: dumbbell, left_hosts: 4, right_hosts: 2}\n' >"$OUT/six.yaml"
+refused() {  # refused WHAT PATTERN -- ARGS...
+  local what=$1 pattern=$2
+  shift 3
+  "$ROCEMU" "$@" >"$OUT/r.out" 2>"$OUT/r.err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "$what: exit status $rc"
+  grep -qF -- "$pattern" "$OUT/r.err" || fail "$what: message: $(cat "$OUT/r.err")"
+  [ ! -s "$OUT/r.out" ] || fail "$what: printed on stdout: $(head -2 "$OUT/r.out")"
+  echo "refused, $what: $(head -1 "$OUT/r.err")"
+}
+refused "unknown link" "has no link 'nosuch'; its links: h0-leaf0, " -- fabric run --pcap nosuch --sizes 1M -o "$OUT/x"
+refused "unknown workload" "--workload 'foo' is not one of" -- fabric run -w foo
+refused "bad size" "--sizes '1Q' is not a size" -- fabric run --sizes 1Q
+refused "missing file" "nope.yaml: cannot read the file" -- fabric run -c "$OUT/nope.yaml"
+refused "unknown key" "topology.leafs: unknown key" -- fabric run -c "$OUT/badkey.yaml"
+refused "hd over 6 ranks" "power-of-two number of ranks; the fabric has 6" -- \
+  fabric run -c "$OUT/six.yaml" -w hd_allreduce --sizes 1M
+refused "all_to_all below a byte a peer" "sizes start at 8 B" -- fabric run -w all_to_all --sizes 4
+refused "unknown scenario" "unknown scenario 'nosuch' (known: ecmp," -- scenario nosuch
+[ ! -e "$OUT/x" ] || fail "a refused run made its report folder"
+echo "PASS"
