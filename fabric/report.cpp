@@ -147,19 +147,29 @@ std::vector<std::string> Recorder::write(const std::string& dir) const {
     return files;
 }
 
-bool render_plots(const std::string& dir, const std::vector<std::string>& files, std::string& message) {
+bool render_plots(const std::string& dir, std::vector<std::string>& files, std::string& message) {
     if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
         message = "gnuplot not found: CSVs written, plots skipped (scripts are in the report folder)";
         return false;
     }
-    for (const std::string& f : files) {
-        const std::filesystem::path path(f);
+    const std::size_t written = files.size();
+    for (std::size_t i = 0; i < written; ++i) {
+        const std::filesystem::path path(files[i]);
         if (path.extension() != ".gp") continue;
         const std::string cmd = fmt::format("cd '{}' && gnuplot '{}' 2>/dev/null", dir, path.filename().string());
         if (std::system(cmd.c_str()) != 0) {
-            message = fmt::format("gnuplot failed on {}", f);
+            message = fmt::format("gnuplot failed on {}", files[i]);
             return false;
         }
+        // The plots are the script's `set output '...'` lines (see plot()).
+        std::ifstream gp(path);
+        constexpr std::string_view kOutput = "set output '";
+        for (std::string line; std::getline(gp, line);)
+            if (line.starts_with(kOutput) && line.back() == '\'') {
+                const std::string svg = line.substr(kOutput.size(), line.size() - kOutput.size() - 1);
+                const std::filesystem::path at = std::filesystem::path(dir) / svg;
+                if (std::filesystem::exists(at)) files.push_back(at.string());
+            }
     }
     message = "plots rendered as SVG";
     return true;

@@ -51,10 +51,10 @@ private:
 };
 
 // Renders the *.gp scripts among `files` (a run's report files, in `dir`)
-// with gnuplot if it is installed; other files of the folder, e.g. an earlier
-// run's, are left alone. Returns false (with a message) if gnuplot is
-// missing or failed.
-bool render_plots(const std::string& dir, const std::vector<std::string>& files, std::string& message);
+// with gnuplot if it is installed, and adds the plots drawn to `files`; other
+// files of the folder, e.g. an earlier run's, are left alone. Returns false
+// (with a message) if gnuplot is missing or failed.
+bool render_plots(const std::string& dir, std::vector<std::string>& files, std::string& message);
 
 // Jain's fairness index of the values: 1 = perfectly fair, 1/n = one takes all.
 double jain(const std::vector<double>& x);

@@ -2,7 +2,8 @@
 # The virtual-time fabric on the command line, as a user runs it:
 # - `rocemu demo` (the README's first command) passes its verdict and writes
 #   the report folder it names (CSV series, SVG plots when gnuplot is there);
-#   its progress on a non-terminal stderr has no carriage returns;
+#   its progress on a non-terminal stderr has no carriage returns, and the
+#   file count it prints is what the folder holds;
 # - `rocemu fabric run` sweeps sizes into nccl-tests rows and captures a
 #   named link; the same seed twice gives byte-identical CSVs and pcaps, and
 #   another seed a different capture; every ICRC in it verifies;
@@ -28,6 +29,10 @@ if command -v gnuplot >/dev/null; then
   ls "$OUT"/rocemu-report/*.svg >/dev/null 2>&1 || fail "gnuplot is installed but no SVG was drawn"
 fi
 if grep -q $'\r' "$OUT/demo.err"; then fail "carriage returns in a non-terminal stderr"; fi
+# The count it prints is what is in the (new) folder, plots included.
+said=$(sed -n "s|^report: $OUT/rocemu-report (\([0-9]*\) files.*|\1|p" "$OUT/demo.txt")
+there=$(ls "$OUT/rocemu-report" | wc -l)
+[ "$said" = "$there" ] || fail "the demo says $said files, its folder has $there"
 
 # A sweep with a capture, twice with one seed and once with another.
 sweep() {  # sweep DIR SEED

@@ -166,7 +166,7 @@ void clear_progress() {
     if (stderr_is_terminal()) fmt::print(stderr, "\r{:<110}\r", "");
 }
 
-int finish_report(const ScenarioOptions& o, const std::vector<std::string>& files) {
+int finish_report(const ScenarioOptions& o, std::vector<std::string> files) {
     if (o.out_dir.empty() || files.empty()) return 0;
     std::string msg;
     render_plots(o.out_dir, files, msg);
