@@ -237,10 +237,7 @@ void EngineNic::on_completion(const transport::Wc& wc, Nanos now) {
     const uint32_t len = static_cast<uint32_t>(wc.wr_id);
     --f->in_flight;
     f->acked += len;
-    if (stats_) {
-        (*stats_)[f->flow].rx_bytes += len;
-        (*stats_)[f->flow].last_rx = now;
-    }
+    if (stats_) (*stats_)[f->flow].last_rx = now;
     post_due_ = true;
     if (f->acked < step_bytes(*f)) return;
     ++f->step;

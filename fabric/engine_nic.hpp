@@ -12,7 +12,9 @@
 // kChunksInFlight at a time, in steps (a collective's steps): the NIC opens
 // step 0 at the flow's start, reports each finished step to its FlowSink and
 // opens a later step when told (begin_step). Per-flow progress goes into the
-// FlowStats the Fabric owns: rx_bytes counts bytes whose WRITE completed.
+// FlowStats the Fabric owns: tx_bytes counts bytes posted, last_rx the time
+// of the last WRITE completion; the receive side (rx_bytes, packets, CE
+// marks, CNPs) comes from the receiving QP (Fabric::sync_receiver_stats).
 #pragma once
 
 #include <array>

@@ -206,6 +206,7 @@ void Fabric::sync_receiver_stats() {
         const transport::Counters* c = rc_nics_[nic]->engine().qp_counters(qp);
         if (!c) continue;
         FlowStats& s = stats_[i];
+        s.rx_bytes = c->rcvd_bytes;
         s.rx_pkts = c->rcvd_pkts;
         s.rx_out_of_order = c->out_of_seq_request;
         s.ce_rx = c->np_ecn_marked_roce_packets;

@@ -93,9 +93,10 @@ public:
 private:
     void on_step_done(uint32_t flow, Nanos now) override;
     void maybe_begin(uint32_t flow, Nanos now);
-    // RC model: copies each flow's receive-side counts (packets, out of
-    // order, CE-marked, CNPs sent) from its receiving QP into stats_, as the
-    // generator NIC counts them per flow as they happen.
+    // RC model: copies each flow's receive-side counts (payload bytes
+    // executed, packets, out of order, CE-marked, CNPs sent) from its
+    // receiving QP into stats_, as the generator NIC counts them per flow as
+    // they happen; before every sample and at the run's end.
     void sync_receiver_stats();
 
     Topology topo_;

@@ -74,6 +74,7 @@ void Counters::add(const Counters& o) {
     selective_retransmits += o.selective_retransmits;
     sack_sent += o.sack_sent;
     direct_placed += o.direct_placed;
+    rcvd_bytes += o.rcvd_bytes;
     for (size_t i = 0; i < drops.size(); ++i) drops[i] += o.drops[i];
 }
 

@@ -222,6 +222,8 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
                 }))
                 return fail(aeth::kNakRemoteOperational, WcStatus::LocProtErr);
             qp.msg_offset += len;
+            qp.counters.rcvd_bytes += len;
+            counters_.rcvd_bytes += len;
             ++qp.counters.rdma_recvs;
             ++counters_.rdma_recvs;
             if (last) {
@@ -274,6 +276,8 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
             }
             if (!placed && len) place_payload(p, qp.write_va + qp.msg_offset, qp.write_cached);
             qp.msg_offset += len;
+            qp.counters.rcvd_bytes += len;
+            counters_.rcvd_bytes += len;
             if (last) {
                 if (info.flags & kOpImm) {
                     Wc wc;

@@ -252,6 +252,7 @@ struct Counters {
     uint64_t selective_retransmits = 0;
     uint64_t sack_sent = 0;
     uint64_t direct_placed = 0;  // spraying: early WRITE packets written straight to memory
+    uint64_t rcvd_bytes = 0;     // payload of SEND and WRITE packets executed (in order, once each)
     std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> drops{};
 
     void add(const Counters& o);
@@ -281,6 +282,7 @@ void for_each_counter(const Counters& c, F&& f) {
     f("selective_retransmits", c.selective_retransmits);
     f("sack_sent", c.sack_sent);
     f("direct_placed", c.direct_placed);
+    f("rcvd_bytes", c.rcvd_bytes);
     for (size_t i = 0; i < c.drops.size(); ++i) f(to_string(static_cast<DropReason>(i)), c.drops[i]);
 }
 

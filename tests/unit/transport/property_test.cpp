@@ -310,6 +310,18 @@ Outcome run_seed(Reliability mode, const Mix& mix, int seed) {
                        L.now().us(), c, lc.tx_frames, lc.dropped(sim::LinkDrop::Loss), lc.duplicated, lc.corrupted);
         }
     }
+    // Every SEND and WRITE byte is counted once by the receiver, however
+    // often it crossed the link (duplicates, go-back-N, spraying's early
+    // placement), and nothing else is.
+    uint64_t sent_payload = 0;
+    for (const auto& q : qps)
+        for (const auto& e : q.wrs)
+            if (e.op == WrOpcode::Send || e.op == WrOpcode::SendWithImm || e.op == WrOpcode::RdmaWrite ||
+                e.op == WrOpcode::RdmaWriteWithImm)
+                sent_payload += e.len;
+    if (L[1].counters().rcvd_bytes != sent_payload || L[0].counters().rcvd_bytes != 0)
+        out.fail(fmt::format("rcvd_bytes {} and {}, want {} and 0", L[1].counters().rcvd_bytes,
+                             L[0].counters().rcvd_bytes, sent_payload));
     for (auto& q : qps)
         for (auto& e : q.wrs) {
             const uint8_t* src = &mem[0][e.src_off];
