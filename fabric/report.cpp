@@ -11,7 +11,7 @@
 namespace rocemu::fabric {
 
 Recorder::Recorder(const Fabric& f, std::string prefix)
-    : f_(f), prefix_(std::move(prefix)), last_rx_(f.stats().size(), 0), last_t_(f.now()) {}
+    : f_(f), prefix_(std::move(prefix)), last_rx_(f.stats().size(), 0), t0_(f.now()), last_t_(f.now()) {}
 
 Recorder::Series& Recorder::series(std::vector<Series>& s, std::size_t i, const std::string& name) {
     if (s.size() <= i) s.resize(i + 1);
@@ -112,7 +112,15 @@ std::vector<std::string> Recorder::write(const std::string& dir) const {
         flow_names.push_back(
             fmt::format("f{}_{}-{}", i, f_.topology().nics[fl.src].name, f_.topology().nics[fl.dst].name));
     }
-    write_wide(path("flows.csv"), times_, flow_names, [&](std::size_t r, std::size_t c) { return rates_[r][c]; });
+    write_wide(path("flows.csv"), times_, flow_names, [&](std::size_t r, std::size_t c) {
+        const std::size_t from = r + 1 >= kRateSamples ? r + 1 - kRateSamples : 0;  // rows from..r
+        const Nanos start = from == 0 ? t0_ : times_[from - 1];
+        double bits = 0;
+        for (std::size_t i = from; i <= r; ++i)
+            bits += rates_[i][c] * (times_[i] - (i == 0 ? t0_ : times_[i - 1])).seconds();
+        const double span = (times_[r] - start).seconds();
+        return span > 0 ? bits / span : 0.0;
+    });
     files.push_back(path("flows.csv"));
 
     auto write_series = [&](const std::vector<Series>& all, const std::string& what) {
@@ -137,7 +145,8 @@ std::vector<std::string> Recorder::write(const std::string& dir) const {
     gp << "set terminal svg size 1000,500 dynamic noenhanced\nset datafile separator ','\nset key outside right\n"
           "set xlabel 'virtual time (us)'\nset grid\n";
     const std::string base = fmt::format("{}_", prefix_);
-    plot(gp, base + "flows.csv", base + "flows.svg", prefix_ + ": per-flow goodput", "Gbit/s", flow_names.size(),
+    plot(gp, base + "flows.csv", base + "flows.svg",
+         fmt::format("{}: per-flow goodput, mean of {} samples", prefix_, kRateSamples), "Gbit/s", flow_names.size(),
          false);
     plot(gp, base + "queues.csv", base + "queues.svg", prefix_ + ": data queue depth", "bytes", nq, false);
     plot(gp, base + "pfc.csv", base + "pfc.svg", prefix_ + ": PFC pause state (1 = paused)", "paused", np, true);

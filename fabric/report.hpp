@@ -18,12 +18,18 @@ public:
 
     void sample(Nanos now);
 
-    // Writes <prefix>_flows.csv (per-flow goodput, Gbit/s), _queues.csv
+    // Writes <prefix>_flows.csv (per-flow goodput, Gbit/s, the mean over the
+    // trailing kRateSamples samples), _queues.csv
     // (bytes in every data queue that ever held any), _pfc.csv (1 while a
     // switch queue or NIC is paused, for those ever paused), _totals.csv
     // (cumulative CNPs, ECN marks, PFC frames), and a gnuplot script
     // rendering each to SVG. Returns the files written.
     std::vector<std::string> write(const std::string& dir) const;
+
+    // flows.csv's rates are means over this many samples: over one 10 us
+    // sample a flow with a 3 Gbit/s share (32 flows into 100 Gbit/s) gets 0
+    // or 1 packet of 4 KiB, so its rate would read 0, 3.3 or 6.6.
+    static constexpr std::size_t kRateSamples = 8;
 
     std::size_t samples() const { return times_.size(); }
     // Goodput of flow f in sample i (Gbit/s over the preceding interval).
@@ -45,7 +51,7 @@ private:
     std::vector<Nanos> times_;
     std::vector<std::vector<double>> rates_;  // [sample][flow]
     std::vector<uint64_t> last_rx_;
-    Nanos last_t_{};
+    Nanos t0_{}, last_t_{};
     std::vector<Series> queues_, pauses_;
     std::vector<std::array<uint64_t, 3>> totals_;  // cnps, ecn marks, pfc frames
 };

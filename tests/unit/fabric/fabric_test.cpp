@@ -7,9 +7,11 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "fabric/fabric.hpp"
 #include "fabric/gen_nic.hpp"
+#include "fabric/report.hpp"
 #include "fabric/workload.hpp"
 
 namespace rocemu::fabric {
@@ -112,6 +114,46 @@ TEST(FabricRun, RcIncastWithFourQpsPerSenderPassesXoffAndStaysLossless) {
     EXPECT_GT(t.nic_paused, Nanos{0});
     EXPECT_EQ(t.switch_drops, 0u);
     EXPECT_EQ(t.nic_drops, 0u);
+}
+
+// flows.csv's rates are means over Recorder::kRateSamples samples. 32 RC
+// flows into one 100 Gbit/s port get ~3 Gbit/s each, about one 4 KiB packet
+// per 10 us sample, so one sample reads 0, 3.3 or 6.6 Gbit/s; the means
+// stay near the share.
+TEST(FabricReport, FlowRatesAreMeansThatShowEachFlowsShare) {
+    Fabric f(make("topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 9, spines: 0}\nnic: {cc: none}\n"
+                  "switch: {profile: lossless-100g}\n"),
+             1);
+    for (uint32_t s = 0; s < 8; ++s)
+        for (uint32_t q = 0; q < 4; ++q)
+            f.add_flow(FlowSpec{s, 8, Bytes{64 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + s * 4 + q)});
+    Recorder rec(f, "incast");
+    f.start();
+    f.run(Nanos::from_us(600), Nanos::from_us(10), [&](Nanos now) { rec.sample(now); });
+    const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "fabric_rate_means";
+    std::filesystem::remove_all(dir);
+    rec.write(dir.string());
+    std::ifstream csv(dir / "incast_flows.csv");
+    std::string line;
+    ASSERT_TRUE(std::getline(csv, line));  // the header
+    std::size_t rows = 0, swinging = 0;
+    for (std::size_t r = 0; std::getline(csv, line); ++r) {
+        std::vector<double> v;
+        for (std::size_t at = line.find(','); at != std::string::npos; at = line.find(',', at + 1))
+            v.push_back(std::stod(line.substr(at + 1)));
+        ASSERT_EQ(v.size(), 32u) << line;
+        if (rec.time(r) < Nanos::from_us(200)) continue;
+        double sum = 0;
+        for (const double x : v) sum += x;
+        for (std::size_t k = 0; k < v.size(); ++k) {
+            EXPECT_GT(v[k], 0.5 * sum / 32) << "row " << r << ": " << line;
+            EXPECT_LT(v[k], 1.5 * sum / 32) << "row " << r << ": " << line;
+            swinging += rec.flow_rate(r, k) == 0;  // one sample alone
+        }
+        ++rows;
+    }
+    EXPECT_GE(rows, 35u);
+    EXPECT_GT(swinging, 0u);
 }
 
 TEST(FabricRun, StuckRcReceiverPausesItsPortAndStopsCompletions) {
