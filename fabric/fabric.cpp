@@ -40,8 +40,7 @@ Config make_link_config(const LinkClass& c) {
 sim::LinkConfig link_config(const LinkClass& c) { return make_link_config<sim::LinkConfig>(c); }
 
 Fabric::Fabric(const Topology& topo, uint64_t seed) : topo_(topo), sim_(sim::SimConfig{seed, 1u << 18}) {
-    const sw::SwitchConfig& base = topo_.cfg.sw.base;
-    data_queue_ = base.tc_to_queue[base.dscp_to_tc[topo_.cfg.nic.dscp & 63]];
+    data_queue_ = topo_.data_queue();
     std::vector<sim::NodeId> sw_ids, nic_ids;
     for (uint32_t s = 0; s < topo_.switches.size(); ++s) {
         switches_.push_back(std::make_unique<SwitchNode>(sim_, topo_, s, node_seed(seed, s), &switch_fx_));

@@ -22,6 +22,7 @@
 #include "common/units.hpp"
 #include "dataplane/wire/packet.hpp"
 #include "dataplane/wire/pause.hpp"
+#include "fabric/nic_pause.hpp"
 #include "fabric/topology.hpp"
 #include "sim/sim.hpp"
 
@@ -65,37 +66,6 @@ struct FlowStats {
     Nanos first_tx = Nanos::max();
     Nanos last_rx{};
     bool done = false;  // every byte arrived
-};
-
-// What a host port does with received PFC frames, for both NIC models: the
-// 802.1Qbb pause state (wire::PfcPauseState, shared with the live NIC and
-// switch) plus the time the data priority has been held back.
-class NicPause {
-public:
-    NicPause(uint8_t prio, BitsPerSec speed) : prio_(prio), speed_(speed) {}
-
-    // True if the frame names the data priority.
-    template <typename F>
-    bool on_pfc(const F& f, Nanos now) {
-        const Nanos before = state_.until(prio_);
-        state_.on_pfc(f, now, speed_);
-        if (!((f.class_enable >> prio_) & 1)) return false;
-        // A pause replaces the one in force: count only its new span.
-        if (before > now) total_ -= before - now;
-        if (state_.until(prio_) > now) total_ += state_.until(prio_) - now;
-        return true;
-    }
-    bool paused(Nanos now) const { return state_.paused(prio_, now); }
-    Nanos until() const { return state_.until(prio_); }
-    // Time the data priority was held back, up to `now`.
-    Nanos paused_time(Nanos now) const { return total_ - (until() > now ? until() - now : Nanos{0}); }
-
-private:
-    // prio_ first: paused() reads it and until_[prio_], which then share a line.
-    uint8_t prio_;
-    BitsPerSec speed_;
-    Nanos total_{};
-    wire::PfcPauseState state_;
 };
 
 // A stuck receiver's pauses, for both NIC models: the longest XOFF for its

@@ -69,8 +69,6 @@ double Recorder::deepest_mean_queue() const {
     return best;
 }
 
-namespace {
-
 void write_wide(const std::string& path, const std::vector<Nanos>& times, const std::vector<std::string>& names,
                 const std::function<double(std::size_t row, std::size_t col)>& value) {
     std::ofstream out(path);
@@ -89,17 +87,20 @@ void write_wide(const std::string& path, const std::vector<Nanos>& times, const 
 // plot: at most kPlotted are drawn, the title says so, the CSV has them all.
 constexpr std::size_t kPlotted = 32;
 
-void plot(std::ofstream& gp, const std::string& csv, const std::string& svg, const std::string& title,
-          const std::string& ylabel, std::size_t columns, bool steps) {
-    if (columns == 0) return;
-    const std::size_t drawn = std::min(columns, kPlotted);
-    const std::string of = drawn < columns ? fmt::format(" (first {} of {}, all in {})", drawn, columns, csv) : "";
-    gp << fmt::format("set output '{}'\nset title \"{}{}\"\nset ylabel '{}'\n", svg, title, of, ylabel);
-    gp << fmt::format("plot for [i=2:{}] '{}' using 1:i with {} title columnheader(i)\n", drawn + 1, csv,
-                      steps ? "steps" : "lines");
+void write_plot_script(const std::string& path, const std::string& xlabel, const std::vector<PlotSpec>& plots) {
+    std::ofstream gp(path);
+    gp << "set terminal svg size 1000,500 dynamic noenhanced\nset datafile separator ','\nset key outside right\n"
+       << fmt::format("set xlabel '{}'\nset grid\n", xlabel);
+    for (const PlotSpec& p : plots) {
+        if (p.columns == 0) continue;
+        const std::size_t drawn = std::min(p.columns, kPlotted);
+        const std::string of =
+            drawn < p.columns ? fmt::format(" (first {} of {}, all in {})", drawn, p.columns, p.csv) : "";
+        gp << fmt::format("set output '{}'\nset title \"{}{}\"\nset ylabel '{}'\n", p.svg, p.title, of, p.ylabel);
+        gp << fmt::format("plot for [i={}:{}] '{}' using 1:i with {} title columnheader(i)\n", p.first,
+                          p.first + drawn - 1, p.csv, p.steps ? "steps" : "lines");
+    }
 }
-
-}  // namespace
 
 std::vector<std::string> Recorder::write(const std::string& dir) const {
     std::filesystem::create_directories(dir);
@@ -141,17 +142,14 @@ std::vector<std::string> Recorder::write(const std::string& dir) const {
                [&](std::size_t r, std::size_t c) { return static_cast<double>(totals_[r][c]); });
     files.push_back(path("totals.csv"));
 
-    std::ofstream gp(path("plots.gp"));
-    gp << "set terminal svg size 1000,500 dynamic noenhanced\nset datafile separator ','\nset key outside right\n"
-          "set xlabel 'virtual time (us)'\nset grid\n";
     const std::string base = fmt::format("{}_", prefix_);
-    plot(gp, base + "flows.csv", base + "flows.svg",
-         fmt::format("{}: per-flow goodput, mean of {} samples", prefix_, kRateSamples), "Gbit/s", flow_names.size(),
-         false);
-    plot(gp, base + "queues.csv", base + "queues.svg", prefix_ + ": data queue depth", "bytes", nq, false);
-    plot(gp, base + "pfc.csv", base + "pfc.svg", prefix_ + ": PFC pause state (1 = paused)", "paused", np, true);
-    plot(gp, base + "totals.csv", base + "totals.svg", prefix_ + ": cumulative CNPs, ECN marks, PFC frames", "count", 3,
-         false);
+    write_plot_script(
+        path("plots.gp"), "virtual time (us)",
+        {{base + "flows.csv", base + "flows.svg",
+          fmt::format("{}: per-flow goodput, mean of {} samples", prefix_, kRateSamples), "Gbit/s", flow_names.size()},
+         {base + "queues.csv", base + "queues.svg", prefix_ + ": data queue depth", "bytes", nq},
+         {base + "pfc.csv", base + "pfc.svg", prefix_ + ": PFC pause state (1 = paused)", "paused", np, true},
+         {base + "totals.csv", base + "totals.svg", prefix_ + ": cumulative CNPs, ECN marks, PFC frames", "count", 3}});
     files.push_back(path("plots.gp"));
     return files;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,23 @@ private:
     std::vector<Series> queues_, pauses_;
     std::vector<std::array<uint64_t, 3>> totals_;  // cnps, ecn marks, pfc frames
 };
+
+// A CSV of one row per sample: time_us, then one column per name.
+void write_wide(const std::string& path, const std::vector<Nanos>& times, const std::vector<std::string>& names,
+                const std::function<double(std::size_t row, std::size_t col)>& value);
+
+// One plot of such a CSV: its columns first..first+columns-1 (1-based, as
+// gnuplot counts; column 1 is the time), at most 32 of them drawn (the
+// title says so; gnuplot reads the CSV once per line it draws).
+struct PlotSpec {
+    std::string csv, svg;  // names in the script's folder
+    std::string title, ylabel;
+    std::size_t columns = 0;  // 0: nothing to plot, the plot is left out
+    bool steps = false;
+    std::size_t first = 2;
+};
+// Writes a gnuplot script drawing each plot as an SVG.
+void write_plot_script(const std::string& path, const std::string& xlabel, const std::vector<PlotSpec>& plots);
 
 // Renders the *.gp scripts among `files` (a run's report files, in `dir`)
 // with gnuplot if it is installed, and adds the plots drawn to `files`; other

@@ -523,6 +523,11 @@ std::optional<uint32_t> Topology::find_link(std::string_view name) const {
     return std::nullopt;
 }
 
+int Topology::data_queue() const {
+    const sw::SwitchConfig& base = cfg.sw.base;
+    return base.tc_to_queue[base.dscp_to_tc[cfg.nic.dscp & 63]];
+}
+
 std::string Topology::pcap_link_error(std::string_view name) const {
     if (find_link(name)) return {};
     constexpr std::size_t kShown = 20;

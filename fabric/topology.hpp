@@ -142,6 +142,9 @@ struct Topology {
     std::string pcap_link_error(std::string_view name) const;
     std::optional<uint32_t> find_nic(std::string_view name) const;
     uint32_t nic_count() const { return static_cast<uint32_t>(nics.size()); }
+    // The switch queue RoCE data rides: the NICs' DSCP through the switch
+    // profile's DSCP -> TC -> queue maps.
+    int data_queue() const;
     // A one-paragraph human summary (counts, speeds, oversubscription).
     std::string summary() const;
 };

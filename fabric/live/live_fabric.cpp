@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -747,7 +748,17 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         turn_sum_ += dt;
         max_turn_ = std::max(max_turn_, dt);
         if (now >= next_sample) {
-            samples.push_back(Sample{now - start, done_bytes, totals()});
+            Sample& s = samples.emplace_back(Sample{now - start, done_bytes, totals(), {}, data_queues()});
+            // What each flow's receiving QPs executed: completions come
+            // back a 64 KiB WRITE at a time, bunched by the ACKs' queueing.
+            for (uint32_t f = 0; f < runs.size(); ++f) {
+                uint64_t rx = 0;
+                for (const Qpn q : runs[f].conn->dq) {
+                    transport::Counters c;
+                    if (m.hosts[flows[f].dst].ctx->query_qp_counters(q, c) == 0) rx += c.rcvd_bytes;
+                }
+                s.flow_bytes.push_back(rx);
+            }
             next_sample += sample_every;
         }
         if (done_flows == runs.size() || res.bad_completions) break;
@@ -882,6 +893,30 @@ std::vector<std::string> LiveFabric::switch_port_rows() {
     return rows;
 }
 
+std::vector<QueueSample> LiveFabric::data_queues() {
+    const std::string q = fmt::format("q{}_", impl_->topo.data_queue());
+    std::vector<QueueSample> out;
+    for (const std::string& row : switch_port_rows()) {
+        // switch,port,counter,value
+        const size_t a = row.find(','), b = row.find(',', a + 1), c = row.find(',', b + 1);
+        if (c == std::string::npos || row.compare(b + 1, q.size(), q) != 0) continue;
+        const std::string_view counter(row.data() + b + 1 + q.size(), c - b - 1 - q.size());
+        if (counter != "depth_bytes" && counter != "paused_ns") continue;
+        std::string port = row.substr(0, a) + ":" + row.substr(a + 1, b - a - 1);
+        if (out.empty() || out.back().port != port) out.push_back(QueueSample{std::move(port)});
+        (counter == "depth_bytes" ? out.back().depth_bytes : out.back().paused_ns) =
+            std::strtoull(row.c_str() + c + 1, nullptr, 10);
+    }
+    // The NICs' own pause time, where their MACs run here (not in a split
+    // fabric, whose MACs run in the switch nodes).
+    const Nanos now = impl_->clock->now();
+    for (uint32_t n = 0; n < impl_->hosts.size(); ++n)
+        if (const NicWire* w = impl_->hosts[n].wire.get())
+            if (const Nanos t = w->paused_time(now); t > Nanos{0})
+                out.push_back(QueueSample{impl_->topo.nics[n].name, 0, static_cast<uint64_t>(t.v)});
+    return out;
+}
+
 std::vector<std::string> LiveFabric::nic_rows() {
     Impl& m = *impl_;
     std::vector<std::string> rows;
@@ -901,6 +936,7 @@ std::vector<std::string> LiveFabric::nic_rows() {
         put("mac_to_nic_frames", w.to_nic_frames);
         put("mac_pfc_seen", w.pfc_seen);
         put("mac_paused_turns", w.held_turns);
+        put("mac_paused_ns", static_cast<uint64_t>(h.wire->paused_time(m.clock->now()).v));
         put("mac_ring_full_turns", w.ring_full);
     }
     return rows;

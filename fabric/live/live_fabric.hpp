@@ -51,10 +51,19 @@ struct WorkloadResult {
     std::string error;
 };
 
+// The data queue of one switch port ("leaf0:Ethernet0"), as its counters read.
+struct QueueSample {
+    std::string port;
+    uint64_t depth_bytes = 0;
+    uint64_t paused_ns = 0;  // since the start, held by PFC from the peer
+};
+
 struct Sample {
     Nanos at{};
     uint64_t bytes = 0;
     LiveTotals totals;
+    std::vector<uint64_t> flow_bytes;  // per flow, received (rcvd_bytes of its receiving QPs)
+    std::vector<QueueSample> queues;   // ports whose data queue has a non-zero count
 };
 
 class LiveFabric {
@@ -83,6 +92,9 @@ public:
     LiveTotals totals(bool fresh = false);
     // Per switch port: "switch,port,counter,value" rows of every non-zero counter.
     std::vector<std::string> switch_port_rows();
+    // The data queue (Topology::data_queue) of every switch port with a
+    // non-zero depth or paused time, from those rows.
+    std::vector<QueueSample> data_queues();
     // Per NIC: "nic,counter,value" rows of every non-zero engine, port and
     // MAC (NicWire) counter.
     std::vector<std::string> nic_rows();

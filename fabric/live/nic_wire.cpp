@@ -21,7 +21,7 @@ bool is_mac_control(const rte_mbuf* m) {
 NicWire::NicWire(rte_ring* from_nic, rte_ring* to_switch, rte_ring* from_switch, rte_ring* to_nic, BitsPerSec speed,
                  Nanos propagation, int pfc_priority)
     : from_nic_(from_nic), to_switch_(to_switch), from_switch_(from_switch), to_nic_(to_nic), speed_(speed),
-      propagation_(propagation), prio_(pfc_priority) {
+      propagation_(propagation), pause_(static_cast<uint8_t>(pfc_priority), speed) {
     flight_.reserve(kDelayCap);
 }
 
@@ -45,7 +45,7 @@ void NicWire::from_switch_to_nic(Nanos now) {
         if (!is_mac_control(m)) continue;
         wire::Pfc pfc;
         if (wire::parse_pfc({rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)}, pfc)) {
-            pause_.on_pfc(pfc, now, speed_);
+            pause_.on_pfc(pfc, now);
             ++c_.pfc_seen;
         }
     }
@@ -62,14 +62,14 @@ void NicWire::serialise(Nanos now) {
             head_seen_ = now;
         }
         const bool control = is_mac_control(head_);
-        if (!control && pause_.paused(prio_, now)) {
+        if (!control && pause_.paused(now)) {
             ++c_.held_turns;
             return;
         }
         // A backlog starts where the wire became free; an idle wire starts
         // when the frame was first seen. Either way no earlier than a pause's end.
         Nanos start = std::max(free_at_, head_seen_);
-        if (!control) start = std::max(start, pause_.until(prio_));
+        if (!control) start = std::max(start, pause_.until());
         if (start > now) return;
         if (flight_.size() == kDelayCap) {
             ++c_.ring_full;

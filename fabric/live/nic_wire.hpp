@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/units.hpp"
-#include "dataplane/wire/pause.hpp"
+#include "fabric/nic_pause.hpp"
 
 namespace rocemu::fabric::live {
 
@@ -46,7 +46,9 @@ public:
     // frames onto the wire while it is free and not paused, then arrivals.
     void poll(Nanos now);
     const NicWireCounters& counters() const { return c_; }
-    bool paused(Nanos now) const { return pause_.paused(prio_, now); }
+    bool paused(Nanos now) const { return pause_.paused(now); }
+    // Time the NIC's data priority was held back by PFC, up to `now`.
+    Nanos paused_time(Nanos now) const { return pause_.paused_time(now); }
     // Holds no frame of the NIC (none waiting for the wire, none on it).
     bool idle() const { return !head_ && flight_head_ == flight_.size(); }
 
@@ -66,8 +68,7 @@ private:
     rte_ring* to_nic_;
     BitsPerSec speed_;
     Nanos propagation_;
-    int prio_;
-    wire::PfcPauseState pause_;
+    NicPause pause_;
     Nanos free_at_{};
     rte_mbuf* head_ = nullptr;  // the NIC's next frame, taken off its ring at head_seen_
     Nanos head_seen_{};

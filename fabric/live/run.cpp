@@ -2,8 +2,10 @@
 // scaled back to the configured rates, PFC/ECN/CNP totals, CSV report.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 
 #include "common/rng.hpp"
@@ -39,6 +41,68 @@ void write_csv(const std::string& dir, const std::string& name, const std::vecto
     std::ofstream f(path);
     for (const std::string& l : lines) f << l << '\n';
     if (f) files.push_back(path);
+}
+
+// The time series virtual time writes too, in fabric time scaled back:
+// per-flow goodput (completed bytes, the mean of the trailing
+// Recorder::kRateSamples samples), the data queue of every switch port that
+// held any, the share of each sample each port's data queue was paused by
+// PFC (for those ever paused), and a gnuplot script drawing them and the
+// totals.
+void write_series(const Topology& topo, const std::vector<FlowSpec>& flows, const std::vector<Sample>& samples,
+                  double scale, const std::string& dir, const std::string& prefix, std::vector<std::string>& files) {
+    const auto path = [&](const char* what) { return (std::filesystem::path(dir) / (prefix + what)).string(); };
+    std::vector<Nanos> times;
+    for (const Sample& s : samples) times.push_back(Nanos{static_cast<int64_t>(static_cast<double>(s.at.v) / scale)});
+    std::vector<std::string> flow_names;
+    for (size_t i = 0; i < flows.size(); ++i)
+        flow_names.push_back(fmt::format("f{}_{}-{}", i, topo.nics[flows[i].src].name, topo.nics[flows[i].dst].name));
+    write_wide(path("_rates.csv"), times, flow_names, [&](size_t r, size_t c) {
+        const size_t from = r + 1 >= Recorder::kRateSamples ? r + 1 - Recorder::kRateSamples : 0;  // rows from..r
+        const Nanos t0 = from == 0 ? Nanos{0} : times[from - 1];
+        const uint64_t b0 = from == 0 ? 0 : samples[from - 1].flow_bytes[c];
+        const double dt = (times[r] - t0).seconds();
+        return dt > 0 ? static_cast<double>(samples[r].flow_bytes[c] - b0) * 8 / dt / 1e9 : 0.0;
+    });
+    files.push_back(path("_rates.csv"));
+    // Columns: the ports in the order they first show up.
+    std::vector<std::string> depth_ports, paused_ports;
+    std::map<std::string, size_t> depth_col, paused_col;
+    for (const Sample& s : samples)
+        for (const QueueSample& q : s.queues) {
+            if (q.depth_bytes && depth_col.emplace(q.port, depth_ports.size()).second) depth_ports.push_back(q.port);
+            if (q.paused_ns && paused_col.emplace(q.port, paused_ports.size()).second) paused_ports.push_back(q.port);
+        }
+    std::vector<std::vector<double>> depth(samples.size(), std::vector<double>(depth_ports.size()));
+    std::vector<std::vector<double>> paused(samples.size(), std::vector<double>(paused_ports.size()));
+    std::vector<uint64_t> last_paused(paused_ports.size());
+    for (size_t r = 0; r < samples.size(); ++r) {
+        const Nanos dt = r ? samples[r].at - samples[r - 1].at : Nanos{0};
+        for (const QueueSample& q : samples[r].queues) {
+            if (const auto d = depth_col.find(q.port); d != depth_col.end())
+                depth[r][d->second] = static_cast<double>(q.depth_bytes);
+            if (const auto p = paused_col.find(q.port); p != paused_col.end()) {
+                const uint64_t held = q.paused_ns - last_paused[p->second];
+                last_paused[p->second] = q.paused_ns;
+                paused[r][p->second] = dt.v > 0 ? std::min(1.0, static_cast<double>(held) / static_cast<double>(dt.v)) : 0;
+            }
+        }
+    }
+    write_wide(path("_queues.csv"), times, depth_ports, [&](size_t r, size_t c) { return depth[r][c]; });
+    write_wide(path("_pfc.csv"), times, paused_ports, [&](size_t r, size_t c) { return paused[r][c]; });
+    files.push_back(path("_queues.csv"));
+    files.push_back(path("_pfc.csv"));
+    write_plot_script(
+        path("_plots.gp"), "fabric time, scaled back (us)",
+        {{prefix + "_rates.csv", prefix + "_rates.svg",
+          fmt::format("{}: per-flow goodput, mean of {} samples", prefix, Recorder::kRateSamples), "Gbit/s",
+          flow_names.size()},
+         {prefix + "_queues.csv", prefix + "_queues.svg", prefix + ": data queue depth", "bytes", depth_ports.size()},
+         {prefix + "_pfc.csv", prefix + "_pfc.svg", prefix + ": share of each sample paused by PFC", "paused",
+          paused_ports.size(), true},
+         {prefix + "_totals.csv", prefix + "_totals.svg", prefix + ": cumulative PFC frames, ECN marks, CNPs, drops",
+          "count", 4, false, 3}});
+    files.push_back(path("_plots.gp"));
 }
 
 }  // namespace
@@ -186,6 +250,7 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
                                      x.ecn_marks, x.cnps, x.switch_drops + x.nic_drops));
         }
         write_csv(o.out_dir, prefix + "_totals.csv", ts, res.files);
+        write_series(topo, flows, samples, res.scale, o.out_dir, prefix, res.files);
         std::vector<std::string> ports{"switch,port,counter,value"};
         for (std::string& l : fab->switch_port_rows()) ports.push_back(std::move(l));
         write_csv(o.out_dir, prefix + "_switch_ports.csv", ports, res.files);

@@ -266,8 +266,12 @@ int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a, const
         fmt::print(stderr, "{}: {}\n", me, r.error);
         return 2;
     }
-    if (!r.files.empty())
-        fmt::print("report: {} ({} files)\n", std::filesystem::absolute(a.out).string(), r.files.size());
+    if (!r.files.empty()) {
+        std::vector<std::string> files = r.files;
+        std::string msg;
+        render_plots(a.out, files, msg);
+        fmt::print("report: {} ({} files; {})\n", std::filesystem::absolute(a.out).string(), files.size(), msg);
+    }
     for (const live::LiveRow& row : r.rows)
         if (!row.complete || row.mismatched || row.lossless_drops) return 1;
     return 0;
