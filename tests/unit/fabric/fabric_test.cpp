@@ -97,15 +97,23 @@ TEST(FabricRun, RcIncastStaysWithinTheWindowsWithoutPfcAndIsLossless) {
     for (const FlowStats& s : f.stats()) EXPECT_EQ(s.rx_bytes, uint64_t{8} << 20);
 }
 
+// Nine hosts on one leaf, no DCQCN: hosts 0-7 send to host 8.
+const char* kIncast9 =
+    "topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 9, spines: 0}\nnic: {cc: none}\n"
+    "switch: {profile: lossless-100g}\n";
+
+// Four RC flows (QP pairs) from each of hosts 0-7 to host 8.
+void add_incast_flows(Fabric& f, Bytes size) {
+    for (uint32_t s = 0; s < 8; ++s)
+        for (uint32_t q = 0; q < 4; ++q)
+            f.add_flow(FlowSpec{s, 8, size, Nanos{0}, static_cast<uint16_t>(0xC000 + s * 4 + q)});
+}
+
 TEST(FabricRun, RcIncastWithFourQpsPerSenderPassesXoffAndStaysLossless) {
     // Four RC windows per sender (2 MiB) exceed the PG's dynamic XOFF
     // threshold, so PFC holds the senders, and nothing is lost.
-    Fabric f(make("topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 9, spines: 0}\nnic: {cc: none}\n"
-                  "switch: {profile: lossless-100g}\n"),
-             1);
-    for (uint32_t s = 0; s < 8; ++s)
-        for (uint32_t q = 0; q < 4; ++q)
-            f.add_flow(FlowSpec{s, 8, Bytes{512 << 10}, Nanos{0}, static_cast<uint16_t>(0xC000 + s * 4 + q)});
+    Fabric f(make(kIncast9), 1);
+    add_incast_flows(f, Bytes{512 << 10});
     f.start();
     f.run(Nanos::from_ms(20));
     ASSERT_TRUE(f.all_done());
@@ -121,12 +129,8 @@ TEST(FabricRun, RcIncastWithFourQpsPerSenderPassesXoffAndStaysLossless) {
 // per 10 us sample, so one sample reads 0, 3.3 or 6.6 Gbit/s; the means
 // stay near the share.
 TEST(FabricReport, FlowRatesAreMeansThatShowEachFlowsShare) {
-    Fabric f(make("topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 9, spines: 0}\nnic: {cc: none}\n"
-                  "switch: {profile: lossless-100g}\n"),
-             1);
-    for (uint32_t s = 0; s < 8; ++s)
-        for (uint32_t q = 0; q < 4; ++q)
-            f.add_flow(FlowSpec{s, 8, Bytes{64 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + s * 4 + q)});
+    Fabric f(make(kIncast9), 1);
+    add_incast_flows(f, Bytes{64 << 20});
     Recorder rec(f, "incast");
     f.start();
     f.run(Nanos::from_us(600), Nanos::from_us(10), [&](Nanos now) { rec.sample(now); });
