@@ -895,11 +895,21 @@ std::vector<std::string> LiveFabric::switch_port_rows() {
 
 std::vector<QueueSample> LiveFabric::data_queues() {
     const std::string q = fmt::format("q{}_", impl_->topo.data_queue());
-    std::vector<QueueSample> out;
+    std::vector<QueueSample> out, nics;
     for (const std::string& row : switch_port_rows()) {
         // switch,port,counter,value
         const size_t a = row.find(','), b = row.find(',', a + 1), c = row.find(',', b + 1);
-        if (c == std::string::npos || row.compare(b + 1, q.size(), q) != 0) continue;
+        if (c == std::string::npos) continue;
+        if (row.compare(b + 1, c - b - 1, kNicPausedRow) == 0) {  // a split fabric's NIC, from its leaf
+            const std::string_view sw(row.data(), a), port(row.data() + a + 1, b - a - 1);
+            for (const NicSpec& n : impl_->topo.nics) {
+                const SwitchSpec& at = impl_->topo.switches[n.sw];
+                if (at.name == sw && at.cfg.ports[n.sw_port].name == port)
+                    nics.push_back(QueueSample{n.name, 0, std::strtoull(row.c_str() + c + 1, nullptr, 10)});
+            }
+            continue;
+        }
+        if (row.compare(b + 1, q.size(), q) != 0) continue;
         const std::string_view counter(row.data() + b + 1 + q.size(), c - b - 1 - q.size());
         if (counter != "depth_bytes" && counter != "paused_ns") continue;
         std::string port = row.substr(0, a) + ":" + row.substr(a + 1, b - a - 1);
@@ -907,8 +917,9 @@ std::vector<QueueSample> LiveFabric::data_queues() {
         (counter == "depth_bytes" ? out.back().depth_bytes : out.back().paused_ns) =
             std::strtoull(row.c_str() + c + 1, nullptr, 10);
     }
-    // The NICs' own pause time, where their MACs run here (not in a split
-    // fabric, whose MACs run in the switch nodes).
+    // The NICs' own pause time, from their leaves' rows in a split fabric,
+    // or from their MACs here.
+    out.insert(out.end(), nics.begin(), nics.end());
     const Nanos now = impl_->clock->now();
     for (uint32_t n = 0; n < impl_->hosts.size(); ++n)
         if (const NicWire* w = impl_->hosts[n].wire.get())

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dataplane/dpdk/port.hpp"
@@ -59,6 +60,10 @@ inline std::unique_ptr<sw::live::SwitchRuntime> start_switch(const Topology& top
 // `rows`: every nonzero port counter, and a lossless_drops row per port that
 // had any (split.hpp's snapshot rows). `scratch` is port_counter_names()
 // long.
+// A switch node's row for the paused time of the NIC MAC (NicWire) it runs
+// on a port: "switch,port,nic_paused_ns,value".
+inline constexpr std::string_view kNicPausedRow = "nic_paused_ns";
+
 inline void append_port_rows(const Topology& topo, uint32_t s, const sw::Switch& core,
                              const sw::live::SwitchRuntime& rt, Nanos now, std::vector<uint64_t>& scratch,
                              std::vector<std::string>& rows) {

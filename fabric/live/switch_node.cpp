@@ -79,6 +79,7 @@ struct NicCable {
     std::unique_ptr<dpdk::Port> cable;
     rte_ring *from_nic = nullptr, *to_switch = nullptr, *from_switch = nullptr, *to_nic = nullptr;
     std::unique_ptr<NicWire> wire;
+    uint16_t port = 0;        // the switch port it is cabled to
     wire::MacAddr port_mac;   // the switch port's: the NIC's gateway
     std::array<rte_mbuf*, kBurst> tx{};
     uint16_t tx_n = 0, tx_off = 0;
@@ -224,6 +225,7 @@ bool SwitchNode::build(const std::vector<CableEnd>& ends, const std::string& lin
         }
         NicCable& nc = nic_cables.emplace_back();
         nc.cable = std::move(cable);
+        nc.port = e.end.port;
         nc.port_mac = wire::MacAddr{spec.port_mac[e.end.port]};
         nc.from_nic = ring(fmt::format("sn{}fn", e.link));
         nc.to_switch = ring(fmt::format("sn{}ts", e.link));
@@ -278,6 +280,11 @@ SwitchSnapshot SwitchNode::snapshot(Nanos now) {
     s.fabric = identity;
     s.ready = ready;
     append_port_rows(topo, index, *core, *rt, now, scratch, s.rows);
+    // The NICs' MACs run here: their paused time, under their leaf port.
+    const SwitchSpec& spec = topo.switches[index];
+    for (const NicCable& nc : nic_cables)
+        if (const Nanos t = nc.wire->paused_time(now); t > Nanos{0})
+            s.rows.push_back(fmt::format("{},{},{},{}", spec.name, spec.cfg.ports[nc.port].name, kNicPausedRow, t.v));
     return s;
 }
 

@@ -1,4 +1,4 @@
-# Sourced by the fabric e2e tests: check_no_nic_drops DIR SIZE checks that
+# Sourced by the fabric e2e tests. check_no_nic_drops DIR SIZE checks that
 # the live report in DIR has no NIC drop at SIZE bytes: the sweep row's
 # nic_drops column is 0 and the NIC CSV has no drop counter the table counts
 # (a requester's ignored duplicate ACKs, drop_stale_response and
@@ -11,4 +11,36 @@ check_no_nic_drops() {
   [ "$nic_drops" = 0 ] || fail "sweep nic_drops at $size B: '${nic_drops}'"
   rows=$(grep -E ",drop_" "$dir"/live_*_"${size}"B_nics.csv | grep -vE ",drop_(stale|ghost)_response,")
   [ -z "$rows" ] || fail "NIC drops at $size B: $(tr '\n' ' ' <<<"$rows")"
+}
+
+# check_incast_series PREFIX [one-process]: the time series and plots of a
+# live 8:1 incast (incast.yaml), as virtual time writes them: every flow
+# received something, a sender (NIC h0-h7) held by PFC more than half of some
+# sample, a queue above 100 kB, the plot script (and the rates plot where
+# gnuplot is installed). In one process also: in the middle of the run the
+# flows together carry the 100 Gbit/s bottleneck, between 50 and 105 Gbit/s
+# of payload in every sample (PFC alone does not share it fairly, so single
+# flows are only bounded by the line rate). A split fabric's processes each
+# hold their own fabric clock back over their own scheduling gaps, so there a
+# sample of the hosts node can read more than the links carried.
+check_incast_series() {
+  local series=$1 one_process=${2:-} end
+  head -1 "${series}_rates.csv" | grep -q "^time_us,f0_h0-h8,f1_h1-h8,.*,f7_h7-h8$" ||
+    fail "rates header: $(head -1 "${series}_rates.csv")"
+  awk -F, 'NR > 1 { for (i = 2; i <= NF; i++) if ($i > 0) got[i] = 1 }
+    END { for (i = 2; i <= NF; i++) if (!got[i]) exit 1 }' "${series}_rates.csv" || fail "a flow with no rate"
+  end=$(tail -1 "${series}_rates.csv" | cut -d, -f1)
+  [ -z "$one_process" ] || awk -F, -v end="$end" 'NR > 1 && $1 > end * 0.3 && $1 < end * 0.7 { n++; sum = 0
+      for (i = 2; i <= NF; i++) { sum += $i; if ($i > 100) bad = bad " " $1 "us:f" (i - 2) "=" $i }
+      if (sum < 50 || sum > 105) bad = bad " " $1 "us:sum=" sum }
+    END { if (bad || n < 5) { print "rows " n ", off:" bad; exit 1 } }' "${series}_rates.csv" ||
+    fail "per-flow rates"
+  awk -F, 'NR == 1 { for (i = 2; i <= NF; i++) nic[i] = ($i ~ /^h[0-7]$/) }
+    NR > 1 { for (i = 2; i <= NF; i++) if (nic[i] && $i > 0.5) held++ } END { exit !(held > 0) }' \
+    "${series}_pfc.csv" || fail "no sender paused half a sample: $(head -3 "${series}_pfc.csv")"
+  awk -F, 'NR > 1 { for (i = 2; i <= NF; i++) if ($i > 100000) deep = 1 } END { exit !deep }' \
+    "${series}_queues.csv" || fail "no queue above 100 kB: $(head -3 "${series}_queues.csv")"
+  [ -s "${series}_plots.gp" ] || fail "no plot script"
+  if command -v gnuplot >/dev/null; then [ -s "${series}_rates.svg" ] || fail "no rates plot"; fi
+  echo "series $series: ${one_process:+the bottleneck carried, }senders paused, a queue built"
 }

@@ -39,24 +39,7 @@ for f in flows totals switch_ports nics; do
   [ -s "$OUT/rep/live_incast_4194304B_$f.csv" ] || fail "no $f CSV"
 done
 grep -q "^left,Ethernet0,pfc_tx_xoff_p3," "$OUT/rep/live_incast_4194304B_switch_ports.csv" || fail "no XOFF from left:Ethernet0"
-# The time series and plots virtual time writes, here too: each flow near
-# its eighth of the 100 Gbit/s bottleneck (12.3 Gbit/s of payload) in the
-# middle of the run, the senders held by PFC most of the time, a queue built.
-series="$OUT/rep/live_incast_4194304B"
-head -1 "${series}_rates.csv" | grep -q "^time_us,f0_h0-h8,f1_h1-h8,.*,f7_h7-h8$" ||
-  fail "rates header: $(head -1 "${series}_rates.csv")"
-end=$(tail -1 "${series}_rates.csv" | cut -d, -f1)
-awk -F, -v end="$end" 'NR > 1 && $1 > end * 0.3 && $1 < end * 0.7 { n++; for (i = 2; i <= NF; i++)
-    if ($i < 6 || $i > 20) bad = bad " " $1 "us:f" (i - 2) "=" $i }
-  END { if (bad || n < 5) { print "rows " n ", off the share:" bad; exit 1 } }' "${series}_rates.csv" ||
-  fail "per-flow rates"
-awk -F, 'NR == 1 { for (i = 2; i <= NF; i++) nic[i] = ($i ~ /^h[0-7]$/) }
-  NR > 1 { for (i = 2; i <= NF; i++) if (nic[i] && $i > 0.5) held++ } END { exit !(held > 0) }' "${series}_pfc.csv" ||
-  fail "no sender paused half a sample: $(head -3 "${series}_pfc.csv")"
-awk -F, 'NR > 1 { for (i = 2; i <= NF; i++) if ($i > 100000) deep = 1 } END { exit !deep }' "${series}_queues.csv" ||
-  fail "no queue above 100 kB: $(head -3 "${series}_queues.csv")"
-[ -s "${series}_plots.gp" ] || fail "no plot script"
-if command -v gnuplot >/dev/null; then [ -s "${series}_rates.svg" ] || fail "no rates plot"; fi
+check_incast_series "$OUT/rep/live_incast_4194304B" one-process
 check_no_nic_drops "$OUT/rep" 4194304
 # Few QPs a sender (2), so each QP's window is most of the NIC's traffic.
 "$ROCEMU" fabric run --live -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 1M --qps 2 -o "$OUT/rep2" \

@@ -67,6 +67,8 @@ echo "$row" | awk -v p="$pfc" '{ exit !($6 == p) }' || fail "table PFC is not th
 ports="$OUT/rep/live_incast_4194304B_switch_ports.csv"
 grep -q "^left,Ethernet0,pfc_tx_xoff_p3," "$ports" || fail "no XOFF from left:Ethernet0 in $ports"
 grep -q "^right," "$ports" || fail "no counters of switch right in $ports"
+# The senders' pause time comes from their MACs in switch node left.
+check_incast_series "$OUT/rep/live_incast_4194304B"
 for n in hosts left right; do
   [ -d "/var/run/dpdk/$PREFIX-$n" ] || [ -d "${XDG_RUNTIME_DIR:-/tmp}/dpdk/$PREFIX-$n" ] || fail "no EAL folder $PREFIX-$n"
 done
