@@ -10,8 +10,19 @@
 
 namespace rocemu::fabric {
 
-Recorder::Recorder(const Fabric& f, std::string prefix)
-    : f_(f), prefix_(std::move(prefix)), last_rx_(f.stats().size(), 0), t0_(f.now()), last_t_(f.now()) {}
+Recorder::Recorder(const Fabric& f, std::string prefix) : f_(f), prefix_(std::move(prefix)), t0_(f.now()) {}
+
+double trailing_gbps(const std::vector<Nanos>& times, Nanos t0, std::size_t r, std::size_t window,
+                     const std::function<uint64_t(std::size_t row)>& bytes) {
+    const bool from_start = r < window;
+    const double dt = (times[r] - (from_start ? t0 : times[r - window])).seconds();
+    const uint64_t b = bytes(r) - (from_start ? 0 : bytes(r - window));
+    return dt > 0 ? static_cast<double>(b) * 8 / dt / 1e9 : 0.0;
+}
+
+double Recorder::flow_rate(std::size_t i, std::size_t f) const {
+    return trailing_gbps(times_, t0_, i, 1, [&](std::size_t row) { return rx_[row][f]; });
+}
 
 Recorder::Series& Recorder::series(std::vector<Series>& s, std::size_t i, const std::string& name) {
     if (s.size() <= i) s.resize(i + 1);
@@ -20,16 +31,9 @@ Recorder::Series& Recorder::series(std::vector<Series>& s, std::size_t i, const 
 }
 
 void Recorder::sample(Nanos now) {
-    const double dt = (now - last_t_).seconds();
-    std::vector<double> rates(f_.stats().size());
-    for (std::size_t i = 0; i < rates.size(); ++i) {
-        const uint64_t rx = f_.stats()[i].rx_bytes;
-        rates[i] = dt > 0 ? static_cast<double>(rx - last_rx_[i]) * 8 / dt / 1e9 : 0;
-        last_rx_[i] = rx;
-    }
-    rates_.push_back(std::move(rates));
+    std::vector<uint64_t>& rx = rx_.emplace_back(f_.stats().size());
+    for (std::size_t i = 0; i < rx.size(); ++i) rx[i] = f_.stats()[i].rx_bytes;
     times_.push_back(now);
-    last_t_ = now;
 
     const int q = f_.data_queue();
     std::size_t qi = 0, pi = 0;
@@ -114,13 +118,7 @@ std::vector<std::string> Recorder::write(const std::string& dir) const {
             fmt::format("f{}_{}-{}", i, f_.topology().nics[fl.src].name, f_.topology().nics[fl.dst].name));
     }
     write_wide(path("flows.csv"), times_, flow_names, [&](std::size_t r, std::size_t c) {
-        const std::size_t from = r + 1 >= kRateSamples ? r + 1 - kRateSamples : 0;  // rows from..r
-        const Nanos start = from == 0 ? t0_ : times_[from - 1];
-        double bits = 0;
-        for (std::size_t i = from; i <= r; ++i)
-            bits += rates_[i][c] * (times_[i] - (i == 0 ? t0_ : times_[i - 1])).seconds();
-        const double span = (times_[r] - start).seconds();
-        return span > 0 ? bits / span : 0.0;
+        return trailing_gbps(times_, t0_, r, kRateSamples, [&](std::size_t row) { return rx_[row][c]; });
     });
     files.push_back(path("flows.csv"));
 
@@ -168,7 +166,7 @@ bool render_plots(const std::string& dir, std::vector<std::string>& files, std::
             message = fmt::format("gnuplot failed on {}", files[i]);
             return false;
         }
-        // The plots are the script's `set output '...'` lines (see plot()).
+        // The plots are the script's `set output '...'` lines (write_plot_script).
         std::ifstream gp(path);
         constexpr std::string_view kOutput = "set output '";
         for (std::string line; std::getline(gp, line);)

@@ -34,7 +34,7 @@ public:
 
     std::size_t samples() const { return times_.size(); }
     // Goodput of flow f in sample i (Gbit/s over the preceding interval).
-    double flow_rate(std::size_t i, std::size_t f) const { return rates_[i][f]; }
+    double flow_rate(std::size_t i, std::size_t f) const;
     Nanos time(std::size_t i) const { return times_[i]; }
     // The largest time-averaged depth of any data queue (bytes).
     double deepest_mean_queue() const;
@@ -50,12 +50,17 @@ private:
     const Fabric& f_;
     std::string prefix_;
     std::vector<Nanos> times_;
-    std::vector<std::vector<double>> rates_;  // [sample][flow]
-    std::vector<uint64_t> last_rx_;
-    Nanos t0_{}, last_t_{};
+    std::vector<std::vector<uint64_t>> rx_;  // [sample][flow]: FlowStats::rx_bytes
+    Nanos t0_{};
     std::vector<Series> queues_, pauses_;
     std::vector<std::array<uint64_t, 3>> totals_;  // cnps, ecn marks, pfc frames
 };
+
+// Gbit/s from cumulative byte counts `bytes(row)` sampled at `times`, over
+// the `window` samples up to row r: from row r - window, or from the start
+// (`t0`, 0 bytes) when there is no such row.
+double trailing_gbps(const std::vector<Nanos>& times, Nanos t0, std::size_t r, std::size_t window,
+                     const std::function<uint64_t(std::size_t row)>& bytes);
 
 // A CSV of one row per sample: time_us, then one column per name.
 void write_wide(const std::string& path, const std::vector<Nanos>& times, const std::vector<std::string>& names,

@@ -529,7 +529,7 @@ int Topology::data_queue() const {
 }
 
 std::string Topology::pcap_link_error(std::string_view name) const {
-    if (find_link(name)) return {};
+    if (name.empty() || find_link(name)) return {};
     constexpr std::size_t kShown = 20;
     std::string names;
     for (std::size_t i = 0; i < links.size() && i < kShown; ++i) names += (i ? ", " : "") + links[i].name;

@@ -138,7 +138,7 @@ struct Topology {
     std::array<uint8_t, 6> peer_mac(uint32_t sw_index, uint16_t port) const;
     std::optional<uint32_t> find_link(std::string_view name) const;
     // Why `--pcap name` cannot capture (no such link; the first few names it
-    // could be), or empty.
+    // could be), or empty (also when no link is named: nothing to capture).
     std::string pcap_link_error(std::string_view name) const;
     std::optional<uint32_t> find_nic(std::string_view name) const;
     uint32_t nic_count() const { return static_cast<uint32_t>(nics.size()); }

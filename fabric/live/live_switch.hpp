@@ -56,14 +56,14 @@ inline std::unique_ptr<sw::live::SwitchRuntime> start_switch(const Topology& top
     return std::make_unique<sw::live::SwitchRuntime>(core, std::move(ports), std::move(links), nullptr, ro);
 }
 
-// Switch `s`'s counters as SWITCH,PORT,COUNTER,VALUE rows appended to
-// `rows`: every nonzero port counter, and a lossless_drops row per port that
-// had any (split.hpp's snapshot rows). `scratch` is port_counter_names()
-// long.
 // A switch node's row for the paused time of the NIC MAC (NicWire) it runs
 // on a port: "switch,port,nic_paused_ns,value".
 inline constexpr std::string_view kNicPausedRow = "nic_paused_ns";
 
+// Switch `s`'s counters as SWITCH,PORT,COUNTER,VALUE rows appended to
+// `rows`: every nonzero port counter, and a lossless_drops row per port that
+// had any (split.hpp's snapshot rows). `scratch` is port_counter_names()
+// long.
 inline void append_port_rows(const Topology& topo, uint32_t s, const sw::Switch& core,
                              const sw::live::SwitchRuntime& rt, Nanos now, std::vector<uint64_t>& scratch,
                              std::vector<std::string>& rows) {

@@ -44,7 +44,7 @@ void write_csv(const std::string& dir, const std::string& name, const std::vecto
 }
 
 // The time series virtual time writes too, in fabric time scaled back:
-// per-flow goodput (completed bytes, the mean of the trailing
+// per-flow goodput (bytes the receiving QPs executed, the mean of the trailing
 // Recorder::kRateSamples samples), the data queue of every switch port that
 // held any, the share of each sample each port's data queue was paused by
 // PFC (for those ever paused), and a gnuplot script drawing them and the
@@ -58,11 +58,8 @@ void write_series(const Topology& topo, const std::vector<FlowSpec>& flows, cons
     for (size_t i = 0; i < flows.size(); ++i)
         flow_names.push_back(fmt::format("f{}_{}-{}", i, topo.nics[flows[i].src].name, topo.nics[flows[i].dst].name));
     write_wide(path("_rates.csv"), times, flow_names, [&](size_t r, size_t c) {
-        const size_t from = r + 1 >= Recorder::kRateSamples ? r + 1 - Recorder::kRateSamples : 0;  // rows from..r
-        const Nanos t0 = from == 0 ? Nanos{0} : times[from - 1];
-        const uint64_t b0 = from == 0 ? 0 : samples[from - 1].flow_bytes[c];
-        const double dt = (times[r] - t0).seconds();
-        return dt > 0 ? static_cast<double>(samples[r].flow_bytes[c] - b0) * 8 / dt / 1e9 : 0.0;
+        return trailing_gbps(times, Nanos{0}, r, Recorder::kRateSamples,
+                             [&](size_t row) { return samples[row].flow_bytes[c]; });
     });
     files.push_back(path("_rates.csv"));
     // Columns: the ports in the order they first show up.
@@ -109,7 +106,7 @@ void write_series(const Topology& topo, const std::vector<FlowSpec>& flows, cons
 
 LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes, const LiveOptions& o) {
     LiveResult res;
-    res.ranks = topo.nic_count() / (topo.cfg.shape == Shape::Rail ? topo.cfg.nics_per_host : 1);
+    res.ranks = collective_ranks(topo);
     res.scale = o.scale > 0 ? o.scale : default_scale(topo);
     Topology live;
     try {

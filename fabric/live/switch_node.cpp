@@ -310,8 +310,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         const std::vector<std::string> why =
             cables_without_port(t, name, nodes_elsewhere(parse_machines(t, o.machines), name), overrides);
         if (!why.empty()) return fail(fmt::format("{}", fmt::join(why, "\n  ")));
-        if (!o.pcap_link.empty() && !t.pcap_link_error(o.pcap_link).empty())
-            return fail(t.pcap_link_error(o.pcap_link));
+        if (const std::string e = t.pcap_link_error(o.pcap_link); !e.empty()) return fail(e);
     } catch (const std::invalid_argument& e) {
         return fail(e.what());
     }

@@ -166,12 +166,12 @@ void clear_progress() {
     if (stderr_is_terminal()) fmt::print(stderr, "\r{:<110}\r", "");
 }
 
-int finish_report(const ScenarioOptions& o, std::vector<std::string> files) {
-    if (o.out_dir.empty() || files.empty()) return 0;
+// Draws a run's plots and names its report folder and what the run wrote there.
+void print_report(const std::string& dir, std::vector<std::string> files) {
+    if (dir.empty() || files.empty()) return;
     std::string msg;
-    render_plots(o.out_dir, files, msg);
-    fmt::print("report: {} ({} files; {})\n", std::filesystem::absolute(o.out_dir).string(), files.size(), msg);
-    return 0;
+    render_plots(dir, files, msg);
+    fmt::print("report: {} ({} files; {})\n", std::filesystem::absolute(dir).string(), files.size(), msg);
 }
 
 // `fabric run --live`: the same topology on DPDK in real time.
@@ -229,8 +229,8 @@ std::optional<Topology> live_topology(const FabricConfig& cfg, const FabricArgs&
     }
     try {
         Topology t = generate(cfg);
-        if (!a.pcap.empty() && !t.pcap_link_error(a.pcap).empty()) {
-            fmt::print(stderr, "rocemu fabric run --live: {}\n", t.pcap_link_error(a.pcap));
+        if (const std::string e = t.pcap_link_error(a.pcap); !e.empty()) {
+            fmt::print(stderr, "rocemu fabric run --live: {}\n", e);
             return std::nullopt;
         }
         return t;
@@ -266,12 +266,7 @@ int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a, const
         fmt::print(stderr, "{}: {}\n", me, r.error);
         return 2;
     }
-    if (!r.files.empty()) {
-        std::vector<std::string> files = r.files;
-        std::string msg;
-        render_plots(a.out, files, msg);
-        fmt::print("report: {} ({} files; {})\n", std::filesystem::absolute(a.out).string(), files.size(), msg);
-    }
+    print_report(a.out, r.files);
     for (const live::LiveRow& row : r.rows)
         if (!row.complete || row.mismatched || row.lossless_drops) return 1;
     return 0;
@@ -455,7 +450,7 @@ int run_scenario_cli(const std::string& name, const ScenarioOptions& o) {
         all_pass &= r.pass;
         files.insert(files.end(), r.files.begin(), r.files.end());
     }
-    finish_report(o, files);
+    print_report(o.out_dir, files);
     return all_pass ? 0 : 1;
 }
 
@@ -754,8 +749,8 @@ void add_fabric_command(CLI::App& app, int& status) {
             status = 2;
             return;
         }
-        if (!a->pcap.empty() && !t.pcap_link_error(a->pcap).empty()) {
-            fmt::print(stderr, "rocemu fabric run: {}\n", t.pcap_link_error(a->pcap));
+        if (const std::string e = t.pcap_link_error(a->pcap); !e.empty()) {
+            fmt::print(stderr, "rocemu fabric run: {}\n", e);
             status = 2;
             return;
         }
@@ -772,7 +767,8 @@ void add_fabric_command(CLI::App& app, int& status) {
         }
         clear_progress();
         fmt::print("{}", format_sweep(*p, rows));
-        status = finish_report(o, files);
+        print_report(o.out_dir, files);
+        status = 0;
     });
 #ifdef ROCEMU_WITH_DPDK
     add_node_subcommand(*fab, status);

@@ -171,6 +171,7 @@ TEST(FabricTopology, DumbbellHasOneBottleneck) {
 TEST(FabricTopology, PcapLinkErrorNamesTheFabricTheLinkAndWhatItCouldBe) {
     const Topology small = generate(parse_ok("topology: {kind: dumbbell, left_hosts: 2, right_hosts: 1}"));
     for (const LinkSpec& l : small.links) EXPECT_EQ(small.pcap_link_error(l.name), "") << l.name;
+    EXPECT_EQ(small.pcap_link_error(""), "");  // no capture asked for
     const std::string e = small.pcap_link_error("h0-spine9");
     EXPECT_NE(e.find("no link 'h0-spine9'"), std::string::npos) << e;
     for (const LinkSpec& l : small.links) EXPECT_NE(e.find(l.name), std::string::npos) << e;  // all 4 listed
