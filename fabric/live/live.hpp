@@ -87,6 +87,12 @@ struct SplitHosts {
     // rows read up to one snapshot period (20 ms) before. Throws
     // std::runtime_error when a switch's counters cannot be had.
     std::function<std::vector<std::string>(bool fresh)> switch_rows;
+    // The fabric clock shared with the switch nodes of this machine
+    // (split.hpp's clock_path) and this node's slot in it; empty: not shared.
+    // Taken part in while a size runs.
+    std::string clock_path;
+    uint32_t clock_nodes = 0;
+    uint32_t clock_slot = 0;
 };
 
 struct LiveOptions {

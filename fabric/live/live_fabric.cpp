@@ -140,6 +140,7 @@ struct LiveFabric::Impl {
     Nanos rtt_bound{};
     bool connected = false;  // connect() ran
     std::optional<FabricClock> clock;
+    std::unique_ptr<SharedClock> shared_clock;  // a split hosts node's, with the switch nodes
     uint32_t idle_turns = 0;
     std::vector<rte_ring*> rings;
     std::vector<LiveSwitch> switches;
@@ -526,6 +527,10 @@ std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOp
     m->opts.eal_args = eal;
     m->scale = scale;
     m->clock.emplace(FabricClock::max_step_for(topo));
+    if (!o.split.clock_path.empty()) {
+        m->shared_clock = SharedClock::open(o.split.clock_path, o.split.clock_nodes, o.split.clock_slot, error);
+        if (!m->shared_clock) return nullptr;
+    }
     if (!(m->split() ? m->build_split(error) : m->build(error))) {
         // A split hosts node refused here (a switch of another fabric, a
         // timeout) has memif server ends whose clients, the switch nodes, may
@@ -722,10 +727,14 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     };
 
     FabricClock& clk = *m.clock;
+    // The switch nodes wait for this node's clock only while a size runs:
+    // between sizes it does not turn it.
+    clk.share(m.shared_clock.get());
     const Nanos start = clk.advance();
     const Nanos real_start = clk.real();
     const uint64_t held_turns0 = clk.held_back_turns();
     const Nanos held0 = clk.held_back();
+    const Nanos waited0 = clk.waited();
     for (uint32_t f = 0; f < runs.size(); ++f) {
         if (flows[f].gated()) continue;
         runs[f].begun = 1;
@@ -839,6 +848,8 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     res.complete = done_flows == runs.size() && res.bad_completions == 0;
     res.held_back_turns = clk.held_back_turns() - held_turns0;
     res.held_back = clk.held_back() - held0;
+    res.waited = clk.waited() - waited0;
+    clk.share(nullptr);
     res.time = first == Nanos::max() ? Nanos{} : last - first;
     return res;
 }

@@ -48,6 +48,7 @@ struct WorkloadResult {
     // the real time the fabric clock did not count.
     uint64_t held_back_turns = 0;
     Nanos held_back{};
+    Nanos waited{};  // fabric time held back because another process sharing the clock was behind
     std::string error;
 };
 

@@ -219,9 +219,12 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         row.nic_drops = d.nic_drops;
         res.rows.push_back(row);
         res.notes.push_back(fmt::format(
-            "{}: loop turn mean {:.2f} us, max {:.0f} us; fabric clock held back {:.1f} ms over {} scheduling gaps{}",
+            "{}: loop turn mean {:.2f} us, max {:.0f} us; fabric clock held back {:.1f} ms over {} scheduling gaps{}{}",
             human_bytes(size.v), fab->mean_turn().us(), fab->max_turn().us(), w.held_back.seconds() * 1e3,
-            w.held_back_turns, w.error.empty() ? "" : "; " + w.error));
+            w.held_back_turns,
+            o.split.clock_path.empty() ? ""
+                                       : fmt::format(", {:.1f} ms waiting for the switch nodes", w.waited.seconds() * 1e3),
+            w.error.empty() ? "" : "; " + w.error));
         sweep_csv.push_back(fmt::format("{},{:.3f},{:.4f},{:.4f},{:.3f},{},{},{},{},{},{},{},{},{},{:g},{}", size.v,
                                         r.time.us(), r.algbw_gbs, r.busbw_gbs, w.time.us(), r.pfc, r.ecn, r.cnp,
                                         r.drops, row.lossless_drops, row.flows, row.verified, row.mismatched,

@@ -152,6 +152,15 @@ uint32_t ethdevs_needed(const Topology& t, std::string_view node) {
 
 std::string ready_path(const std::string& link_dir, std::string_view node) { return path_in(link_dir, node, "ready"); }
 
+std::string clock_path(const std::string& link_dir) { return path_in(link_dir, "fabric", "clock"); }
+
+uint32_t node_slot(const Topology& t, std::string_view node) {
+    const std::vector<std::string> names = node_names(t);
+    const auto it = std::find(names.begin(), names.end(), node);
+    if (it == names.end()) throw std::invalid_argument(fmt::format("no node '{}' in fabric '{}'", node, t.cfg.name));
+    return static_cast<uint32_t>(it - names.begin());
+}
+
 std::string counters_path(const std::string& link_dir, std::string_view node) {
     return path_in(link_dir, node, "counters");
 }

@@ -108,6 +108,13 @@ constexpr Nanos kControlEvery = Nanos::from_ms(1);
 std::string ready_path(const std::string& link_dir, std::string_view node);
 std::string counters_path(const std::string& link_dir, std::string_view node);
 
+// DIR/fabric.clock: the fabric time the nodes sharing DIR share
+// (shared_clock.hpp); a node's slot is its place in node_names(). The
+// launcher removes an earlier run's before it starts the nodes.
+std::string clock_path(const std::string& link_dir);
+// `node`'s place in node_names(t); std::invalid_argument for an unknown node.
+uint32_t node_slot(const Topology& t, std::string_view node);
+
 // What two nodes must share to be one fabric: the fabric's name, a hash of
 // its (unscaled) topology (names, ports, speeds, delays, MACs, addresses),
 // of every switch's settings (QoS maps, scheduler, WRED/ECN, buffer pool and

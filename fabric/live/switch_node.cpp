@@ -351,7 +351,11 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
 
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
+    std::unique_ptr<SharedClock> shared =
+        SharedClock::open(clock_path(o.link_dir), static_cast<uint32_t>(node_names(t).size()), node_slot(t, name), error);
+    if (!shared) return fail(error);
     FabricClock clock(FabricClock::max_step_for(node.topo));
+    clock.share(shared.get());
     const std::string counters = counters_path(o.link_dir, name);
     Nanos next_snapshot{}, next_control{};
     uint64_t turns = 0, sleeps = 0;
@@ -392,6 +396,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         }
     }
     const Nanos now = clock.advance();
+    clock.share(nullptr);  // nobody waits for a node that stops
     const std::string last = format_snapshot(node.snapshot(now));
     if (!write_atomically(counters, last)) return fail(fmt::format("cannot write {}", counters));
     if (control && control->accept_waiting()) control->answer(last);
@@ -402,10 +407,11 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         c.tx_full_turns += nc.c.tx_full_turns;
     }
     fmt::print("switch {}: {} turns, {} idle sleeps of {:.0f} us ({:.1f} s), fabric clock held back {:.1f} ms over {} "
-               "gaps; ARP requests answered {}, other ARP taken {}, turns a cable was full {}\n",
+               "gaps, {:.1f} ms waiting for other nodes; ARP requests answered {}, other ARP taken {}, turns a cable "
+               "was full {}\n",
                name, turns, sleeps, kNodeIdleSleep.us(), static_cast<double>(sleeps) * kNodeIdleSleep.seconds(),
-               clock.held_back().seconds() * 1e3, clock.held_back_turns(), c.arp_replied, c.arp_taken,
-               c.tx_full_turns);
+               clock.held_back().seconds() * 1e3, clock.held_back_turns(), clock.waited().seconds() * 1e3,
+               c.arp_replied, c.arp_taken, c.tx_full_turns);
     std::fflush(stdout);
     capture.reset();
     // Closing a memif port whose peer has gone can block for seconds (seen:

@@ -2,7 +2,9 @@
 # rocemu fabric run --live --processes: the 8:1 incast dumbbell
 # (configs/fabrics/incast.yaml) as three processes (the NICs, switch left,
 # switch right) cabled by memif. Every flow completes with its bytes
-# verified, the left switch sends PFC, nothing is dropped, each switch
+# verified, the left switch sends PFC, nothing is dropped, the processes
+# share one fabric clock (so the flows' sampled rates are bounded by the
+# bottleneck, as in one process), each switch
 # node's summary and counters reach the launcher's output and the report
 # (the file says nic.model generator, --nic-model rc reaches every node),
 # --pcap h0-left merges the hosts node's and switch left's captures of that
@@ -55,6 +57,11 @@ for s in left right; do
   [ -f "$OUT/links/$s.ready" ] && [ -f "$OUT/links/$s.counters" ] || fail "no ready mark or counters of $s"
 done
 grep -qE "^  switch left: .*ARP requests answered [1-9]" "$OUT/out.txt" || fail "the left switch answered no ARP"
+# The three processes share one fabric clock in the link folder, and say how
+# long each waited for the others.
+[ -s "$OUT/links/fabric.clock" ] || fail "no shared fabric clock in the link folder"
+grep -qE "^  switch left: .* ms waiting for other nodes;" "$OUT/out.txt" || fail "switch left does not say its wait"
+grep -qE "4.0 MiB: loop turn .* ms waiting for the switch nodes" "$OUT/out.txt" || fail "the hosts node does not say its wait"
 sweep="$OUT/rep/live_incast_sweep.csv"
 IFS=, read -r size _ _ _ _ pfc _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$sweep")
 [ "$size" = 4194304 ] && [ "$complete" = 1 ] && [ "$flows" = 8 ] && [ "$verified" = 8 ] ||

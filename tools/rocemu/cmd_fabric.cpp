@@ -314,6 +314,9 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
         }
     }
     std::error_code ec;
+    // A reused folder's clock file: its slots would be dropped as gone
+    // anyway, but a new run starts from a clean one.
+    std::filesystem::remove(live::clock_path(dir), ec);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     if (ec) {
         fmt::print(stderr, "{}: cannot find its own binary: {}\n", me, ec.message());
