@@ -757,7 +757,8 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         turn_sum_ += dt;
         max_turn_ = std::max(max_turn_, dt);
         if (now >= next_sample) {
-            Sample& s = samples.emplace_back(Sample{now - start, done_bytes, totals(), {}, data_queues()});
+            const std::vector<std::string> rows = switch_port_rows();
+            Sample& s = samples.emplace_back(Sample{now - start, done_bytes, totals(rows), {}, data_queues(rows)});
             // What each flow's receiving QPs executed: completions come
             // back a 64 KiB WRITE at a time, bunched by the ACKs' queueing.
             for (uint32_t f = 0; f < runs.size(); ++f) {
@@ -854,30 +855,16 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     return res;
 }
 
-LiveTotals LiveFabric::totals(bool fresh) {
+LiveTotals LiveFabric::totals(bool fresh) { return totals(switch_port_rows(fresh)); }
+
+LiveTotals LiveFabric::totals(const std::vector<std::string>& rows) {
     Impl& m = *impl_;
     LiveTotals t;
-    if (m.opts.split.switch_rows) {
-        const SwitchRowTotals r = sum_rows(m.opts.split.switch_rows(fresh));
-        t.pfc_frames = r.pfc_frames;
-        t.ecn_marks = r.ecn_marks;
-        t.switch_drops = r.drops;
-        t.lossless_drops = r.lossless_drops;
-    }
-    const auto& names = sw::live::port_counter_names();
-    const Nanos now = m.clock->now();
-    for (LiveSwitch& s : m.switches) {
-        for (sw::PortId p = 0; p < s.rt->num_ports(); ++p) {
-            sw::live::collect_port_counters(*s.core, p, now, s.rt->stats(p), s.rt->link(p).counters(), m.scratch);
-            for (size_t i = 0; i < names.size(); ++i) {
-                const std::string& n = names[i];
-                if (n == "tx_pfc_frames") t.pfc_frames += m.scratch[i];
-                else if (n == "ecn_marks") t.ecn_marks += m.scratch[i];
-                else if (n.rfind("drop_", 0) == 0) t.switch_drops += m.scratch[i];
-            }
-            t.lossless_drops += sw::live::lossless_drops(*s.core, p);
-        }
-    }
+    const SwitchRowTotals r = sum_rows(rows);
+    t.pfc_frames = r.pfc_frames;
+    t.ecn_marks = r.ecn_marks;
+    t.switch_drops = r.drops;
+    t.lossless_drops = r.lossless_drops;
     for (Host& h : m.hosts) {
         transport::Counters c;
         h.ctx->query_counters(c);
@@ -895,19 +882,19 @@ LiveTotals LiveFabric::totals(bool fresh) {
     return t;
 }
 
-std::vector<std::string> LiveFabric::switch_port_rows() {
+std::vector<std::string> LiveFabric::switch_port_rows(bool fresh) {
     Impl& m = *impl_;
-    if (m.opts.split.switch_rows) return m.opts.split.switch_rows(false);
+    if (m.opts.split.switch_rows) return m.opts.split.switch_rows(fresh);
     std::vector<std::string> rows;
     for (uint32_t s = 0; s < m.switches.size(); ++s)
         append_port_rows(m.topo, s, *m.switches[s].core, *m.switches[s].rt, m.clock->now(), m.scratch, rows);
     return rows;
 }
 
-std::vector<QueueSample> LiveFabric::data_queues() {
+std::vector<QueueSample> LiveFabric::data_queues(const std::vector<std::string>& rows) {
     const std::string q = fmt::format("q{}_", impl_->topo.data_queue());
     std::vector<QueueSample> out, nics;
-    for (const std::string& row : switch_port_rows()) {
+    for (const std::string& row : rows) {
         // switch,port,counter,value
         const size_t a = row.find(','), b = row.find(',', a + 1), c = row.find(',', b + 1);
         if (c == std::string::npos) continue;

@@ -91,11 +91,14 @@ public:
     // `fresh`: a split fabric's switch counters from snapshots taken after
     // the call (slower; for the counters of a size, not for progress).
     LiveTotals totals(bool fresh = false);
-    // Per switch port: "switch,port,counter,value" rows of every non-zero counter.
-    std::vector<std::string> switch_port_rows();
+    // Per switch port: "switch,port,counter,value" rows of every non-zero
+    // counter (split: the switch nodes' snapshots, `fresh` as for totals()).
+    std::vector<std::string> switch_port_rows(bool fresh = false);
+    // The switch totals of those rows, plus the NICs' counters.
+    LiveTotals totals(const std::vector<std::string>& rows);
     // The data queue (Topology::data_queue) of every switch port with a
-    // non-zero depth or paused time, from those rows.
-    std::vector<QueueSample> data_queues();
+    // non-zero depth or paused time, from those rows, and every NIC's paused time.
+    std::vector<QueueSample> data_queues(const std::vector<std::string>& rows);
     // Per NIC: "nic,counter,value" rows of every non-zero engine, port and
     // MAC (NicWire) counter.
     std::vector<std::string> nic_rows();
