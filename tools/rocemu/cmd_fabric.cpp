@@ -472,7 +472,9 @@ void add_node_subcommand(CLI::App& fab, int& status) {
     CLI::App* node = fab.add_subcommand("node", "One process of a live fabric split over processes (see run --processes)");
     node->add_option("--switch", *sw, "run this switch of the fabric");
     node->add_flag("--hosts", *hosts, "run every NIC, the workload and the report");
-    node->add_option("--link-dir", n->link_dir, "folder of the memif sockets, ready marks and counter snapshots")
+    node->add_option("--link-dir", n->link_dir,
+                     "folder of the memif sockets, ready marks, counter snapshots and the fabric clock the nodes of "
+                     "one machine share")
         ->required();
     node->add_option("--scale", l->scale, "the same in every node; default: the host links' sum over 4 Gbit/s");
     node->add_option("--port", n->ports,
