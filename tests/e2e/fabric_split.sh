@@ -4,7 +4,8 @@
 # switch right) cabled by memif. Every flow completes with its bytes
 # verified, the left switch sends PFC, nothing is dropped, the processes
 # share one fabric clock (so the flows' sampled rates are bounded by the
-# bottleneck, as in one process), each switch
+# bottleneck, as in one process, also when a switch node is stopped for a
+# second mid-run), each switch
 # node's summary and counters reach the launcher's output and the report
 # (the file says nic.model generator, --nic-model rc reaches every node),
 # --pcap h0-left merges the hosts node's and switch left's captures of that
@@ -85,6 +86,36 @@ leftover=$(ls "$OUT/links" | grep '\.sock$')
 grep -q "pcap: [0-9]* frames of link h0-left in .* (from 2 node files)" "$OUT/out.txt" || fail "no merged capture line"
 h0=$("$ROCEMU" fabric show -c "$ROOT/configs/fabrics/incast.yaml" | awk '$1 == "h0" { print $2 }')
 check_link_pcap "$ROCEMU" "$OUT/rep/live_incast_h0-left.pcap" "$h0"
+
+# A switch node stopped for a second mid-run (SIGSTOP, as a debugger would),
+# once the uplink has carried 60 of its 136 MB: the shared fabric clock stops
+# with it, so the run completes verified with no drop and every sample of the
+# run's middle still carries the bottleneck (with a clock per process, the
+# hosts node's went on through the stop and its samples read nothing).
+"$ROCEMU" fabric run --live --processes -c "$OUT/incast_generator.yaml" --nic-model rc -w incast --sizes 16M --qps 8 \
+  -o "$OUT/rep_stop" --link-dir "$OUT/stop" "${EAL[@]}" >"$OUT/stop.txt" 2>&1 &
+bg=$!
+stopped=
+for _ in $(seq 1200); do
+  kill -0 "$bg" 2>/dev/null || break
+  up=$(awk -F, '$1 == "left" && $2 == "Ethernet32" && $3 == "tx_bytes" { print $4 }' "$OUT/stop/left.counters" 2>/dev/null)
+  if [ "${up:-0}" -gt 60000000 ]; then
+    victim=$(cat "$OUT/stop/left.ready")
+    kill -STOP "$victim" && sleep 1 && kill -CONT "$victim" && stopped=1
+    break
+  fi
+  sleep 0.05
+done
+wait "$bg"
+rc=$?
+bg=
+cat "$OUT/stop.txt"
+[ -n "$stopped" ] || fail "switch left was not stopped (the run ended, or 60 s passed, before its uplink carried 60 MB)"
+[ $rc -eq 0 ] || fail "exit status $rc with switch left stopped for 1 s"
+IFS=, read -r size _ _ _ _ _ _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$OUT/rep_stop/live_incast_sweep.csv")
+[ "$complete" = 1 ] && [ "$verified" = 8 ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
+  fail "with switch left stopped: $(sed -n 2p "$OUT/rep_stop/live_incast_sweep.csv")"
+check_incast_series "$OUT/rep_stop/live_incast_16777216B"
 
 # A node killed mid-run: the launcher stops the others and names it.
 "$ROCEMU" fabric run --live --processes -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 256M \
