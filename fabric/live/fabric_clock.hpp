@@ -6,7 +6,7 @@
 // the fabric down instead, and the clock counts the real time it left out.
 //
 // The processes of a split fabric on one machine also share it
-// (SharedClock): a process's clock then stops within a step of the slowest
+// (SharedClock): a process's clock then stops within kLeadSteps steps of the slowest
 // other one, so one process's gap slows the whole fabric down, not only
 // itself. The clock counts the real time it waited so.
 #pragma once
@@ -35,6 +35,11 @@ public:
         return fastest.serialise(Bytes{8u * (t.cfg.nic.mtu + 38u)});
     }
 
+    // How far, in steps, a process may run ahead of the slowest other
+    // sharing its clock: each end of a sample the hosts node takes is then
+    // off by at most that lead (1.1 ms at the 8:1 incast's 1:225;
+    // fabric/README.md has what leads of 1 and 4 steps measured).
+    static constexpr int64_t kLeadSteps = 2;
     // How long a process waits for a shared clock's slowest member before
     // it looks whether that one is gone (died without leaving).
     static constexpr Nanos kLookForGoneAfter = Nanos::from_ms(500);
@@ -58,7 +63,7 @@ public:
             // Read the others only when past what they allowed last time.
             // Alone, it looks again next turn (somebody may join).
             const Nanos others = shared_->others_min();
-            const Nanos cap = others == Nanos::max() ? want : others + max_step_;
+            const Nanos cap = others == Nanos::max() ? want : others + max_step_ * kLeadSteps;
             if (cap > cap_) {
                 cap_moved_ = real;
             } else if (real - cap_moved_ > kLookForGoneAfter) {
@@ -102,7 +107,7 @@ private:
     uint64_t held_back_turns_ = 0;
     Nanos held_back_{};
     SharedClock* shared_ = nullptr;
-    Nanos cap_{};        // the others' least time plus a step, when last read
+    Nanos cap_{};        // the others' least time plus the lead, when last read
     Nanos cap_moved_{};  // real time the cap last rose
     Nanos waited_{};
 };

@@ -2,9 +2,10 @@
 // small file of their link folder (DIR/fabric.clock) that each maps. Each
 // process (node) owns one slot, on a cache line of its own, where it
 // publishes its fabric time every loop turn; a node that takes part may run
-// at most its clock's step ahead of the slowest other taking part. So when
-// one process is descheduled, the others stop their fabric time within a
-// step instead of forwarding a gap's worth of frames the stopped one will
+// at most a lead (FabricClock::kLeadSteps of its clock's steps) ahead of the
+// slowest other taking part. So when one process is descheduled, the others
+// stop their fabric time within that lead instead of forwarding a gap's
+// worth of frames the stopped one will
 // take in a burst later: the whole fabric slows down together, and a rate
 // the hosts node measures on its clock is one the links carried.
 //

@@ -19,6 +19,7 @@ namespace {
 
 constexpr Nanos kStep = Nanos::from_us(100);
 constexpr Nanos kTurn = Nanos::from_us(10);
+constexpr Nanos kLead = kStep * FabricClock::kLeadSteps;  // how far a member may run ahead of the slowest
 
 class SharedClockTest : public ::testing::Test {
 protected:
@@ -53,22 +54,22 @@ TEST_F(SharedClockTest, ProcessesStayWithinAStepOfTheOneThatStopped) {
     FabricClock a(kStep, Nanos{}), b(kStep, Nanos{});
     a.share(sa.get());
     b.share(sb.get());
-    // b is not scheduled for 10 ms: a stops a step past it.
+    // b is not scheduled for 10 ms: a stops a lead past it.
     Nanos real{};
     for (int i = 0; i < 1000; ++i) {
         real += kTurn;
         a.advance(real);
     }
-    EXPECT_EQ(a.now(), kStep);
-    EXPECT_EQ(a.waited(), real - kStep);
+    EXPECT_EQ(a.now(), kLead);
+    EXPECT_EQ(a.waited(), real - kLead);
     // Both scheduled again, turning in turn: they move on together.
     const Nanos from = a.now();
     for (int i = 0; i < 500; ++i) {
         real += kTurn;
         b.advance(real);
         a.advance(real);
-        ASSERT_LE(a.now() - b.now(), kStep) << "turn " << i;
-        ASSERT_LE(b.now() - a.now(), kStep) << "turn " << i;
+        ASSERT_LE(a.now() - b.now(), kLead) << "turn " << i;
+        ASSERT_LE(b.now() - a.now(), kLead) << "turn " << i;
     }
     // b's first turn after its gap moved it one step; since then each turn
     // moved both by the real time that passed.
@@ -89,9 +90,9 @@ TEST_F(SharedClockTest, AloneItRunsFreeAndAJoinerStartsAtTheOthersTime) {
     c.advance(Nanos::from_us(40));
     c.share(sc.get());
     EXPECT_EQ(c.now(), Nanos::from_us(3000));
-    // From here a waits for c: c does not turn, a stops a step past it.
+    // From here a waits for c: c does not turn, a stops a lead past it.
     for (int i = 301; i <= 600; ++i) a.advance(kTurn * i);
-    EXPECT_EQ(a.now(), Nanos::from_us(3000) + kStep);
+    EXPECT_EQ(a.now(), Nanos::from_us(3000) + kLead);
 }
 
 TEST_F(SharedClockTest, ANodeThatLeftHoldsNobody) {
@@ -131,12 +132,12 @@ TEST_F(SharedClockTest, ANodeThatDiedIsDroppedOnceWaitedForLongEnough) {
         real += kTurn;
         a.advance(real);
     }
-    EXPECT_EQ(a.now(), kStep);  // held by the dead one until now
+    EXPECT_EQ(a.now(), kLead);  // held by the dead one until now
     for (int i = 0; i < 100; ++i) {
         real += kTurn;
         a.advance(real);
     }
-    EXPECT_GT(a.now(), kStep + Nanos::from_us(900));
+    EXPECT_GT(a.now(), kLead + Nanos::from_us(900));
 }
 
 TEST_F(SharedClockTest, AnEarlierRunsSlotsHoldNobody) {
