@@ -728,8 +728,13 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
 
     FabricClock& clk = *m.clock;
     // The switch nodes wait for this node's clock only while a size runs:
-    // between sizes it does not turn it.
+    // between sizes it does not turn it (nor after a throw: a switch's
+    // counters that cannot be had).
     clk.share(m.shared_clock.get());
+    struct Unshare {
+        FabricClock& c;
+        ~Unshare() { c.share(nullptr); }
+    } unshare{clk};
     const Nanos start = clk.advance();
     const Nanos real_start = clk.real();
     const uint64_t held_turns0 = clk.held_back_turns();
@@ -850,7 +855,6 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     res.held_back_turns = clk.held_back_turns() - held_turns0;
     res.held_back = clk.held_back() - held0;
     res.waited = clk.waited() - waited0;
-    clk.share(nullptr);
     res.time = first == Nanos::max() ? Nanos{} : last - first;
     return res;
 }
