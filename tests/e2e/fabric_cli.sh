@@ -13,9 +13,8 @@
 set -uo pipefail
 ROCEMU=$1
 ROOT=$2
-OUT=$(mktemp -d /tmp/fab_cli_e2e.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$ROOT/tests/e2e/lib.sh"
+scratch_dir fab_cli_e2e
 
 # The demo, from an empty folder.
 (cd "$OUT" && "$ROCEMU" demo >"$OUT/demo.txt" 2>"$OUT/demo.err")

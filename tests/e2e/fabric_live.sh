@@ -12,9 +12,8 @@
 set -uo pipefail
 ROCEMU=$1
 ROOT=$2
-OUT=$(mktemp -d /tmp/fab_live_e2e.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$ROOT/tests/e2e/lib.sh"
+scratch_dir fab_live_e2e
 source "$ROOT/tests/e2e/fabric_pcap.sh"
 source "$ROOT/tests/e2e/fabric_checks.sh"
 

@@ -27,7 +27,7 @@ cleanup() {
   rm -rf "$OUT" /var/run/dpdk/"$PREFIX"-* "${XDG_RUNTIME_DIR:-/tmp}"/dpdk/"$PREFIX"-*
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$ROOT/tests/e2e/lib.sh"
 source "$ROOT/tests/e2e/fabric_pcap.sh"
 source "$ROOT/tests/e2e/fabric_checks.sh"
 EAL=(-- --log-level lib.eal:error)

@@ -5,6 +5,12 @@
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
+# scratch_dir PREFIX: a scratch folder $OUT, removed at exit.
+scratch_dir() {
+  OUT=$(mktemp -d "/tmp/$1.XXXXXX")
+  trap 'rm -rf "$OUT"' EXIT
+}
+
 need_root_netns() {
   [ "$(id -u)" = 0 ] || skip "needs root"
   command -v ip >/dev/null || skip "needs iproute2"
