@@ -13,11 +13,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fabric/live/shared_clock.hpp"
 #include "fabric/scenario.hpp"
 #include "fabric/topology.hpp"
 #include "fabric/workload.hpp"
@@ -88,11 +90,9 @@ struct SplitHosts {
     // std::runtime_error when a switch's counters cannot be had.
     std::function<std::vector<std::string>(bool fresh)> switch_rows;
     // The fabric clock shared with the switch nodes of this machine
-    // (split.hpp's clock_path) and this node's slot in it; empty: not shared.
-    // Taken part in while a size runs.
-    std::string clock_path;
-    uint32_t clock_nodes = 0;
-    uint32_t clock_slot = 0;
+    // (split.hpp's open_node_clock); null: not shared. Taken part in while a
+    // size runs.
+    std::shared_ptr<SharedClock> clock;
 };
 
 struct LiveOptions {

@@ -140,7 +140,6 @@ struct LiveFabric::Impl {
     Nanos rtt_bound{};
     bool connected = false;  // connect() ran
     std::optional<FabricClock> clock;
-    std::unique_ptr<SharedClock> shared_clock;  // a split hosts node's, with the switch nodes
     uint32_t idle_turns = 0;
     std::vector<rte_ring*> rings;
     std::vector<LiveSwitch> switches;
@@ -527,10 +526,6 @@ std::unique_ptr<LiveFabric> LiveFabric::build(const Topology& topo, const LiveOp
     m->opts.eal_args = eal;
     m->scale = scale;
     m->clock.emplace(FabricClock::max_step_for(topo));
-    if (!o.split.clock_path.empty()) {
-        m->shared_clock = SharedClock::open(o.split.clock_path, o.split.clock_nodes, o.split.clock_slot, error);
-        if (!m->shared_clock) return nullptr;
-    }
     if (!(m->split() ? m->build_split(error) : m->build(error))) {
         // A split hosts node refused here (a switch of another fabric, a
         // timeout) has memif server ends whose clients, the switch nodes, may
@@ -730,7 +725,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     // The switch nodes wait for this node's clock only while a size runs:
     // between sizes it does not turn it (nor after a throw: a switch's
     // counters that cannot be had).
-    clk.share(m.shared_clock.get());
+    clk.share(m.opts.split.clock.get());
     struct Unshare {
         FabricClock& c;
         ~Unshare() { c.share(nullptr); }

@@ -90,17 +90,15 @@ Nanos SharedClock::others_min() const {
     return Nanos{least};
 }
 
-uint32_t SharedClock::drop_gone() {
-    uint32_t n = 0;
+void SharedClock::drop_gone() {
     for (uint32_t i = 0; i < nodes_; ++i) {
         if (i == self_) continue;
         int32_t pid = load(slots_[i].pid);
         if (pid == 0 || !gone(pid)) continue;
         // Only if it is still that process's: a node joining again has
         // written its own pid.
-        if (std::atomic_ref<int32_t>(slots_[i].pid).compare_exchange_strong(pid, 0)) ++n;
+        std::atomic_ref<int32_t>(slots_[i].pid).compare_exchange_strong(pid, 0);
     }
-    return n;
 }
 
 }  // namespace rocemu::fabric::live

@@ -44,14 +44,13 @@ public:
     Nanos join(Nanos own);
     // Stops taking part: nobody waits for this process any more.
     void leave();
-    bool joined() const { return joined_; }
     // Publishes this process's fabric time (once joined).
     void publish(Nanos now);
     // The least fabric time of the other processes taking part;
     // Nanos::max() when there is none.
     Nanos others_min() const;
-    // Drops the slots whose process is gone; returns how many.
-    uint32_t drop_gone();
+    // Drops the slots whose process is gone.
+    void drop_gone();
 
 private:
     // Plain words in the shared file, read and written through

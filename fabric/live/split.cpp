@@ -154,11 +154,11 @@ std::string ready_path(const std::string& link_dir, std::string_view node) { ret
 
 std::string clock_path(const std::string& link_dir) { return path_in(link_dir, "fabric", "clock"); }
 
-uint32_t node_slot(const Topology& t, std::string_view node) {
+std::unique_ptr<SharedClock> open_node_clock(const Topology& t, const std::string& link_dir, std::string_view node,
+                                             std::string& error) {
     const std::vector<std::string> names = node_names(t);
-    const auto it = std::find(names.begin(), names.end(), node);
-    if (it == names.end()) throw std::invalid_argument(fmt::format("no node '{}' in fabric '{}'", node, t.cfg.name));
-    return static_cast<uint32_t>(it - names.begin());
+    const auto slot = static_cast<uint32_t>(std::find(names.begin(), names.end(), node) - names.begin());
+    return SharedClock::open(clock_path(link_dir), static_cast<uint32_t>(names.size()), slot, error);
 }
 
 std::string counters_path(const std::string& link_dir, std::string_view node) {

@@ -14,12 +14,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "fabric/live/shared_clock.hpp"
 #include "fabric/topology.hpp"
 
 namespace rocemu::fabric::live {
@@ -109,11 +111,13 @@ std::string ready_path(const std::string& link_dir, std::string_view node);
 std::string counters_path(const std::string& link_dir, std::string_view node);
 
 // DIR/fabric.clock: the fabric time the nodes sharing DIR share
-// (shared_clock.hpp); a node's slot is its place in node_names(). The
-// launcher removes an earlier run's before it starts the nodes.
+// (shared_clock.hpp). The launcher removes an earlier run's before it starts
+// the nodes.
 std::string clock_path(const std::string& link_dir);
-// `node`'s place in node_names(t); std::invalid_argument for an unknown node.
-uint32_t node_slot(const Topology& t, std::string_view node);
+// Maps that clock for `node` (a known node of `t`), its slot being its place
+// in node_names(t); nullptr and `error` if it cannot.
+std::unique_ptr<SharedClock> open_node_clock(const Topology& t, const std::string& link_dir, std::string_view node,
+                                             std::string& error);
 
 // What two nodes must share to be one fabric: the fabric's name, a hash of
 // its (unscaled) topology (names, ports, speeds, delays, MACs, addresses),

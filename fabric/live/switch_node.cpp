@@ -351,8 +351,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
 
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
-    std::unique_ptr<SharedClock> shared =
-        SharedClock::open(clock_path(o.link_dir), static_cast<uint32_t>(node_names(t).size()), node_slot(t, name), error);
+    const std::unique_ptr<SharedClock> shared = open_node_clock(t, o.link_dir, name, error);
     if (!shared) return fail(error);
     FabricClock clock(FabricClock::max_step_for(node.topo));
     clock.share(shared.get());
