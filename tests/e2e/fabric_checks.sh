@@ -16,10 +16,10 @@ check_no_nic_drops() {
 # check_incast_series PREFIX: the time series and plots of a live 8:1 incast
 # (incast.yaml), as virtual time writes them: every flow received something;
 # in the middle of the run the flows together carry the 100 Gbit/s
-# bottleneck, between 50 and 105 Gbit/s of payload in every sample (PFC
-# alone does not share it fairly, so single flows are only bounded by the
-# line rate; a split fabric's processes share one fabric clock, so the hosts
-# node's samples are bounded too); a sender (NIC h0-h7) held by PFC more
+# bottleneck, between 50 and 105 Gbit/s of payload in every sample, and each
+# flow is near its eighth, 6-20 Gbit/s (12.3 expected; 11.7-12.9 seen in one
+# process and split alike, as a split fabric's processes share one fabric
+# clock); a sender (NIC h0-h7) held by PFC more
 # than half of some sample, a queue above 100 kB, the plot script (and the
 # rates plot where gnuplot is installed).
 check_incast_series() {
@@ -30,7 +30,7 @@ check_incast_series() {
     END { for (i = 2; i <= NF; i++) if (!got[i]) exit 1 }' "${series}_rates.csv" || fail "a flow with no rate"
   end=$(tail -1 "${series}_rates.csv" | cut -d, -f1)
   awk -F, -v end="$end" 'NR > 1 && $1 > end * 0.3 && $1 < end * 0.7 { n++; sum = 0
-      for (i = 2; i <= NF; i++) { sum += $i; if ($i > 100) bad = bad " " $1 "us:f" (i - 2) "=" $i }
+      for (i = 2; i <= NF; i++) { sum += $i; if ($i < 6 || $i > 20) bad = bad " " $1 "us:f" (i - 2) "=" $i }
       if (sum < 50 || sum > 105) bad = bad " " $1 "us:sum=" sum }
     END { if (bad || n < 5) { print "rows " n ", off:" bad; exit 1 } }' "${series}_rates.csv" ||
     fail "per-flow rates"
@@ -41,5 +41,5 @@ check_incast_series() {
     "${series}_queues.csv" || fail "no queue above 100 kB: $(head -3 "${series}_queues.csv")"
   [ -s "${series}_plots.gp" ] || fail "no plot script"
   if command -v gnuplot >/dev/null; then [ -s "${series}_rates.svg" ] || fail "no rates plot"; fi
-  echo "series $series: the bottleneck carried, senders paused, a queue built"
+  echo "series $series: the bottleneck carried and shared, senders paused, a queue built"
 }
