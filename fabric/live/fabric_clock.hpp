@@ -6,9 +6,9 @@
 // the fabric down instead, and the clock counts the real time it left out.
 //
 // The processes of a split fabric on one machine also share it
-// (SharedClock): a process's clock then stops within kLeadSteps steps of the slowest
-// other one, so one process's gap slows the whole fabric down, not only
-// itself. The clock counts the real time it waited so.
+// (SharedClock): a process's clock then stops within kLeadSteps steps of
+// the slowest other one, so one process's gap slows the whole fabric down,
+// not only itself. The clock counts the real time it waited so.
 #pragma once
 
 #include <algorithm>

@@ -5,9 +5,9 @@
 // at most a lead (FabricClock::kLeadSteps of its clock's steps) ahead of the
 // slowest other taking part. So when one process is descheduled, the others
 // stop their fabric time within that lead instead of forwarding a gap's
-// worth of frames the stopped one will
-// take in a burst later: the whole fabric slows down together, and a rate
-// the hosts node measures on its clock is one the links carried.
+// worth of frames the stopped one will take in a burst later: the whole
+// fabric slows down together, and a rate the hosts node measures on its
+// clock is one the links carried.
 //
 // A node that exits leaves; one that died without leaving (its pid gone) is
 // dropped when somebody has waited for it long enough to look. Nodes on
