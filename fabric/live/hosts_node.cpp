@@ -255,8 +255,10 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
         if (is_memif_client(e)) lo.split.nic_peer_marks[e.end.index] = servers_path(o.link_dir, e.peer_node);
     }
     lo.split.servers_mark = servers_path(o.link_dir, kHostsNode);
-    lo.split.clock = open_node_clock(t, o.link_dir, kHostsNode, bad.error);
-    if (!lo.split.clock) return bad;
+    if (!o.own_clock) {
+        lo.split.clock = open_node_clock(t, o.link_dir, kHostsNode, bad.error);
+        if (!lo.split.clock) return bad;
+    }
     lo.split.link_wait = o.wait;
     lo.split.switches_waiting = [cache] {
         std::vector<std::string> w;

@@ -17,6 +17,9 @@ struct NodeOptions {
     uint64_t seed = 1;
     std::vector<std::string> ports;  // CABLE=DEVSPEC: this node's end of CABLE on another device
     bool busy_poll = false;          // never sleep; else 20 us after 64 turns without work
+    // A fabric clock of this node's own instead of DIR/fabric.clock, shared
+    // with the other nodes of its machine (live.hpp's SplitHosts::clock).
+    bool own_clock = false;
     std::vector<std::string> eal_args;
     // Across machines (control.hpp). A switch node serves its snapshots on
     // `control_listen` (ADDR:PORT); the hosts node reads the switches named

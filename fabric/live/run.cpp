@@ -222,8 +222,8 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
             "{}: loop turn mean {:.2f} us, max {:.0f} us; fabric clock held back {:.1f} ms over {} scheduling gaps{}{}",
             human_bytes(size.v), fab->mean_turn().us(), fab->max_turn().us(), w.held_back.seconds() * 1e3,
             w.held_back_turns,
-            !o.split.clock ? ""
-                                       : fmt::format(", {:.1f} ms waiting for the switch nodes", w.waited.seconds() * 1e3),
+            !o.split.clock ? (o.split.nic_devspecs.empty() ? "" : ", not shared with the switch nodes")
+                           : fmt::format(", {:.1f} ms waiting for the switch nodes", w.waited.seconds() * 1e3),
             w.error.empty() ? "" : "; " + w.error));
         sweep_csv.push_back(fmt::format("{},{:.3f},{:.4f},{:.4f},{:.3f},{},{},{},{},{},{},{},{},{},{:g},{}", size.v,
                                         r.time.us(), r.algbw_gbs, r.busbw_gbs, w.time.us(), r.pfc, r.ecn, r.cnp,

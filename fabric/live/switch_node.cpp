@@ -351,8 +351,11 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
 
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
-    const std::unique_ptr<SharedClock> shared = open_node_clock(t, o.link_dir, name, error);
-    if (!shared) return fail(error);
+    std::unique_ptr<SharedClock> shared;
+    if (!o.own_clock) {
+        shared = open_node_clock(t, o.link_dir, name, error);
+        if (!shared) return fail(error);
+    }
     FabricClock clock(FabricClock::max_step_for(node.topo));
     clock.share(shared.get());
     const std::string counters = counters_path(o.link_dir, name);
@@ -406,10 +409,11 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         c.tx_full_turns += nc.c.tx_full_turns;
     }
     fmt::print("switch {}: {} turns, {} idle sleeps of {:.0f} us ({:.1f} s), fabric clock held back {:.1f} ms over {} "
-               "gaps, {:.1f} ms waiting for other nodes; ARP requests answered {}, other ARP taken {}, turns a cable "
-               "was full {}\n",
+               "gaps, {}; ARP requests answered {}, other ARP taken {}, turns a cable was full {}\n",
                name, turns, sleeps, kNodeIdleSleep.us(), static_cast<double>(sleeps) * kNodeIdleSleep.seconds(),
-               clock.held_back().seconds() * 1e3, clock.held_back_turns(), clock.waited().seconds() * 1e3,
+               clock.held_back().seconds() * 1e3, clock.held_back_turns(),
+               shared ? fmt::format("{:.1f} ms waiting for other nodes", clock.waited().seconds() * 1e3)
+                      : std::string("not shared with other nodes"),
                c.arp_replied, c.arp_taken, c.tx_full_turns);
     std::fflush(stdout);
     capture.reset();

@@ -8,7 +8,8 @@
 #   named link; the same seed twice gives byte-identical CSVs and pcaps, and
 #   another seed a different capture; every ICRC in it verifies;
 # - bad input is refused with exit status 2, a message naming the problem
-#   and nothing on stdout (no fabric summary before the refusal).
+#   and nothing on stdout (no fabric summary before the refusal), also a
+#   live or split option given without --live or --processes.
 # Usage: fabric_cli.sh ROCEMU REPO_ROOT
 set -uo pipefail
 ROCEMU=$1
@@ -80,5 +81,8 @@ refused "hd over 6 ranks" "power-of-two number of ranks; the fabric has 6" -- \
   fabric run -c "$OUT/six.yaml" -w hd_allreduce --sizes 1M
 refused "all_to_all below a byte a peer" "sizes start at 8 B" -- fabric run -w all_to_all --sizes 4
 refused "unknown scenario" "unknown scenario 'nosuch' (known: ecmp," -- scenario nosuch
+refused "a live option in virtual time" "--qps needs --live" -- fabric run --qps 4 --sizes 1M -o "$OUT/x"
+refused "a split option in one process" "--clock needs --live --processes" -- fabric run --live --clock own -o "$OUT/x"
+refused "EAL arguments in virtual time" "EAL arguments (--no-huge ...) need --live" -- fabric run -o "$OUT/x" -- --no-huge
 [ ! -e "$OUT/x" ] || fail "a refused run made its report folder"
 echo "PASS"

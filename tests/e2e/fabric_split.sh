@@ -5,8 +5,8 @@
 # verified, the left switch sends PFC, nothing is dropped, the processes
 # share one fabric clock (so the flows' sampled rates are bounded by the
 # bottleneck, as in one process, also when a switch node is stopped for a
-# second mid-run), each switch
-# node's summary and counters reach the launcher's output and the report
+# second mid-run; with --clock own each keeps its own and the stop shows as
+# a gap in the rates), each switch node's summary and counters reach the launcher's output and the report
 # (the file says nic.model generator, --nic-model rc reaches every node),
 # --pcap h0-left merges the hosts node's and switch left's captures of that
 # cable into one file of that cable only (not a stale one of switch right), a user's --file-prefix gives each
@@ -87,35 +87,58 @@ grep -q "pcap: [0-9]* frames of link h0-left in .* (from 2 node files)" "$OUT/ou
 h0=$("$ROCEMU" fabric show -c "$ROOT/configs/fabrics/incast.yaml" | awk '$1 == "h0" { print $2 }')
 check_link_pcap "$ROCEMU" "$OUT/rep/live_incast_h0-left.pcap" "$h0"
 
-# A switch node stopped for a second mid-run (SIGSTOP, as a debugger would),
-# once the uplink has carried 60 of its 136 MB: the shared fabric clock stops
-# with it, so the run completes verified with no drop and every sample of the
-# run's middle still carries the bottleneck (with a clock per process, the
-# hosts node's went on through the stop and its samples read nothing).
-"$ROCEMU" fabric run --live --processes -c "$OUT/incast_generator.yaml" --nic-model rc -w incast --sizes 16M --qps 8 \
-  -o "$OUT/rep_stop" --link-dir "$OUT/stop" "${EAL[@]}" >"$OUT/stop.txt" 2>&1 &
-bg=$!
-stopped=
-for _ in $(seq 1200); do
-  kill -0 "$bg" 2>/dev/null || break
-  up=$(awk -F, '$1 == "left" && $2 == "Ethernet32" && $3 == "tx_bytes" { print $4 }' "$OUT/stop/left.counters" 2>/dev/null)
-  if [ "${up:-0}" -gt 60000000 ]; then
-    victim=$(cat "$OUT/stop/left.ready")
-    kill -STOP "$victim" && sleep 1 && kill -CONT "$victim" && stopped=1
-    break
-  fi
-  sleep 0.05
-done
-wait "$bg"
-rc=$?
-bg=
-cat "$OUT/stop.txt"
-[ -n "$stopped" ] || fail "switch left was not stopped (the run ended, or 60 s passed, before its uplink carried 60 MB)"
-[ $rc -eq 0 ] || fail "exit status $rc with switch left stopped for 1 s"
-IFS=, read -r size _ _ _ _ _ _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$OUT/rep_stop/live_incast_sweep.csv")
-[ "$complete" = 1 ] && [ "$verified" = 8 ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
-  fail "with switch left stopped: $(sed -n 2p "$OUT/rep_stop/live_incast_sweep.csv")"
+# run_with_stop NAME [OPTIONS...]: a 16 MiB split incast into report
+# folder $OUT/rep_NAME (link folder $OUT/NAME) with switch node left stopped
+# for a second (SIGSTOP, as a debugger would) once its uplink has carried 60
+# of its 136 MB; checks it completes verified with no drop.
+run_with_stop() {
+  local name=$1 stopped= up victim rc
+  shift
+  "$ROCEMU" fabric run --live --processes -c "$OUT/incast_generator.yaml" --nic-model rc -w incast --sizes 16M \
+    --qps 8 -o "$OUT/rep_$name" --link-dir "$OUT/$name" "$@" "${EAL[@]}" >"$OUT/$name.txt" 2>&1 &
+  bg=$!
+  for _ in $(seq 1200); do
+    kill -0 "$bg" 2>/dev/null || break
+    up=$(awk -F, '$1 == "left" && $2 == "Ethernet32" && $3 == "tx_bytes" { print $4 }' "$OUT/$name/left.counters" \
+      2>/dev/null)
+    if [ "${up:-0}" -gt 60000000 ]; then
+      victim=$(cat "$OUT/$name/left.ready")
+      kill -STOP "$victim" && sleep 1 && kill -CONT "$victim" && stopped=1
+      break
+    fi
+    sleep 0.05
+  done
+  wait "$bg"
+  rc=$?
+  bg=
+  cat "$OUT/$name.txt"
+  [ -n "$stopped" ] || fail "$name: switch left was not stopped (the run ended, or 60 s passed, before its uplink" \
+    "carried 60 MB)"
+  [ $rc -eq 0 ] || fail "$name: exit status $rc with switch left stopped for 1 s"
+  IFS=, read -r size _ _ _ _ _ _ _ drops lossless flows verified _ complete _ < <(sed -n 2p \
+    "$OUT/rep_$name/live_incast_sweep.csv")
+  [ "$complete" = 1 ] && [ "$verified" = 8 ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
+    fail "$name: with switch left stopped: $(sed -n 2p "$OUT/rep_$name/live_incast_sweep.csv")"
+}
+
+# With the shared fabric clock, that clock stops with the switch, so every
+# sample of the run's middle still carries the bottleneck.
+run_with_stop stop
 check_incast_series "$OUT/rep_stop/live_incast_16777216B"
+
+# --clock own: each node keeps its own clock (no clock file, no waits): the
+# hosts node's clock went on through the stop, so its samples show a gap, a
+# row of near-zero sums between samples that carried the bottleneck.
+run_with_stop own --clock own
+[ ! -e "$OUT/own/fabric.clock" ] || fail "--clock own: a shared clock file in the link folder"
+grep -q "waiting for" "$OUT/own.txt" && fail "--clock own: a node says it waited for another"
+grep -qE "^  switch left: .* gaps, not shared with other nodes;" "$OUT/own.txt" ||
+  fail "--clock own: switch left does not say its clock is its own"
+grep -q "not shared with the switch nodes" "$OUT/own.txt" || fail "--clock own: the hosts node does not say so"
+awk -F, 'NR > 1 { sum = 0; for (i = 2; i <= NF; i++) sum += $i; s[++n] = sum }
+  END { for (i = 1; i <= n; i++) if (s[i] > 50) { if (!first) first = i; last = i }
+        for (i = first; i < last; i++) if (s[i] < 5) exit 0; exit 1 }' \
+  "$OUT/rep_own/live_incast_16777216B_rates.csv" || fail "--clock own: no gap in the rates through the stop"
 
 # A node killed mid-run: the launcher stops the others and names it.
 "$ROCEMU" fabric run --live --processes -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 256M \

@@ -184,6 +184,7 @@ struct LiveCliArgs {
     bool processes = false;
     std::string link_dir;
     bool busy_poll = false;
+    std::string clock = "shared";  // --processes: shared by the nodes, or own (one per node)
     double wait_s = 30;  // fabric node --hosts --wait
     uint32_t rc_timeout = 0;  // 0: from the scaled fabric's round-trip bound
 };
@@ -208,6 +209,25 @@ void add_live_options(CLI::App* run, LiveCliArgs& l) {
                     "--processes: folder for memif sockets, node logs and counters (default: a fresh one in /tmp, "
                     "removed after a successful run)");
     run->add_flag("--busy-poll", l.busy_poll, "--processes: nodes never sleep (default: 20 us after 64 idle turns)");
+    run->add_option("--clock", l.clock,
+                    "--processes: shared: the nodes run one fabric clock, none more than two steps ahead of the "
+                    "slowest (true rates per sample; on fewer cores than processes it costs wall time); own: each node "
+                    "a clock of its own")
+        ->check(CLI::IsMember({"shared", "own"}))
+        ->capture_default_str();
+}
+
+// A live option without --live, or a split one without --processes, would
+// be ignored: refused instead, naming what it needs.
+std::string misplaced_live_option(const CLI::App& run, const LiveCliArgs& l) {
+    if (!l.enabled)
+        for (const char* o : {"--scale", "--qps", "--timeout", "--rc-timeout", "--processes"})
+            if (run.count(o) > 0) return fmt::format("{} needs --live", o);
+    if (!l.processes)
+        for (const char* o : {"--link-dir", "--busy-poll", "--clock"})
+            if (run.count(o) > 0) return fmt::format("{} needs --live --processes", o);
+    if (!l.enabled && !l.eal_args.empty()) return fmt::format("EAL arguments ({} ...) need --live", l.eal_args.front());
+    return "";
 }
 
 #ifdef ROCEMU_WITH_DPDK
@@ -328,6 +348,7 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
     common.insert(common.end(), {"--link-dir", dir, "--scale", fmt::format("{}", scale), "--seed",
                                  std::to_string(a.seed)});
     if (l.busy_poll) common.push_back("--busy-poll");
+    if (l.clock == "own") common.insert(common.end(), {"--clock", "own"});
     if (!a.nic_model.empty()) common.insert(common.end(), {"--nic-model", a.nic_model});
     if (!a.pcap.empty()) common.insert(common.end(), {"--pcap", a.pcap});
     std::vector<live::NodeCommand> cmds;
@@ -481,6 +502,11 @@ void add_node_subcommand(CLI::App& fab, int& status) {
                      "CABLE=DEVSPEC: this node's end of CABLE on that DPDK device instead of memif (repeatable)")
         ->allow_extra_args(false);
     node->add_flag("--busy-poll", n->busy_poll, "never sleep (default: 20 us after 64 idle turns)");
+    node->add_option("--clock", l->clock,
+                     "shared: the fabric clock of the nodes of this machine that share LINK-DIR (none runs more than "
+                     "two steps ahead of the slowest); own: a clock of this node's own")
+        ->check(CLI::IsMember({"shared", "own"}))
+        ->capture_default_str();
     node->add_option("--machine", n->machines,
                      "MACHINE=NODE,NODE,...: where every node runs (repeatable; as fabric plan prints it): a cable to "
                      "another machine needs a --port, a switch there a --control")
@@ -525,6 +551,7 @@ void add_node_subcommand(CLI::App& fab, int& status) {
         n->seed = a->seed;
         n->eal_args = l->eal_args;
         n->pcap_link = a->pcap;
+        n->own_clock = l->clock == "own";
         if (!sw->empty()) {
             const std::optional<Topology> t = live_topology(*cfg, *a, *l);
             status = t ? live::run_switch_node(*t, *sw, *n) : 2;
@@ -718,7 +745,12 @@ void add_fabric_command(CLI::App& app, int& status) {
         ->check(CLI::IsMember({"rc", "generator"}));
     auto live = std::make_shared<LiveCliArgs>();
     add_live_options(run, *live);
-    run->callback([a, live, &status] {
+    run->callback([a, live, run, &status] {
+        if (const std::string e = misplaced_live_option(*run, *live); !e.empty()) {
+            fmt::print(stderr, "rocemu fabric run: {}\n", e);
+            status = 2;
+            return;
+        }
         auto cfg = load(*a);
         if (!cfg) {
             status = 2;
