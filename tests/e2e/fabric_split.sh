@@ -12,7 +12,7 @@
 # cable into one file of that cable only (not a stale one of switch right), a user's --file-prefix gives each
 # node its own EAL prefix, and no switch node leaves a memif socket file;
 # switch nodes started from a file with another switch profile are refused
-# by the hosts node;
+# by the hosts node, as is an option of the other kind of node;
 # then a switch node killed mid-run makes the launcher fail, naming it, and
 # leaves no node behind.
 # Usage: fabric_split.sh ROCEMU REPO_ROOT
@@ -184,4 +184,10 @@ grep -qE "answers as switch node (left|right) of fabric incast topology [0-9a-f]
 [ $? -eq 2 ] && grep -q "exactly one of --switch NAME and --hosts" "$OUT/bad.txt" || fail "node without a role accepted"
 "$ROCEMU" fabric node --switch nosuch --default --link-dir "$OUT/x" >"$OUT/bad.txt" 2>&1
 [ $? -eq 2 ] && grep -q "no node 'nosuch'" "$OUT/bad.txt" || fail "unknown switch: $(cat "$OUT/bad.txt")"
+# An option of the other kind of node is refused, not ignored.
+"$ROCEMU" fabric node --switch leaf0 --default --link-dir "$OUT/x" --sizes 1M >"$OUT/bad.txt" 2>&1
+[ $? -eq 2 ] && grep -q -- "--sizes is for the hosts node" "$OUT/bad.txt" || fail "switch with --sizes: $(cat "$OUT/bad.txt")"
+"$ROCEMU" fabric node --hosts --default --link-dir "$OUT/x" --control-listen 0.0.0.0:7700 >"$OUT/bad.txt" 2>&1
+[ $? -eq 2 ] && grep -q -- "--control-listen is for a switch node" "$OUT/bad.txt" ||
+  fail "hosts with --control-listen: $(cat "$OUT/bad.txt")"
 echo "PASS"

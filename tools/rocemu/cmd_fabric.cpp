@@ -530,9 +530,21 @@ void add_node_subcommand(CLI::App& fab, int& status) {
     node->add_option("--rc-timeout", l->rc_timeout, "--hosts: the QPs' ACK timeout exponent, 1-31 (default: from the bound)")
         ->check(CLI::Range(1, 31));
     node->add_option("eal", l->eal_args, "EAL arguments, after --");
-    node->callback([a, l, n, sw, hosts, &status] {
+    node->callback([a, l, n, sw, hosts, node, &status] {
         if (sw->empty() == !*hosts) {
             fmt::print(stderr, "rocemu fabric node: give exactly one of --switch NAME and --hosts\n");
+            status = 2;
+            return;
+        }
+        // An option of the other kind of node would be ignored: refused.
+        for (const char* o : {"--control", "--wait", "--qps", "--timeout", "--rc-timeout", "-w", "--sizes", "-o"})
+            if (!*hosts && node->count(o) > 0) {
+                fmt::print(stderr, "rocemu fabric node: {} is for the hosts node (--hosts)\n", o);
+                status = 2;
+                return;
+            }
+        if (*hosts && node->count("--control-listen") > 0) {
+            fmt::print(stderr, "rocemu fabric node: --control-listen is for a switch node (--switch NAME)\n");
             status = 2;
             return;
         }
