@@ -112,4 +112,16 @@ private:
     Nanos waited_{};
 };
 
+// Shares `clock` through `s` (null: not at all) for the guard's life.
+class ClockSharing {
+public:
+    ClockSharing(FabricClock& clock, SharedClock* s) : clock_(clock) { clock_.share(s); }
+    ~ClockSharing() { clock_.share(nullptr); }
+    ClockSharing(const ClockSharing&) = delete;
+    ClockSharing& operator=(const ClockSharing&) = delete;
+
+private:
+    FabricClock& clock_;
+};
+
 }  // namespace rocemu::fabric::live

@@ -345,7 +345,13 @@ bool LiveFabric::Impl::build_split(std::string& error) {
         if (rte_eth_dev_get_port_by_name(hosts[n.index].ctx->name().c_str(), &port) == 0) link_ports[l] = {port};
     }
     // Real time: the fabric clock leaves out long gaps, and asking a switch
-    // over the network may take one.
+    // over the network may take one. The clock turns here, so it is shared
+    // (the switch nodes that start meanwhile join at its time): on its own
+    // it would run ahead of theirs, which their waits for each other hold
+    // back, and on joining them for the first size it would stand still
+    // until they caught up, while that size's frames went through (its time
+    // read 0).
+    const ClockSharing sharing(*clock, sp.clock.get());
     clock->advance();
     const Nanos deadline = clock->real() + sp.link_wait;
     for (;;) {
@@ -722,14 +728,11 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     };
 
     FabricClock& clk = *m.clock;
-    // The switch nodes wait for this node's clock only while a size runs:
-    // between sizes it does not turn it (nor after a throw: a switch's
-    // counters that cannot be had).
-    clk.share(m.opts.split.clock.get());
-    struct Unshare {
-        FabricClock& c;
-        ~Unshare() { c.share(nullptr); }
-    } unshare{clk};
+    // The switch nodes wait for this node's clock only while a size runs
+    // (and while it waits for them to be ready): between sizes it does not
+    // turn it (nor after a throw: a switch's counters that cannot be had),
+    // so it joins behind them and starts at their time.
+    const ClockSharing sharing(clk, m.opts.split.clock.get());
     const Nanos start = clk.advance();
     const Nanos real_start = clk.real();
     const uint64_t held_turns0 = clk.held_back_turns();

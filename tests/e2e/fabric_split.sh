@@ -12,7 +12,8 @@
 # cable into one file of that cable only (not a stale one of switch right), a user's --file-prefix gives each
 # node its own EAL prefix, and no switch node leaves a memif socket file;
 # switch nodes started from a file with another switch profile are refused
-# by the hosts node, as is an option of the other kind of node;
+# by the hosts node, as is an option of the other kind of node; a hosts
+# node started 8 s before its switch nodes measures true times;
 # then a switch node killed mid-run makes the launcher fail, naming it, and
 # leaves no node behind.
 # Usage: fabric_split.sh ROCEMU REPO_ROOT
@@ -68,6 +69,8 @@ IFS=, read -r size _ _ _ _ pfc _ _ drops lossless flows verified _ complete _ < 
 [ "$size" = 4194304 ] && [ "$complete" = 1 ] && [ "$flows" = 8 ] && [ "$verified" = 8 ] ||
   fail "sweep row: $(sed -n 2p "$sweep")"
 [ "$pfc" -gt 0 ] || fail "no PFC frame at an 8:1 incast with 64 QPs"
+# 32 MiB through the 100 Gbit/s bottleneck take at least 2684 us.
+awk -F, 'NR == 2 { exit !($2 >= 0.95 * 2684) }' "$sweep" || fail "the 4 MiB incast took $(sed -n 2p "$sweep" | cut -d, -f2) us"
 [ "$lossless" = 0 ] && [ "$drops" = 0 ] || fail "drops $drops, lossless drops $lossless"
 check_no_nic_drops "$OUT/rep" "$size"
 # The table's PFC column is the switch nodes' counters.
@@ -179,6 +182,35 @@ wait "${qos_pids[@]}" 2>/dev/null
 [ $rc -eq 2 ] || { cat "$OUT/qos_hosts.txt"; fail "hosts node against switches of another QoS file: exit status $rc"; }
 grep -qE "answers as switch node (left|right) of fabric incast topology [0-9a-f]+ scale 225 seed 1; this node runs fabric incast topology [0-9a-f]+ scale 225" \
   "$OUT/qos_hosts.txt" || fail "the refusal does not name both fabrics: $(tail -1 "$OUT/qos_hosts.txt")"
+
+# The hosts node started by hand first, the switch nodes 8 s later: the
+# hosts node's clock turns while it waits for them, so they join it at its
+# time, and the 1 MiB incast takes at least what the bottleneck needs
+# (8 MiB over 100 Gbit/s: 671 us). (With its clock on its own while it
+# waited, it ran seconds ahead of theirs, stood still on joining them until
+# they caught up, and the size's time read 0.)
+"$ROCEMU" fabric node --hosts -c "$ROOT/configs/fabrics/incast.yaml" --link-dir "$OUT/late" --scale 225 -w incast \
+  --sizes 1M --qps 8 --wait 60 -o "$OUT/rep_late" "${EAL[@]}" >"$OUT/late_hosts.txt" 2>&1 &
+bg=$!
+for _ in $(seq 600); do [ -e "$OUT/late/hosts.servers" ] && break; sleep 0.05; done
+[ -e "$OUT/late/hosts.servers" ] || fail "the hosts node started by hand opened no cable in 30 s"
+sleep 8
+late_pids=()
+for s in left right; do
+  "$ROCEMU" fabric node --switch $s -c "$ROOT/configs/fabrics/incast.yaml" --link-dir "$OUT/late" --scale 225 \
+    "${EAL[@]}" >"$OUT/late_$s.txt" 2>&1 &
+  late_pids+=($!)
+done
+wait "$bg"
+rc=$?
+bg=
+kill "${late_pids[@]}" 2>/dev/null
+wait "${late_pids[@]}" 2>/dev/null
+[ $rc -eq 0 ] || { cat "$OUT/late_hosts.txt"; fail "hosts node started first: exit status $rc"; }
+IFS=, read -r size time_us _ < <(sed -n 2p "$OUT/rep_late/live_incast_sweep.csv")
+[ "$size" = 1048576 ] && awk -v t="$time_us" 'BEGIN { exit !(t >= 0.95 * 671) }' ||
+  fail "hosts node started first: the 1 MiB incast took $time_us us, less than the bottleneck needs"
+echo "hosts node started first: the 1 MiB incast took $time_us us (the bottleneck needs 671)"
 
 "$ROCEMU" fabric node --default --link-dir "$OUT/x" >"$OUT/bad.txt" 2>&1
 [ $? -eq 2 ] && grep -q "exactly one of --switch NAME and --hosts" "$OUT/bad.txt" || fail "node without a role accepted"

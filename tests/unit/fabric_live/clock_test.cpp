@@ -95,6 +95,26 @@ TEST_F(SharedClockTest, AloneItRunsFreeAndAJoinerStartsAtTheOthersTime) {
     EXPECT_EQ(a.now(), Nanos::from_us(3000) + kLead);
 }
 
+// Why a node shares its clock whenever it turns it (the hosts node while it
+// waits for the switch nodes, too): one that turned on its own past the
+// others cannot go back when it joins them, so it stands still until they
+// catch up, and what it measures meanwhile takes no time.
+TEST_F(SharedClockTest, AClockThatRanAheadAloneStandsStillOnJoiningUntilTheOthersCatchUp) {
+    auto sa = open(0), sh = open(1);
+    FabricClock a(kStep, Nanos{}), h(kStep, Nanos{});
+    a.share(sa.get());
+    for (int i = 1; i <= 300; ++i) h.advance(kTurn * i);  // on its own: 3 ms
+    for (int i = 1; i <= 100; ++i) a.advance(kTurn * i);  // 1 ms
+    {
+        const ClockSharing sharing(h, sh.get());
+        EXPECT_EQ(h.now(), Nanos::from_us(3000));
+        for (int i = 301; i <= 400; ++i) h.advance(kTurn * i);
+        EXPECT_EQ(h.now(), Nanos::from_us(3000));  // a is more than a lead behind
+        EXPECT_EQ(sa->others_min(), Nanos::from_us(3000));
+    }
+    EXPECT_EQ(sa->others_min(), Nanos::max());  // the guard left
+}
+
 TEST_F(SharedClockTest, ANodeThatLeftHoldsNobody) {
     auto sa = open(0), sb = open(1);
     FabricClock a(kStep, Nanos{}), b(kStep, Nanos{});
