@@ -4,6 +4,19 @@
 # (a requester's ignored duplicate ACKs, drop_stale_response and
 # drop_ghost_response, are not drops). On a lossless fabric a NIC must wait
 # for its queue or pool, never drop; the failure names the counters.
+# check_incast_time SWEEP SENDERS GBPS: every size of a live incast sweep
+# took at least 95 % of what its SENDERS x size bytes need through the
+# receiver's GBPS link, the bottleneck every byte crosses (time_us is scaled
+# back to the configured rates). A clock that stood still while frames went
+# through reads less.
+check_incast_time() {
+  local sweep=$1 senders=$2 gbps=$3
+  awk -F, -v n="$senders" -v g="$gbps" 'NR > 1 { need = n * $1 * 8 / (g * 1000)
+      if ($2 < 0.95 * need) bad = bad " " $1 " B in " $2 " us (needs " need ")"; rows++ }
+    END { if (bad || !rows) { print "rows " rows ":" bad; exit 1 } }' "$sweep" ||
+    fail "an incast faster than its bottleneck carries"
+}
+
 check_no_nic_drops() {
   local dir=$1 size=$2 nic_drops rows
   nic_drops=$(awk -F, -v s="$size" 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "nic_drops") c = i }

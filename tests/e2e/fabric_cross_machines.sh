@@ -17,6 +17,7 @@ set -uo pipefail
 ROCEMU=$1
 ROOT=$2
 . "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/fabric_checks.sh"
 need_root_netns
 NS=rocemu-xs-$$ NH=rocemu-xh-$$
 netns_setup fab_cross "$NS" "$NH"
@@ -71,6 +72,7 @@ row=$(grep -E "^ *1048576 " "$D/hosts.txt") || fail "no 1048576 row"
 IFS=, read -r _ _ _ _ _ pfc _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$D/rep/live_incast_sweep.csv")
 [ "$complete" = 1 ] && [ "$flows" -gt 0 ] && [ "$verified" = "$flows" ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
   fail "sweep row: $(sed -n 2p "$D/rep/live_incast_sweep.csv")"
+check_incast_time "$D/rep/live_incast_sweep.csv" 2 100
 echo "$row" | grep -q " $flows/$flows$" || fail "not every flow verified: $row"
 echo "$row" | awk -v p="$pfc" '{ exit !($6 == p) }' || fail "table PFC is not the CSV's $pfc: $row"
 ports="$D/rep/live_incast_1048576B_switch_ports.csv"

@@ -40,6 +40,7 @@ done
 grep -q "^left,Ethernet0,pfc_tx_xoff_p3," "$OUT/rep/live_incast_4194304B_switch_ports.csv" || fail "no XOFF from left:Ethernet0"
 check_incast_series "$OUT/rep/live_incast_4194304B"
 check_no_nic_drops "$OUT/rep" 4194304
+check_incast_time "$sweep" 8 100
 # Few QPs a sender (2), so each QP's window is most of the NIC's traffic.
 "$ROCEMU" fabric run --live -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 1M --qps 2 -o "$OUT/rep2" \
   -- --log-level lib.eal:error >"$OUT/out2.txt" 2>&1

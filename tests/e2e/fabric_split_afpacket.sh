@@ -14,6 +14,7 @@ set -uo pipefail
 ROCEMU=$1
 ROOT=$2
 . "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/fabric_checks.sh"
 need_root_netns
 NA=rocemu-fa-$$ NB=rocemu-fb-$$ VA=rfa$$ VB=rfb$$
 netns_setup fab_split_af "$NA" "$NB"
@@ -45,6 +46,7 @@ echo "$row" | grep -q " 8/8$" || fail "not every flow verified: $row"
 IFS=, read -r _ _ _ _ _ _ _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$D/rep/live_incast_sweep.csv")
 [ "$complete" = 1 ] && [ "$verified" = 8 ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
   fail "sweep row: $(sed -n 2p "$D/rep/live_incast_sweep.csv")"
+check_incast_time "$D/rep/live_incast_sweep.csv" 8 100
 grep -q "^switch left: .*ARP requests answered [1-9]" "$D/left.log" || fail "switch left did not stop cleanly"
 tx=$(ip netns exec "$NA" cat "/sys/class/net/$VA/statistics/tx_bytes")
 [ "$tx" -ge 1048576 ] || fail "only $tx bytes crossed $VA: h0's cable was not the veth"
