@@ -90,8 +90,8 @@ struct SplitHosts {
     // std::runtime_error when a switch's counters cannot be had.
     std::function<std::vector<std::string>(bool fresh)> switch_rows;
     // The fabric clock shared with the switch nodes of this machine
-    // (split.hpp's open_node_clock); null: not shared. Taken part in while a
-    // size runs.
+    // (split.hpp's open_node_clock); null: not shared. Taken part in while
+    // the clock turns: waiting for the switch nodes, and while a size runs.
     std::shared_ptr<SharedClock> clock;
 };
 

@@ -4,6 +4,15 @@
 # (a requester's ignored duplicate ACKs, drop_stale_response and
 # drop_ghost_response, are not drops). On a lossless fabric a NIC must wait
 # for its queue or pool, never drop; the failure names the counters.
+check_no_nic_drops() {
+  local dir=$1 size=$2 nic_drops rows
+  nic_drops=$(awk -F, -v s="$size" 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "nic_drops") c = i }
+    NR > 1 && $1 == s && c { print $c }' "$dir"/live_*_sweep.csv)
+  [ "$nic_drops" = 0 ] || fail "sweep nic_drops at $size B: '${nic_drops}'"
+  rows=$(grep -E ",drop_" "$dir"/live_*_"${size}"B_nics.csv | grep -vE ",drop_(stale|ghost)_response,")
+  [ -z "$rows" ] || fail "NIC drops at $size B: $(tr '\n' ' ' <<<"$rows")"
+}
+
 # check_incast_time SWEEP SENDERS GBPS: every size of a live incast sweep
 # took at least 95 % of what its SENDERS x size bytes need through the
 # receiver's GBPS link, the bottleneck every byte crosses (time_us is scaled
@@ -15,15 +24,6 @@ check_incast_time() {
       if ($2 < 0.95 * need) bad = bad " " $1 " B in " $2 " us (needs " need ")"; rows++ }
     END { if (bad || !rows) { print "rows " rows ":" bad; exit 1 } }' "$sweep" ||
     fail "an incast faster than its bottleneck carries"
-}
-
-check_no_nic_drops() {
-  local dir=$1 size=$2 nic_drops rows
-  nic_drops=$(awk -F, -v s="$size" 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "nic_drops") c = i }
-    NR > 1 && $1 == s && c { print $c }' "$dir"/live_*_sweep.csv)
-  [ "$nic_drops" = 0 ] || fail "sweep nic_drops at $size B: '${nic_drops}'"
-  rows=$(grep -E ",drop_" "$dir"/live_*_"${size}"B_nics.csv | grep -vE ",drop_(stale|ghost)_response,")
-  [ -z "$rows" ] || fail "NIC drops at $size B: $(tr '\n' ' ' <<<"$rows")"
 }
 
 # check_incast_series PREFIX: the time series and plots of a live 8:1 incast

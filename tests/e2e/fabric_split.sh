@@ -6,8 +6,8 @@
 # share one fabric clock (so the flows' sampled rates are bounded by the
 # bottleneck, as in one process, also when a switch node is stopped for a
 # second mid-run; with --clock own each keeps its own and the stop shows as
-# a gap in the rates), each switch node's summary and counters reach the launcher's output and the report
-# (the file says nic.model generator, --nic-model rc reaches every node),
+# a gap in the rates), each switch node's summary and counters reach the
+# launcher's output and the report (the file says nic.model generator, --nic-model rc reaches every node),
 # --pcap h0-left merges the hosts node's and switch left's captures of that
 # cable into one file of that cable only (not a stale one of switch right), a user's --file-prefix gives each
 # node its own EAL prefix, and no switch node leaves a memif socket file;
