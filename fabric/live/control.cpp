@@ -23,8 +23,21 @@ namespace {
 // opens one per switch at a time.
 constexpr size_t kMaxConnections = 64;
 
-// The IPv4 address of `hp`, resolving a name; false and `error` if none.
-bool resolve(const HostPort& hp, sockaddr_in& sa, std::string& error) {
+}  // namespace
+
+std::optional<HostPort> parse_host_port(std::string_view s, bool allow_any_port) {
+    const size_t colon = s.rfind(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == s.size()) return std::nullopt;
+    unsigned port = 0;
+    const std::string_view p = s.substr(colon + 1);
+    if (std::from_chars(p.data(), p.data() + p.size(), port).ptr != p.data() + p.size()) return std::nullopt;
+    if (port > 65535 || (port == 0 && !allow_any_port)) return std::nullopt;
+    return HostPort{std::string(s.substr(0, colon)), static_cast<uint16_t>(port)};
+}
+
+std::string format_host_port(const HostPort& hp) { return fmt::format("{}:{}", hp.host, hp.port); }
+
+bool resolve_ipv4(const HostPort& hp, sockaddr_in& sa, std::string& error) {
     addrinfo hints{};
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
@@ -40,23 +53,10 @@ bool resolve(const HostPort& hp, sockaddr_in& sa, std::string& error) {
     return true;
 }
 
-}  // namespace
-
-std::optional<HostPort> parse_host_port(std::string_view s, bool allow_any_port) {
-    const size_t colon = s.rfind(':');
-    if (colon == std::string_view::npos || colon == 0 || colon + 1 == s.size()) return std::nullopt;
-    unsigned port = 0;
-    const std::string_view p = s.substr(colon + 1);
-    if (std::from_chars(p.data(), p.data() + p.size(), port).ptr != p.data() + p.size()) return std::nullopt;
-    if (port > 65535 || (port == 0 && !allow_any_port)) return std::nullopt;
-    return HostPort{std::string(s.substr(0, colon)), static_cast<uint16_t>(port)};
-}
-
-std::string format_host_port(const HostPort& hp) { return fmt::format("{}:{}", hp.host, hp.port); }
 
 std::unique_ptr<ControlServer> ControlServer::listen(const HostPort& at, std::string& error) {
     sockaddr_in sa{};
-    if (!resolve(at, sa, error)) return nullptr;
+    if (!resolve_ipv4(at, sa, error)) return nullptr;
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     const int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
@@ -126,7 +126,7 @@ std::optional<ClockOffset> clock_offset(int64_t remote, const FetchTimes& t) {
 std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std::string& error, FetchTimes* times) {
     FetchTimes when;
     sockaddr_in sa{};
-    if (!resolve(at, sa, error)) return std::nullopt;
+    if (!resolve_ipv4(at, sa, error)) return std::nullopt;
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         error = fmt::format("socket: {}", std::strerror(errno));

@@ -6,6 +6,8 @@
 // from its packet loop without a thread. Free of DPDK.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -25,6 +27,9 @@ struct HostPort {
 };
 std::optional<HostPort> parse_host_port(std::string_view s, bool allow_any_port = false);
 std::string format_host_port(const HostPort& hp);
+// The IPv4 address and port of `hp`, resolving a name; false and `error` if
+// it cannot.
+bool resolve_ipv4(const HostPort& hp, sockaddr_in& sa, std::string& error);
 
 class ControlServer {
 public:

@@ -40,6 +40,9 @@ public:
     // off by at most that lead (1.1 ms at the 8:1 incast's 1:225;
     // fabric/README.md has what leads of 1 and 4 steps measured).
     static constexpr int64_t kLeadSteps = 2;
+    // Others that waited for this clock are at most kLeadSteps ahead of it;
+    // further than this, they did not know it (ClockRelay) and it jumps.
+    static constexpr int64_t kJumpSteps = 2 * kLeadSteps;
     // How long a process waits for a shared clock's slowest member before
     // it looks whether that one is gone (died without leaving).
     static constexpr Nanos kLookForGoneAfter = Nanos::from_ms(500);
@@ -54,7 +57,7 @@ public:
             ++held_back_turns_;
             held_back_ += last_dt_ - max_step_;
         }
-        const Nanos want = now_ + std::min(last_dt_, max_step_);
+        Nanos want = now_ + std::min(last_dt_, max_step_);
         if (!shared_) {
             now_ = want;
             return now_;
@@ -63,6 +66,14 @@ public:
             // Read the others only when past what they allowed last time.
             // Alone, it looks again next turn (somebody may join).
             const Nanos others = shared_->others_min();
+            if (others != Nanos::max() && others > now_ + max_step_ * kJumpSteps) {
+                // Further ahead than anyone who waits for this clock can
+                // be: they ran without it (another machine, heard for the
+                // first time). Go on from their time, as a joiner does.
+                jumped_ += others - now_;
+                now_ = others;
+                want = others;
+            }
             const Nanos cap = others == Nanos::max() ? want : others + max_step_ * kLeadSteps;
             if (cap > cap_) {
                 cap_moved_ = real;
@@ -75,7 +86,7 @@ public:
         const Nanos got = std::max(now_, std::min(want, cap_));
         waited_ += want - got;
         now_ = got;
-        shared_->publish(now_);
+        shared_->publish(now_, real);
         return now_;
     }
 
@@ -90,6 +101,7 @@ public:
         if (shared_) now_ = shared_->join(now_);
     }
     Nanos now() const { return now_; }
+    Nanos max_step() const { return max_step_; }
     Nanos real() const { return real_last_; }      // the TSC at the last turn
     Nanos last_dt() const { return last_dt_; }     // real time between the last two turns
     uint64_t held_back_turns() const { return held_back_turns_; }
@@ -97,6 +109,9 @@ public:
     // Fabric time not counted because another process sharing the clock
     // was behind.
     Nanos waited() const { return waited_; }
+    // Fabric time skipped to catch up with others that ran without this
+    // clock (kJumpSteps).
+    Nanos jumped() const { return jumped_; }
 
 private:
     dpdk::TscClock tsc_ = dpdk::TscClock::starting_now();
@@ -110,7 +125,13 @@ private:
     Nanos cap_{};        // the others' least time plus the lead, when last read
     Nanos cap_moved_{};  // real time the cap last rose
     Nanos waited_{};
+    Nanos jumped_{};
 };
+
+// How often a node exchanges its machine's time with the other machines
+// (ClockRelay): half a step, so what it hears is at most a step old plus the
+// network's delay, within the lead of two steps on a LAN.
+inline Nanos relay_every(Nanos max_step) { return std::max(max_step / 2, Nanos::from_us(10)); }
 
 // Shares `clock` through `s` (null: not at all) for the guard's life.
 class ClockSharing {

@@ -10,7 +10,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "fabric/live/clock_relay.hpp"
 #include "fabric/live/control.hpp"
+#include "fabric/live/fabric_clock.hpp"
 #include "fabric/live/monotonic.hpp"
 #include "fabric/live/node.hpp"
 #include "fabric/live/split.hpp"
@@ -40,6 +42,9 @@ struct SwitchSource {
     std::optional<HostPort> at;
     std::string expect;  // this node's fabric_identity()
     bool ready = false;
+    // --clock fabric: its index among the relay's peers (a remote switch).
+    std::shared_ptr<const ClockRelay> relay;
+    size_t relay_peer = 0;
     // Its machine's clock against this one's, from the reply with the
     // shortest round trip so far (a remote switch only).
     std::optional<ClockOffset> clock;
@@ -90,16 +95,23 @@ struct SwitchSource {
     }
 
     // True once the switch said it is ready, in a snapshot of this fabric
-    // (fetch throws for another); asks at most every kAskEvery.
+    // (fetch throws for another), and with --clock fabric answered a clock
+    // exchange; asks at most every kAskEvery.
     bool poll_ready() {
-        if (ready) return true;
+        if (ready) {
+            if (!relay || relay->heard(relay_peer)) return true;
+            last_error = "it has not answered the fabric clock over UDP: does its node run with --clock fabric, "
+                         "and does UDP reach that address?";
+            return false;
+        }
         if (!at && !std::filesystem::exists(ready_file)) return false;
         const int64_t t = monotonic_ns();
         if (t < next_ask) return false;
         next_ask = t + kAskEvery.v;
         const std::optional<SwitchSnapshot> s = fetch();
         if (s && !s->ready) last_error = "its ports are not all up yet";
-        return ready = s && s->ready;
+        ready = s && s->ready;
+        return ready && poll_ready();
     }
 
     // `n` more snapshots for the clock offset (a remote switch only);
@@ -259,6 +271,23 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
         lo.split.clock = open_node_clock(t, o.link_dir, kHostsNode, bad.error);
         if (!lo.split.clock) return bad;
     }
+    std::shared_ptr<ClockRelay> relay;
+    if (o.fabric_clock && lo.split.clock) {
+        std::vector<HostPort> peers;
+        for (SwitchSource& s : cache->sources)
+            if (s.at) {
+                s.relay_peer = peers.size();
+                peers.push_back(*s.at);
+            }
+        if (!peers.empty()) {
+            const double scale = o.scale > 0 ? o.scale : default_scale(t);
+            relay = ClockRelay::to_switches(std::move(peers), clock_fabric_id(cache->sources.front().expect), bad.error);
+            if (!relay) return bad;
+            for (SwitchSource& s : cache->sources)
+                if (s.at) s.relay = relay;
+            lo.split.clock->attach(relay, relay_every(FabricClock::max_step_for(scale_topology(t, scale))));
+        }
+    }
     lo.split.link_wait = o.wait;
     lo.split.switches_waiting = [cache] {
         std::vector<std::string> w;
@@ -277,6 +306,9 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     if (r.error.empty()) {
         for (SwitchSource& s : cache->sources) s.probe_clock(kClockProbes);
         print_clocks(t, cache->sources, o);
+        if (relay)
+            fmt::print("clock: fabric clock across machines: {} questions sent, {} answers, {} datagrams ignored\n",
+                       relay->sent(), relay->received(), relay->ignored());
     }
     // A fabric that failed to come up leaves its ports open (LiveFabric::build)
     // for the caller's _Exit: what a close would have removed from disk goes here.

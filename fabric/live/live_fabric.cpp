@@ -509,6 +509,8 @@ bool LiveFabric::Impl::start_capture(std::string& error) {
 uint8_t LiveFabric::rc_timeout() const { return impl_->rc_timeout; }
 Nanos LiveFabric::rtt_bound() const { return impl_->rtt_bound; }
 
+Nanos LiveFabric::clock_jumped() const { return impl_->clock->jumped(); }
+
 std::optional<uint64_t> LiveFabric::captured_frames() const {
     if (!impl_->capture) return std::nullopt;
     return impl_->capture->frames();

@@ -105,6 +105,9 @@ public:
     // Mean and largest time of one turn of the loop in the last run.
     Nanos mean_turn() const { return turns_ ? Nanos{turn_sum_.v / static_cast<int64_t>(turns_)} : Nanos{}; }
     Nanos max_turn() const { return max_turn_; }
+    // Fabric time the clock skipped to catch up with nodes that ran before
+    // they heard of it (FabricClock::jumped; across machines).
+    Nanos clock_jumped() const;
     // The ACK timeout exponent of every QP, and the
     // round-trip bound it came from (zero when LiveOptions::rc_timeout set it).
     uint8_t rc_timeout() const;

@@ -20,6 +20,11 @@ struct NodeOptions {
     // A fabric clock of this node's own instead of DIR/fabric.clock, shared
     // with the other nodes of its machine (live.hpp's SplitHosts::clock).
     bool own_clock = false;
+    // Across machines too (`--clock fabric`, clock_relay.hpp): a switch node
+    // with control_listen answers the hosts node's clock exchanges on that
+    // address (UDP); the hosts node exchanges with every switch in
+    // `controls`. Without either it is the machine's clock as above.
+    bool fabric_clock = false;
     std::vector<std::string> eal_args;
     // Across machines (control.hpp). A switch node serves its snapshots on
     // `control_listen` (ADDR:PORT); the hosts node reads the switches named

@@ -146,6 +146,10 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         res.error = error;
         return res;
     }
+    if (fab->clock_jumped() > Nanos{})
+        res.notes.push_back(fmt::format("fabric clock: jumped {:.1f} ms ahead to the switch nodes' time, which ran "
+                                        "before they heard of this node",
+                                        fab->clock_jumped().seconds() * 1e3));
     const sw::SwitchConfig& c0 = live.switches.front().cfg;
     res.notes.push_back(fmt::format(
         "scale 1:{:g}: host links {:g} Mbit/s, fabric links {:g} Mbit/s, delays x{:g}; lossless headroom (xoff) {} B",

@@ -39,7 +39,7 @@ std::unique_ptr<SharedClock> SharedClock::open(const std::string& path, uint32_t
         error = fmt::format("shared fabric clock {}: {}", path, std::strerror(errno));
         return nullptr;
     }
-    const size_t bytes = sizeof(Slot) * nodes;
+    const size_t bytes = sizeof(Slot) * nodes * 2;
     // Every node of the run asks for the same size, and growing fills with
     // zeros (free slots); a larger file (another fabric's, earlier) is kept.
     struct stat st {};
@@ -52,12 +52,21 @@ std::unique_ptr<SharedClock> SharedClock::open(const std::string& path, uint32_t
         return nullptr;
     }
     ::close(fd);
-    return std::unique_ptr<SharedClock>(new SharedClock(static_cast<Slot*>(p), bytes, nodes, self));
+    const uint64_t domain = static_cast<uint64_t>(st.st_dev) << 40 ^ static_cast<uint64_t>(st.st_ino);
+    return std::unique_ptr<SharedClock>(new SharedClock(static_cast<Slot*>(p), bytes, nodes, self, domain == 0 ? 1 : domain));
 }
 
 SharedClock::~SharedClock() {
     leave();
+    store(slots_[nodes_ + self_].pid, int32_t{0});
     munmap(slots_, bytes_);
+}
+
+void SharedClock::attach(std::shared_ptr<ClockRelay> r, Nanos every) {
+    relay_ = std::move(r);
+    relay_every_ = every;
+    next_relay_ = Nanos{};
+    if (relay_) relay_->set_domain(domain_);
 }
 
 Nanos SharedClock::join(Nanos own) {
@@ -77,21 +86,42 @@ void SharedClock::leave() {
     joined_ = false;
 }
 
-void SharedClock::publish(Nanos now) {
-    if (joined_) store(slots_[self_].now, now.v);
+void SharedClock::publish(Nanos now, Nanos real) {
+    if (!joined_) return;
+    store(slots_[self_].now, now.v);
+    if (!relay_ || real < next_relay_) return;
+    next_relay_ = real + relay_every_;
+    const Nanos view = relay_->exchange(machine_min());
+    Slot& s = slots_[nodes_ + self_];
+    if (view == Nanos::max()) {
+        store(s.pid, int32_t{0});
+    } else {
+        // The time first: a reader that sees the pid reads a time of it.
+        store(s.now, view.v);
+        store(s.pid, static_cast<int32_t>(getpid()));
+    }
 }
 
 Nanos SharedClock::others_min() const {
     int64_t least = Nanos::max().v;
-    for (uint32_t i = 0; i < nodes_; ++i) {
+    for (uint32_t i = 0; i < 2 * nodes_; ++i) {
         if (i == self_ || load(slots_[i].pid) == 0) continue;
         least = std::min(least, load(slots_[i].now));
     }
     return Nanos{least};
 }
 
-void SharedClock::drop_gone() {
+Nanos SharedClock::machine_min() const {
+    int64_t least = Nanos::max().v;
     for (uint32_t i = 0; i < nodes_; ++i) {
+        if (load(slots_[i].pid) == 0) continue;
+        least = std::min(least, load(slots_[i].now));
+    }
+    return Nanos{least};
+}
+
+void SharedClock::drop_gone() {
+    for (uint32_t i = 0; i < 2 * nodes_; ++i) {
         if (i == self_) continue;
         int32_t pid = load(slots_[i].pid);
         if (pid == 0 || !gone(pid)) continue;

@@ -11,7 +11,10 @@
 //
 // A node that exits leaves; one that died without leaving (its pid gone) is
 // dropped when somebody has waited for it long enough to look. Nodes on
-// other machines share nothing (each machine has its own link folder).
+// other machines share nothing (each machine has its own link folder),
+// unless a ClockRelay is attached (`--clock fabric`): each node also owns a
+// second slot, its view of the other machines' least time, which the relay
+// writes and every node of this machine waits for as for a node of its own.
 // Free of DPDK; see FabricClock for the use.
 #pragma once
 
@@ -23,6 +26,7 @@
 #include <string>
 
 #include "common/units.hpp"
+#include "fabric/live/clock_relay.hpp"
 
 namespace rocemu::fabric::live {
 
@@ -44,13 +48,22 @@ public:
     Nanos join(Nanos own);
     // Stops taking part: nobody waits for this process any more.
     void leave();
-    // Publishes this process's fabric time (once joined).
-    void publish(Nanos now);
-    // The least fabric time of the other processes taking part;
-    // Nanos::max() when there is none.
+    // Publishes this process's fabric time (once joined); with a relay,
+    // exchanges with the other machines when `real` (the TSC) is at least
+    // `every` past the last exchange.
+    void publish(Nanos now, Nanos real = Nanos{});
+    // The least fabric time of the other processes taking part and of the
+    // other machines as last heard; Nanos::max() when there is none.
     Nanos others_min() const;
     // Drops the slots whose process is gone.
     void drop_gone();
+
+    // Exchanges this machine's least time with the other machines through
+    // `r` at most every `every` of real time while joined.
+    void attach(std::shared_ptr<ClockRelay> r, Nanos every);
+    const ClockRelay* relay() const { return relay_.get(); }
+    // This machine's clock: the clock file's device and inode (never 0).
+    uint64_t domain() const { return domain_; }
 
 private:
     // Plain words in the shared file, read and written through
@@ -61,14 +74,22 @@ private:
     };
     static_assert(std::atomic_ref<int64_t>::is_always_lock_free && std::atomic_ref<int32_t>::is_always_lock_free);
 
-    SharedClock(Slot* slots, size_t bytes, uint32_t nodes, uint32_t self)
-        : slots_(slots), bytes_(bytes), nodes_(nodes), self_(self) {}
+    SharedClock(Slot* slots, size_t bytes, uint32_t nodes, uint32_t self, uint64_t domain)
+        : slots_(slots), bytes_(bytes), nodes_(nodes), self_(self), domain_(domain) {}
+    // The least time of this machine's nodes taking part (this one too).
+    Nanos machine_min() const;
 
+    // nodes_ slots of the nodes' own times, then nodes_ of their views of
+    // the other machines.
     Slot* slots_;
     size_t bytes_;
     uint32_t nodes_;
     uint32_t self_;
+    uint64_t domain_;
     bool joined_ = false;
+    std::shared_ptr<ClockRelay> relay_;
+    Nanos relay_every_{};
+    Nanos next_relay_{};
 };
 
 }  // namespace rocemu::fabric::live

@@ -357,6 +357,15 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         if (!shared) return fail(error);
     }
     FabricClock clock(FabricClock::max_step_for(node.topo));
+    // --clock fabric: the hosts node on another machine asks this node for
+    // its machine's time on the control address's UDP port.
+    std::shared_ptr<ClockRelay> relay;
+    if (o.fabric_clock && shared && control) {
+        const std::optional<HostPort> at = parse_host_port(o.control_listen, true);
+        relay = ClockRelay::for_hosts(HostPort{at->host, control->port()}, clock_fabric_id(node.identity), error);
+        if (!relay) return fail(error);
+        shared->attach(relay, relay_every(clock.max_step()));
+    }
     clock.share(shared.get());
     const std::string counters = counters_path(o.link_dir, name);
     Nanos next_snapshot{}, next_control{};
@@ -409,11 +418,15 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         c.tx_full_turns += nc.c.tx_full_turns;
     }
     fmt::print("switch {}: {} turns, {} idle sleeps of {:.0f} us ({:.1f} s), fabric clock held back {:.1f} ms over {} "
-               "gaps, {}; ARP requests answered {}, other ARP taken {}, turns a cable was full {}\n",
+               "gaps, {}{}; ARP requests answered {}, other ARP taken {}, turns a cable was full {}\n",
                name, turns, sleeps, kNodeIdleSleep.us(), static_cast<double>(sleeps) * kNodeIdleSleep.seconds(),
                clock.held_back().seconds() * 1e3, clock.held_back_turns(),
                shared ? fmt::format("{:.1f} ms waiting for other nodes", clock.waited().seconds() * 1e3)
                       : std::string("not shared with other nodes"),
+               relay ? fmt::format(" (across machines: {} clock questions, {} answers, {} datagrams ignored, "
+                                   "jumped {:.1f} ms to the others' time)",
+                                   relay->received(), relay->sent(), relay->ignored(), clock.jumped().seconds() * 1e3)
+                     : std::string(),
                c.arp_replied, c.arp_taken, c.tx_full_turns);
     std::fflush(stdout);
     capture.reset();

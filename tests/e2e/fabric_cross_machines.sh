@@ -11,7 +11,10 @@
 # the cable; the incast completes verified with no drop and both switches'
 # counters in the report; a hosts node with another --scale is refused by the
 # topology check; wrong control addresses (refused, unroutable) fail with a
-# message naming the switch and the address, within the hang guard.
+# message naming the switch and the address, within the hang guard. Then a
+# switch node stopped for a second mid-run: with each machine's own clock
+# the hosts node's rates show a gap, with `--clock fabric` (the clock
+# exchanged over UDP) none, and no sample above the bottleneck.
 # Usage: fabric_cross_machines.sh ROCEMU REPO_ROOT
 set -uo pipefail
 ROCEMU=$1
@@ -138,4 +141,85 @@ wrong_control() {
 }
 wrong_control 10.77.0.1:7799 "connect: Connection refused"
 wrong_control 10.77.0.9:7700 "(no connection within 1.0 s|connect: No route to host)"
+
+# run_with_stop NAME CLOCK: a 64 MiB incast planned with --clock CLOCK (link
+# folders $D/NAME, report $D/rep_NAME), switch node left stopped for a second
+# (SIGSTOP) once it has sent 24 of the 128 MiB; checks it completes verified
+# with no drop. Sets `sums` to the rates' per-sample totals (Gbit/s).
+run_with_stop() {
+  local name=$1 clock=$2 stopped= sent victim rc
+  "$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine nics=hosts --address sw=10.77.0.1 \
+    --link-dir "$D/$name" --binary "$ROCEMU" -w incast --sizes 64M --qps 8 -o "$D/rep_$name" --clock "$clock" \
+    >"$D/plan.txt" 2>&1 || { cat "$D/plan.txt"; fail "fabric plan --clock $clock failed"; }
+  HOSTS=$(command_of hosts) LEFT=$(command_of left) RIGHT=$(command_of right)
+  [ "$clock" = shared ] || echo "$HOSTS$LEFT$RIGHT" | grep -q -- "--clock $clock .*--clock $clock .*--clock $clock" ||
+    fail "plan --clock $clock: not every node has it"
+  eval exec ip netns exec "$NS" "$LEFT" $EAL >"$D/${name}_left.log" 2>&1 &
+  pids+=($!)
+  eval exec ip netns exec "$NS" "$RIGHT" $EAL >"$D/${name}_right.log" 2>&1 &
+  pids+=($!)
+  if [ "$clock" = shared ]; then
+    # A hosts node with --clock fabric against these switch nodes, which do
+    # not exchange the clock: it waits, then names the switch and why.
+    eval timeout 60 ip netns exec "$NH" "$HOSTS --clock fabric --wait 5" $EAL >"$D/noclock.txt" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || { cat "$D/noclock.txt"; fail "--clock fabric against switches without it: exit status $rc"; }
+    grep -q "still waiting for switch node left at 10.77.0.1:7700 (it has not answered the fabric clock over UDP: does \
+its node run with --clock fabric" "$D/noclock.txt" || { cat "$D/noclock.txt"; fail "no clear message for --clock fabric"; }
+  fi
+  eval timeout 150 ip netns exec "$NH" "$HOSTS" $EAL >"$D/$name.txt" 2>"$D/$name.err" &
+  local hosts=$!
+  for _ in $(seq 1200); do
+    kill -0 "$hosts" 2>/dev/null || break
+    sent=$(awk -F, '$1 == "left" && $3 == "tx_bytes" { s += $4 } END { print s + 0 }' "$D/$name/sw/left.counters" \
+      2>/dev/null)
+    if [ "${sent:-0}" -gt 25165824 ]; then
+      victim=$(cat "$D/$name/sw/left.ready")
+      kill -STOP "$victim" && sleep 1 && kill -CONT "$victim" && stopped=1
+      break
+    fi
+    sleep 0.05
+  done
+  wait "$hosts"
+  rc=$?
+  kill -TERM "${pids[@]}"
+  wait "${pids[@]}"
+  pids=()
+  cat "$D/$name.txt" "$D/${name}_left.log" "$D/${name}_right.log"
+  [ -n "$stopped" ] || fail "$name: switch left was not stopped (the run ended, or 60 s passed, first)"
+  [ $rc -eq 0 ] || { tail -c 800 "$D/$name.err"; fail "$name: hosts node exit status $rc"; }
+  IFS=, read -r _ _ _ _ _ _ _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$D/rep_$name/live_incast_sweep.csv")
+  [ "$complete" = 1 ] && [ "$flows" -gt 0 ] && [ "$verified" = "$flows" ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
+    fail "$name: sweep row: $(sed -n 2p "$D/rep_$name/live_incast_sweep.csv")"
+  check_incast_time "$D/rep_$name/live_incast_sweep.csv" 2 100
+  sums=$(awk -F, 'NR > 1 { s = 0; for (i = 2; i <= NF; i++) s += $i; printf "%.1f ", s }' \
+    "$D/rep_$name/live_incast_67108864B_rates.csv")
+  echo "$name: samples' Gbit/s: $sums"
+}
+# gap SUMS: a sample below a twentieth of the largest between two above
+# half of it (true if there is one).
+gap() {
+  echo "$1" | tr ' ' '\n' | awk 'NF { s[++n] = $1; if ($1 > m) m = $1 }
+    END { for (i = 1; i <= n; i++) if (s[i] > m / 2) { if (!f) f = i; l = i }
+          for (i = f; i < l; i++) if (s[i] < m / 20) exit 0; exit 1 }'
+}
+
+# Each machine's own clock (the default): the hosts node's clock goes on
+# while the other machine's switch is stopped, so its samples show the stop
+# as a gap.
+run_with_stop stop_shared shared
+gap "$sums" || fail "--clock shared: no gap in the rates through the stop of a switch on the other machine"
+# --clock fabric: the hosts node and the switch nodes exchange their
+# machine's time over UDP, so the stopped switch stops the hosts node's
+# clock too: no gap, and no sample above the bottleneck.
+run_with_stop stop_fabric fabric
+gap "$sums" && fail "--clock fabric: a gap in the rates through the stop: the hosts node's clock did not stop"
+echo "$sums" | tr ' ' '\n' | awk 'NF && $1 > 105 { exit 1 }' || fail "--clock fabric: a sample above the bottleneck"
+answers=$(sed -nE 's/^clock: fabric clock across machines: [0-9]+ questions sent, ([0-9]+) answers, 0 datagrams ignored$/\1/p' \
+  "$D/stop_fabric.txt")
+[ "${answers:-0}" -gt 100 ] || fail "--clock fabric: the hosts node reports $answers answers"
+for sw in left right; do
+  grep -qE "^switch $sw: .*\(across machines: [1-9][0-9]* clock questions, [1-9][0-9]* answers, 0 datagrams ignored" \
+    "$D/stop_fabric_$sw.log" || fail "--clock fabric: switch $sw does not report its exchanges"
+done
 echo "PASS ($tx bytes over nh0-left)"

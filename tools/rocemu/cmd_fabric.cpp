@@ -504,8 +504,9 @@ void add_node_subcommand(CLI::App& fab, int& status) {
     node->add_flag("--busy-poll", n->busy_poll, "never sleep (default: 20 us after 64 idle turns)");
     node->add_option("--clock", l->clock,
                      "shared: the fabric clock of the nodes of this machine that share LINK-DIR (none runs more than "
-                     "two steps ahead of the slowest); own: a clock of this node's own")
-        ->check(CLI::IsMember({"shared", "own"}))
+                     "two steps ahead of the slowest); fabric: that, and across machines over the control addresses "
+                     "(UDP; give it to every node); own: a clock of this node's own")
+        ->check(CLI::IsMember({"shared", "own", "fabric"}))
         ->capture_default_str();
     node->add_option("--machine", n->machines,
                      "MACHINE=NODE,NODE,...: where every node runs (repeatable; as fabric plan prints it): a cable to "
@@ -564,6 +565,7 @@ void add_node_subcommand(CLI::App& fab, int& status) {
         n->eal_args = l->eal_args;
         n->pcap_link = a->pcap;
         n->own_clock = l->clock == "own";
+        n->fabric_clock = l->clock == "fabric";
         if (!sw->empty()) {
             const std::optional<Topology> t = live_topology(*cfg, *a, *l);
             status = t ? live::run_switch_node(*t, *sw, *n) : 2;
@@ -627,6 +629,7 @@ int plan_cli(const Topology& t, const FabricArgs& a, const LiveCliArgs& l, const
     else common.insert(common.end(), {"-c", std::filesystem::absolute(a.config).string()});
     common.insert(common.end(), {"--scale", fmt::format("{}", scale), "--seed", std::to_string(a.seed)});
     for (const std::string& m : pa.machines) common.insert(common.end(), {"--machine", m});
+    if (l.clock != "shared") common.insert(common.end(), {"--clock", l.clock});
     // Each switch's control port: the base plus its index, so that switches on one machine differ.
     std::map<std::string, uint16_t> port_of;
     for (uint32_t s = 0; s < t.switches.size(); ++s)
@@ -704,6 +707,12 @@ void add_plan_subcommand(CLI::App& fab, int& status) {
     plan->add_option("--scale", l->scale, "default: the host links' sum over 4 Gbit/s");
     plan->add_option("--qps", l->qps, "the hosts node's RC QPs per flow")->capture_default_str();
     plan->add_option("--timeout", l->timeout_s, "the hosts node's live seconds per size")->capture_default_str();
+    plan->add_option("--clock", l->clock,
+                     "shared: each machine's nodes share a fabric clock; fabric: all nodes, across machines too "
+                     "(the hosts node and each switch elsewhere exchange their machine's time over UDP on its "
+                     "control address); own: each node its own")
+        ->check(CLI::IsMember({"shared", "own", "fabric"}))
+        ->capture_default_str();
     plan->callback([a, l, pa, &status] {
         const auto cfg = load(*a);
         const std::optional<Topology> t = cfg ? live_topology(*cfg, *a, *l) : std::nullopt;

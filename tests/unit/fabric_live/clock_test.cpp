@@ -2,15 +2,23 @@
 // process's scheduling gaps are stepped over, and processes sharing the
 // clock (split fabric on one machine) stay within a step of each other,
 // whoever stops, leaves or dies. No EAL needed.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <cstring>
 #include <memory>
+#include <random>
+#include <vector>
 #include <string>
 
+#include "fabric/live/clock_relay.hpp"
 #include "fabric/live/fabric_clock.hpp"
 #include "fabric/live/shared_clock.hpp"
 
@@ -177,6 +185,341 @@ TEST_F(SharedClockTest, AFileThatCannotBeMadeIsAnErrorNamingIt) {
     EXPECT_NE(error.find("No such file"), std::string::npos) << error;
     EXPECT_EQ(SharedClock::open(path(), 3, 3, error), nullptr);
     EXPECT_NE(error.find("slot 3 of 3"), std::string::npos) << error;
+}
+
+// --clock fabric: two machines, each with its own clock file (link folder),
+// whose hosts node and switch node exchange their machine's time over UDP
+// on loopback. Real times are values as above; only the datagrams are real,
+// so a wait for one is a bounded loop of turns, never a sleep.
+constexpr uint64_t kFabric = 0xfab;
+constexpr Nanos kEvery = kStep / 2;
+constexpr int kTurnsBound = 200000;
+
+TEST(ClockDatagram, RoundTripsAndRefusesWhatIsNotOne) {
+    const ClockDatagram d{ClockDatagram::kReply, 7, 0x0102030405060708ull, 0xa1a2a3a4a5a6a7a8ull, -5};
+    const auto b = encode(d);
+    EXPECT_EQ(b[0], 'R');
+    EXPECT_EQ(b[8], 7);  // little-endian
+    EXPECT_EQ(b[16], 0x08);
+    const std::optional<ClockDatagram> back = decode_clock_datagram(b);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->kind, d.kind);
+    EXPECT_EQ(back->tag, d.tag);
+    EXPECT_EQ(back->fabric, d.fabric);
+    EXPECT_EQ(back->domain, d.domain);
+    EXPECT_EQ(back->time, d.time);
+    EXPECT_FALSE(decode_clock_datagram(std::span<const uint8_t>(b.data(), b.size() - 1)));
+    for (const size_t at : {size_t{0}, size_t{4}, size_t{5}}) {
+        auto bad = b;
+        bad[at] ^= 0x40;
+        EXPECT_FALSE(decode_clock_datagram(bad)) << "byte " << at;
+    }
+    EXPECT_NE(clock_fabric_id("fabric a scale 75"), clock_fabric_id("fabric a scale 150"));
+    // Whatever arrives: what decodes encodes back to the same bytes (the
+    // zero bytes included), and nothing else does. Random tails behind a
+    // right header, and the header's bytes changed one at a time.
+    std::mt19937_64 rng(7);
+    size_t decoded = 0;
+    for (int i = 0; i < 20000; ++i) {
+        std::vector<uint8_t> in(i % 3 == 0 ? rng() % 64 : kClockDatagramBytes);
+        for (uint8_t& x : in) x = static_cast<uint8_t>(rng());
+        if (in.size() >= 6 && i % 2 == 0) std::memcpy(in.data(), b.data(), 6);  // a right header
+        const bool broken = i % 4 == 0 && in.size() >= 6;
+        if (broken) in[rng() % 6] ^= static_cast<uint8_t>(1u << (rng() % 8));  // one of its bits off
+        const std::optional<ClockDatagram> got = decode_clock_datagram(in);
+        if (!got) continue;
+        EXPECT_FALSE(broken) << "input " << i;
+        ++decoded;
+        const auto again = encode(*got);
+        for (const size_t zero : {6, 7, 12, 13, 14, 15}) in[zero] = 0;  // not carried
+        EXPECT_TRUE(std::equal(again.begin(), again.end(), in.begin(), in.end())) << "input " << i;
+    }
+    EXPECT_GT(decoded, 1000u);
+}
+
+class ClockRelayTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        for (std::string* d : {&dir_a_, &dir_b_}) {
+            char tmpl[] = "/tmp/rocemu_relay_test.XXXXXX";
+            ASSERT_NE(mkdtemp(tmpl), nullptr);
+            *d = tmpl;
+        }
+    }
+    void TearDown() override {
+        std::filesystem::remove_all(dir_a_);
+        std::filesystem::remove_all(dir_b_);
+    }
+    // Slot `self` of 2 in machine a's or b's clock file.
+    static std::unique_ptr<SharedClock> open_in(const std::string& dir, uint32_t self) {
+        std::string error;
+        std::unique_ptr<SharedClock> c = SharedClock::open(dir + "/fabric.clock", 2, self, error);
+        EXPECT_TRUE(c) << error;
+        return c;
+    }
+    static std::shared_ptr<ClockRelay> switch_relay() {
+        std::string error;
+        std::shared_ptr<ClockRelay> r = ClockRelay::for_hosts(HostPort{"127.0.0.1", 0}, kFabric, error);
+        EXPECT_TRUE(r) << error;
+        return r;
+    }
+    static std::shared_ptr<ClockRelay> hosts_relay(std::vector<uint16_t> ports, uint64_t fabric = kFabric) {
+        std::vector<HostPort> peers;
+        for (const uint16_t p : ports) peers.push_back(HostPort{"127.0.0.1", p});
+        std::string error;
+        std::shared_ptr<ClockRelay> r = ClockRelay::to_switches(std::move(peers), fabric, error);
+        EXPECT_TRUE(r) << error;
+        return r;
+    }
+    std::string dir_a_, dir_b_;
+};
+
+TEST_F(ClockRelayTest, AStoppedSwitchNodeOnAnotherMachineHoldsTheHostsNode) {
+    auto sb = open_in(dir_b_, 1), ha = open_in(dir_a_, 0);
+    auto rb = switch_relay();
+    sb->attach(rb, kEvery);
+    auto ra = hosts_relay({rb->port()});
+    ha->attach(ra, kEvery);
+    EXPECT_NE(ha->domain(), sb->domain());
+    FabricClock h(kStep, Nanos{}), s(kStep, Nanos{});
+    h.share(ha.get());
+    s.share(sb.get());
+    Nanos real{};
+    for (int i = 0; i < kTurnsBound && !ra->heard(0); ++i) {
+        real += kTurn;
+        h.advance(real);
+        s.advance(real);
+    }
+    ASSERT_TRUE(ra->heard(0));
+    // Both scheduled: they move on together, at the real time's pace.
+    const Nanos h0 = h.now(), s0 = s.now(), real0 = real;
+    for (int i = 0; i < 1000; ++i) {
+        real += kTurn;
+        h.advance(real);
+        s.advance(real);
+        ASSERT_LE(h.now() - s.now(), kLead + kStep) << "turn " << i;
+        ASSERT_LE(s.now() - h.now(), kLead + kStep) << "turn " << i;
+    }
+    EXPECT_GE(h.now() - h0, (real - real0) * 9 / 10);
+    EXPECT_GE(s.now() - s0, (real - real0) * 9 / 10);
+    // The switch node is not scheduled for 10 ms: the hosts node stops a
+    // lead past the time it last heard from it.
+    const Nanos waited0 = h.waited();
+    for (int i = 0; i < 1000; ++i) {
+        real += kTurn;
+        h.advance(real);
+    }
+    EXPECT_LE(h.now(), s.now() + kLead);
+    EXPECT_GE(h.waited() - waited0, Nanos::from_ms(9));
+    EXPECT_GT(ra->sent(), 0u);
+    EXPECT_GT(rb->received(), 0u);
+    EXPECT_EQ(ra->ignored() + rb->ignored(), 0u);
+    EXPECT_EQ(h.jumped() + s.jumped(), Nanos{});
+}
+
+TEST_F(ClockRelayTest, AMachineHeardForTheFirstTimeIsCaughtUpWithNotWaitedFor) {
+    auto sb = open_in(dir_b_, 1), ha = open_in(dir_a_, 0);
+    auto rb = switch_relay();
+    sb->attach(rb, kEvery);
+    FabricClock h(kStep, Nanos{}), s(kStep, Nanos{});
+    s.share(sb.get());
+    Nanos real{};
+    for (int i = 0; i < 5000; ++i) {  // the switch node alone for 50 ms
+        real += kTurn;
+        s.advance(real);
+    }
+    EXPECT_EQ(s.now(), Nanos::from_ms(50));
+    // The hosts node starts, on its own clock at 0.
+    auto ra = hosts_relay({rb->port()});
+    ha->attach(ra, kEvery);
+    h.advance(real);
+    h.share(ha.get());
+    for (int i = 0; i < kTurnsBound && h.jumped() == Nanos{}; ++i) {
+        real += kTurn;
+        h.advance(real);
+        s.advance(real);
+    }
+    EXPECT_GE(h.jumped(), Nanos::from_ms(49));
+    for (int i = 0; i < 100; ++i) {
+        real += kTurn;
+        h.advance(real);
+        s.advance(real);
+    }
+    EXPECT_LE(s.now() - h.now(), kLead + kStep);
+    // The switch node waited for the hosts node's first, far-behind time
+    // only until the hosts node had caught up: a few exchanges, not 50 ms.
+    EXPECT_LT(s.waited(), kStep * 4);
+    EXPECT_EQ(s.jumped(), Nanos{});
+}
+
+TEST_F(ClockRelayTest, TheOtherSideStartedFirstTooTheSwitchNodeCatchesUp) {
+    auto sb = open_in(dir_b_, 1), ha = open_in(dir_a_, 0);
+    auto rb = switch_relay();
+    sb->attach(rb, kEvery);
+    auto ra = hosts_relay({rb->port()});
+    ha->attach(ra, kEvery);
+    FabricClock h(kStep, Nanos{}), s(kStep, Nanos{});
+    h.share(ha.get());
+    Nanos real{};
+    for (int i = 0; i < 5000; ++i) {  // the hosts node alone for 50 ms, asking
+        real += kTurn;
+        h.advance(real);
+    }
+    EXPECT_EQ(h.now(), Nanos::from_ms(50));
+    s.advance(real);
+    s.share(sb.get());  // its machine alone: starts at its own time
+    const Nanos s_start = real;
+    // It first takes the questions its socket kept while it did not run
+    // (the oldest; the rest were lost), then the fresh ones: it may jump
+    // more than once.
+    for (int i = 0; i < kTurnsBound && !ra->heard(0); ++i) {
+        real += kTurn;
+        s.advance(real);
+        h.advance(real);
+    }
+    ASSERT_TRUE(ra->heard(0));
+    for (int i = 0; i < 100; ++i) {
+        real += kTurn;
+        h.advance(real);
+        s.advance(real);
+    }
+    EXPECT_LE(h.now() - s.now(), kLead + kStep);
+    EXPECT_LE(s.now() - h.now(), kLead + kStep);
+    // What it did not run itself since it started (its first turn's step
+    // and the real time since), it jumped.
+    EXPECT_GE(s.jumped(), s.now() - kStep - (real - s_start));
+    EXPECT_GE(s.jumped(), Nanos::from_ms(45));
+    EXPECT_EQ(h.jumped(), Nanos{});
+}
+
+TEST_F(ClockRelayTest, AHostsNodeThatIsGoneHoldsNobody) {
+    auto sb = open_in(dir_b_, 1);
+    auto rb = switch_relay();
+    sb->attach(rb, kEvery);
+    FabricClock s(kStep, Nanos{});
+    s.share(sb.get());
+    Nanos real{};
+    {
+        auto ha = open_in(dir_a_, 0);
+        auto ra = hosts_relay({rb->port()});
+        ha->attach(ra, kEvery);
+        FabricClock h(kStep, Nanos{});
+        h.share(ha.get());
+        for (int i = 0; i < kTurnsBound && !ra->heard(0); ++i) {
+            real += kTurn;
+            h.advance(real);
+            s.advance(real);
+        }
+        ASSERT_TRUE(ra->heard(0));
+        EXPECT_NE(sb->others_min(), Nanos::max());  // its view of machine a
+    }  // the hosts node exits: its relay says so
+    for (int i = 0; i < kTurnsBound && sb->others_min() != Nanos::max(); ++i) {
+        real += kTurn;
+        s.advance(real);
+    }
+    EXPECT_EQ(sb->others_min(), Nanos::max());
+    const Nanos waited0 = s.waited(), s0 = s.now();
+    for (int i = 0; i < 1000; ++i) {
+        real += kTurn;
+        s.advance(real);
+    }
+    EXPECT_EQ(s.waited(), waited0);
+    EXPECT_EQ(s.now() - s0, Nanos::from_ms(10));
+}
+
+// Two switch nodes the test plays itself, to see what the hosts node tells
+// each and how it takes their answers.
+class FakeSwitch {
+public:
+    FakeSwitch() {
+        fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof sa;
+        EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+        port_ = ntohs(sa.sin_port);
+    }
+    ~FakeSwitch() { close(fd_); }
+    uint16_t port() const { return port_; }
+    // The latest question waiting (up to 1 s for the first), with its sender.
+    std::optional<ClockDatagram> latest() {
+        std::optional<ClockDatagram> got;
+        pollfd p{fd_, POLLIN, 0};
+        if (poll(&p, 1, 1000) != 1) return got;
+        uint8_t b[64];
+        socklen_t len = sizeof from_;
+        for (ssize_t n; (n = recvfrom(fd_, b, sizeof b, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from_), &len)) > 0;
+             len = sizeof from_)
+            got = decode_clock_datagram(std::span<const uint8_t>(b, static_cast<size_t>(n)));
+        return got;
+    }
+    void answer(uint32_t tag, uint64_t domain, Nanos t, uint64_t fabric = kFabric) {
+        const auto b = encode(ClockDatagram{ClockDatagram::kReply, tag, fabric, domain, t.v});
+        EXPECT_EQ(sendto(fd_, b.data(), b.size(), 0, reinterpret_cast<sockaddr*>(&from_), sizeof from_),
+                  static_cast<ssize_t>(b.size()));
+    }
+
+private:
+    int fd_ = -1;
+    uint16_t port_ = 0;
+    sockaddr_in from_{};
+};
+
+TEST_F(ClockRelayTest, NoMachineIsToldItsOwnTimeBack) {
+    FakeSwitch f0, f1;
+    auto ha = open_in(dir_a_, 0);
+    auto ra = hosts_relay({f0.port(), f1.port()});
+    ha->attach(ra, kEvery);
+    FabricClock h(kStep, Nanos{});
+    h.share(ha.get());
+    Nanos real = Nanos::from_ms(1);
+    h.advance(real);  // 1 ms: asks both
+    std::optional<ClockDatagram> q0 = f0.latest(), q1 = f1.latest();
+    ASSERT_TRUE(q0 && q1);
+    EXPECT_EQ(q0->kind, ClockDatagram::kTime);
+    EXPECT_EQ(q0->tag, 0u);
+    EXPECT_EQ(q1->tag, 1u);
+    EXPECT_EQ(q0->time, kStep.v);  // its first turn's step
+    // Both answer from machine 5, whose slowest node is at 50 us.
+    const Nanos behind = Nanos::from_us(50);
+    f0.answer(0, 5, behind);
+    f1.answer(1, 5, behind);
+    // The next exchanges: the hosts node waits for machine 5 (a lead past
+    // it) but tells neither switch machine 5's own time.
+    for (int i = 0; i < kTurnsBound && !(ra->heard(0) && ra->heard(1)); ++i) {
+        real += kEvery;
+        h.advance(real);
+    }
+    ASSERT_TRUE(ra->heard(0) && ra->heard(1));
+    for (int i = 0; i < 20; ++i) {
+        real += kEvery;
+        h.advance(real);
+    }
+    EXPECT_EQ(h.now(), behind + kLead);
+    q0 = f0.latest();
+    ASSERT_TRUE(q0);
+    EXPECT_EQ(q0->time, h.now().v);
+    // f1 turns out to be on another machine, 6: f0 is now told its time.
+    f1.answer(1, 6, behind + Nanos::from_us(10));
+    for (int i = 0; i < 100; ++i) {
+        real += kEvery;
+        h.advance(real);
+        q0 = f0.latest();
+        ASSERT_TRUE(q0);
+        if (q0->time == (behind + Nanos::from_us(10)).v) break;
+    }
+    EXPECT_EQ(q0->time, (behind + Nanos::from_us(10)).v);
+    // An answer for another fabric changes nothing and is counted.
+    f0.answer(0, 5, Nanos::from_ms(100), kFabric + 1);
+    const Nanos before = h.now();
+    for (int i = 0; i < kTurnsBound && ra->ignored() == 0; ++i) {
+        real += kEvery;
+        h.advance(real);
+    }
+    EXPECT_EQ(ra->ignored(), 1u);
+    EXPECT_EQ(h.now(), before);  // still held by machine 5 at 50 us
 }
 
 }  // namespace
