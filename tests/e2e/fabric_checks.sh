@@ -56,3 +56,24 @@ check_incast_series() {
   if command -v gnuplot >/dev/null; then [ -s "${series}_rates.svg" ] || fail "no rates plot"; fi
   echo "series $series: the bottleneck carried and shared, senders paused, a queue built"
 }
+
+# stop_node_when WATCH COUNTERS COND BYTES READY: while process WATCH runs
+# (60 s at most), once the tx_bytes rows of the switch counter snapshot
+# COUNTERS for which the awk condition COND holds ($1 switch, $2 port) sum to
+# more than BYTES, stops the node whose pid the ready mark READY holds for a
+# second (SIGSTOP, as a debugger would, then SIGCONT). Sets `stopped=1` if it
+# did.
+stop_node_when() {
+  local watch=$1 counters=$2 cond=$3 bytes=$4 ready=$5 sent victim
+  stopped=
+  for _ in $(seq 1200); do
+    kill -0 "$watch" 2>/dev/null || return 0
+    sent=$(awk -F, "\$3 == \"tx_bytes\" && ($cond) { s += \$4 } END { print s + 0 }" "$counters" 2>/dev/null)
+    if [ "${sent:-0}" -gt "$bytes" ]; then
+      victim=$(cat "$ready")
+      kill -STOP "$victim" && sleep 1 && kill -CONT "$victim" && stopped=1
+      return 0
+    fi
+    sleep 0.05
+  done
+}

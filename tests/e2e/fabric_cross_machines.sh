@@ -147,7 +147,7 @@ wrong_control 10.77.0.9:7700 "(no connection within 1.0 s|connect: No route to h
 # (SIGSTOP) once it has sent 24 of the 128 MiB; checks it completes verified
 # with no drop. Sets `sums` to the rates' per-sample totals (Gbit/s).
 run_with_stop() {
-  local name=$1 clock=$2 stopped= sent victim rc
+  local name=$1 clock=$2 rc
   "$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine nics=hosts --address sw=10.77.0.1 \
     --link-dir "$D/$name" --binary "$ROCEMU" -w incast --sizes 64M --qps 8 -o "$D/rep_$name" --clock "$clock" \
     >"$D/plan.txt" 2>&1 || { cat "$D/plan.txt"; fail "fabric plan --clock $clock failed"; }
@@ -169,17 +169,7 @@ its node run with --clock fabric" "$D/noclock.txt" || { cat "$D/noclock.txt"; fa
   fi
   eval timeout 150 ip netns exec "$NH" "$HOSTS" $EAL >"$D/$name.txt" 2>"$D/$name.err" &
   local hosts=$!
-  for _ in $(seq 1200); do
-    kill -0 "$hosts" 2>/dev/null || break
-    sent=$(awk -F, '$1 == "left" && $3 == "tx_bytes" { s += $4 } END { print s + 0 }' "$D/$name/sw/left.counters" \
-      2>/dev/null)
-    if [ "${sent:-0}" -gt 25165824 ]; then
-      victim=$(cat "$D/$name/sw/left.ready")
-      kill -STOP "$victim" && sleep 1 && kill -CONT "$victim" && stopped=1
-      break
-    fi
-    sleep 0.05
-  done
+  stop_node_when "$hosts" "$D/$name/sw/left.counters" '$1 == "left"' 25165824 "$D/$name/sw/left.ready"
   wait "$hosts"
   rc=$?
   kill -TERM "${pids[@]}"

@@ -94,22 +94,12 @@ check_link_pcap "$ROCEMU" "$OUT/rep/live_incast_h0-left.pcap" "$h0"
 # for a second (SIGSTOP, as a debugger would) once its uplink has carried 60
 # of its 136 MB; checks it completes verified with no drop.
 run_with_stop() {
-  local name=$1 stopped= up victim rc
+  local name=$1 rc
   shift
   "$ROCEMU" fabric run --live --processes -c "$OUT/incast_generator.yaml" --nic-model rc -w incast --sizes 16M \
     --qps 8 -o "$OUT/rep_$name" --link-dir "$OUT/$name" "$@" "${EAL[@]}" >"$OUT/$name.txt" 2>&1 &
   bg=$!
-  for _ in $(seq 1200); do
-    kill -0 "$bg" 2>/dev/null || break
-    up=$(awk -F, '$1 == "left" && $2 == "Ethernet32" && $3 == "tx_bytes" { print $4 }' "$OUT/$name/left.counters" \
-      2>/dev/null)
-    if [ "${up:-0}" -gt 60000000 ]; then
-      victim=$(cat "$OUT/$name/left.ready")
-      kill -STOP "$victim" && sleep 1 && kill -CONT "$victim" && stopped=1
-      break
-    fi
-    sleep 0.05
-  done
+  stop_node_when "$bg" "$OUT/$name/left.counters" '$1 == "left" && $2 == "Ethernet32"' 60000000 "$OUT/$name/left.ready"
   wait "$bg"
   rc=$?
   bg=

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <vector>
@@ -195,6 +196,19 @@ constexpr uint64_t kFabric = 0xfab;
 constexpr Nanos kEvery = kStep / 2;
 constexpr int kTurnsBound = 200000;
 
+// Turns `clocks`, in this order, at real times kTurn apart from `real` on:
+// `n` times, or fewer once `until()` holds.
+template <typename Until>
+void turn(Nanos& real, std::initializer_list<FabricClock*> clocks, int n, Until until) {
+    for (int i = 0; i < n && !until(); ++i) {
+        real += kTurn;
+        for (FabricClock* c : clocks) c->advance(real);
+    }
+}
+void turn(Nanos& real, std::initializer_list<FabricClock*> clocks, int n) {
+    turn(real, clocks, n, [] { return false; });
+}
+
 TEST(ClockDatagram, RoundTripsAndRefusesWhatIsNotOne) {
     const ClockDatagram d{ClockDatagram::kReply, 7, 0x0102030405060708ull, 0xa1a2a3a4a5a6a7a8ull, -5};
     const auto b = encode(d);
@@ -285,11 +299,7 @@ TEST_F(ClockRelayTest, AStoppedSwitchNodeOnAnotherMachineHoldsTheHostsNode) {
     h.share(ha.get());
     s.share(sb.get());
     Nanos real{};
-    for (int i = 0; i < kTurnsBound && !ra->heard(0); ++i) {
-        real += kTurn;
-        h.advance(real);
-        s.advance(real);
-    }
+    turn(real, {&h, &s}, kTurnsBound, [&] { return ra->heard(0); });
     ASSERT_TRUE(ra->heard(0));
     // Both scheduled: they move on together, at the real time's pace.
     const Nanos h0 = h.now(), s0 = s.now(), real0 = real;
@@ -305,10 +315,7 @@ TEST_F(ClockRelayTest, AStoppedSwitchNodeOnAnotherMachineHoldsTheHostsNode) {
     // The switch node is not scheduled for 10 ms: the hosts node stops a
     // lead past the time it last heard from it.
     const Nanos waited0 = h.waited();
-    for (int i = 0; i < 1000; ++i) {
-        real += kTurn;
-        h.advance(real);
-    }
+    turn(real, {&h}, 1000);
     EXPECT_LE(h.now(), s.now() + kLead);
     EXPECT_GE(h.waited() - waited0, Nanos::from_ms(9));
     EXPECT_GT(ra->sent(), 0u);
@@ -324,27 +331,16 @@ TEST_F(ClockRelayTest, AMachineHeardForTheFirstTimeIsCaughtUpWithNotWaitedFor) {
     FabricClock h(kStep, Nanos{}), s(kStep, Nanos{});
     s.share(sb.get());
     Nanos real{};
-    for (int i = 0; i < 5000; ++i) {  // the switch node alone for 50 ms
-        real += kTurn;
-        s.advance(real);
-    }
+    turn(real, {&s}, 5000);  // the switch node alone for 50 ms
     EXPECT_EQ(s.now(), Nanos::from_ms(50));
     // The hosts node starts, on its own clock at 0.
     auto ra = hosts_relay({rb->port()});
     ha->attach(ra, kEvery);
     h.advance(real);
     h.share(ha.get());
-    for (int i = 0; i < kTurnsBound && h.jumped() == Nanos{}; ++i) {
-        real += kTurn;
-        h.advance(real);
-        s.advance(real);
-    }
+    turn(real, {&h, &s}, kTurnsBound, [&] { return h.jumped() > Nanos{}; });
     EXPECT_GE(h.jumped(), Nanos::from_ms(49));
-    for (int i = 0; i < 100; ++i) {
-        real += kTurn;
-        h.advance(real);
-        s.advance(real);
-    }
+    turn(real, {&h, &s}, 100);
     EXPECT_LE(s.now() - h.now(), kLead + kStep);
     // The switch node waited for the hosts node's first, far-behind time
     // only until the hosts node had caught up: a few exchanges, not 50 ms.
@@ -361,10 +357,7 @@ TEST_F(ClockRelayTest, TheOtherSideStartedFirstTooTheSwitchNodeCatchesUp) {
     FabricClock h(kStep, Nanos{}), s(kStep, Nanos{});
     h.share(ha.get());
     Nanos real{};
-    for (int i = 0; i < 5000; ++i) {  // the hosts node alone for 50 ms, asking
-        real += kTurn;
-        h.advance(real);
-    }
+    turn(real, {&h}, 5000);  // the hosts node alone for 50 ms, asking
     EXPECT_EQ(h.now(), Nanos::from_ms(50));
     s.advance(real);
     s.share(sb.get());  // its machine alone: starts at its own time
@@ -372,17 +365,9 @@ TEST_F(ClockRelayTest, TheOtherSideStartedFirstTooTheSwitchNodeCatchesUp) {
     // It first takes the questions its socket kept while it did not run
     // (the oldest; the rest were lost), then the fresh ones: it may jump
     // more than once.
-    for (int i = 0; i < kTurnsBound && !ra->heard(0); ++i) {
-        real += kTurn;
-        s.advance(real);
-        h.advance(real);
-    }
+    turn(real, {&s, &h}, kTurnsBound, [&] { return ra->heard(0); });
     ASSERT_TRUE(ra->heard(0));
-    for (int i = 0; i < 100; ++i) {
-        real += kTurn;
-        h.advance(real);
-        s.advance(real);
-    }
+    turn(real, {&h, &s}, 100);
     EXPECT_LE(h.now() - s.now(), kLead + kStep);
     EXPECT_LE(s.now() - h.now(), kLead + kStep);
     // What it did not run itself since it started (its first turn's step
@@ -405,24 +390,14 @@ TEST_F(ClockRelayTest, AHostsNodeThatIsGoneHoldsNobody) {
         ha->attach(ra, kEvery);
         FabricClock h(kStep, Nanos{});
         h.share(ha.get());
-        for (int i = 0; i < kTurnsBound && !ra->heard(0); ++i) {
-            real += kTurn;
-            h.advance(real);
-            s.advance(real);
-        }
+        turn(real, {&h, &s}, kTurnsBound, [&] { return ra->heard(0); });
         ASSERT_TRUE(ra->heard(0));
         EXPECT_NE(sb->others_min(), Nanos::max());  // its view of machine a
     }  // the hosts node exits: its relay says so
-    for (int i = 0; i < kTurnsBound && sb->others_min() != Nanos::max(); ++i) {
-        real += kTurn;
-        s.advance(real);
-    }
+    turn(real, {&s}, kTurnsBound, [&] { return sb->others_min() == Nanos::max(); });
     EXPECT_EQ(sb->others_min(), Nanos::max());
     const Nanos waited0 = s.waited(), s0 = s.now();
-    for (int i = 0; i < 1000; ++i) {
-        real += kTurn;
-        s.advance(real);
-    }
+    turn(real, {&s}, 1000);
     EXPECT_EQ(s.waited(), waited0);
     EXPECT_EQ(s.now() - s0, Nanos::from_ms(10));
 }
