@@ -749,6 +749,18 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     for (const FlowRun& r : runs)
         if (r.size == 0) ++done_flows;
     uint64_t done_bytes = 0;
+    // What each flow's receiving QPs executed (their counters count from the
+    // QP's start, and the sizes of a sweep share QPs), from `base` on.
+    const auto received = [&](uint32_t f) {
+        uint64_t rx = 0;
+        for (const Qpn q : runs[f].conn->dq) {
+            transport::Counters c;
+            if (m.hosts[flows[f].dst].ctx->query_qp_counters(q, c) == 0) rx += c.rcvd_bytes;
+        }
+        return rx;
+    };
+    std::vector<uint64_t> base(runs.size());
+    for (uint32_t f = 0; f < runs.size(); ++f) base[f] = received(f);
     Nanos next_tick = real_start + every, next_sample = start;
     turns_ = 0;
     turn_sum_ = max_turn_ = Nanos{};
@@ -764,16 +776,10 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         if (now >= next_sample) {
             const std::vector<std::string> rows = switch_port_rows();
             Sample& s = samples.emplace_back(Sample{now - start, done_bytes, totals(rows), {}, data_queues(rows)});
-            // What each flow's receiving QPs executed: completions come
-            // back a 64 KiB WRITE at a time, bunched by the ACKs' queueing.
-            for (uint32_t f = 0; f < runs.size(); ++f) {
-                uint64_t rx = 0;
-                for (const Qpn q : runs[f].conn->dq) {
-                    transport::Counters c;
-                    if (m.hosts[flows[f].dst].ctx->query_qp_counters(q, c) == 0) rx += c.rcvd_bytes;
-                }
-                s.flow_bytes.push_back(rx);
-            }
+            // What each flow's receiving QPs executed in this size:
+            // completions come back a 64 KiB WRITE at a time, bunched by the
+            // ACKs' queueing.
+            for (uint32_t f = 0; f < runs.size(); ++f) s.flow_bytes.push_back(received(f) - base[f]);
             next_sample += sample_every;
         }
         if (done_flows == runs.size() || res.bad_completions) break;

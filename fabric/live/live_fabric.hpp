@@ -63,7 +63,7 @@ struct Sample {
     Nanos at{};
     uint64_t bytes = 0;
     LiveTotals totals;
-    std::vector<uint64_t> flow_bytes;  // per flow, received (rcvd_bytes of its receiving QPs)
+    std::vector<uint64_t> flow_bytes;  // per flow, received in this run (rcvd_bytes of its receiving QPs since it began)
     std::vector<QueueSample> queues;   // ports whose data queue has a non-zero count
 };
 

@@ -47,6 +47,9 @@ check_incast_series() {
       if (sum < 50 || sum > 105) bad = bad " " $1 "us:sum=" sum }
     END { if (bad || n < 5) { print "rows " n ", off:" bad; exit 1 } }' "${series}_rates.csv" ||
     fail "per-flow rates"
+  # Anywhere in the run (a size after the first too): never above the bottleneck.
+  awk -F, 'NR > 1 { sum = 0; for (i = 2; i <= NF; i++) sum += $i; if (sum > 105) { print $1 "us: " sum; exit 1 } }' \
+    "${series}_rates.csv" || fail "a sample above the 100 Gbit/s bottleneck"
   awk -F, 'NR == 1 { for (i = 2; i <= NF; i++) nic[i] = ($i ~ /^h[0-7]$/) }
     NR > 1 { for (i = 2; i <= NF; i++) if (nic[i] && $i > 0.5) held++ } END { exit !(held > 0) }' \
     "${series}_pfc.csv" || fail "no sender paused half a sample: $(head -3 "${series}_pfc.csv")"

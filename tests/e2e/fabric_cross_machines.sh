@@ -142,14 +142,15 @@ wrong_control() {
 wrong_control 10.77.0.1:7799 "connect: Connection refused"
 wrong_control 10.77.0.9:7700 "(no connection within 1.0 s|connect: No route to host)"
 
-# run_with_stop NAME CLOCK: a 64 MiB incast planned with --clock CLOCK (link
-# folders $D/NAME, report $D/rep_NAME), switch node left stopped for a second
-# (SIGSTOP) once it has sent 24 of the 128 MiB; checks it completes verified
-# with no drop. Sets `sums` to the rates' per-sample totals (Gbit/s).
+# run_with_stop NAME CLOCK SIZES: an incast of SIZES (the last 64M) planned
+# with --clock CLOCK (link folders $D/NAME, report $D/rep_NAME), switch node
+# left stopped for a second (SIGSTOP) once it has sent 24 MiB (of the 64 MiB
+# size's 128); checks every size completes verified with no drop. Sets
+# `sums` to the 64 MiB rates' per-sample totals (Gbit/s).
 run_with_stop() {
-  local name=$1 clock=$2 rc
+  local name=$1 clock=$2 sizes=$3 rc
   "$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine nics=hosts --address sw=10.77.0.1 \
-    --link-dir "$D/$name" --binary "$ROCEMU" -w incast --sizes 64M --qps 8 -o "$D/rep_$name" --clock "$clock" \
+    --link-dir "$D/$name" --binary "$ROCEMU" -w incast --sizes "$sizes" --qps 8 -o "$D/rep_$name" --clock "$clock" \
     >"$D/plan.txt" 2>&1 || { cat "$D/plan.txt"; fail "fabric plan --clock $clock failed"; }
   HOSTS=$(command_of hosts) LEFT=$(command_of left) RIGHT=$(command_of right)
   [ "$clock" = shared ] || echo "$HOSTS$LEFT$RIGHT" | grep -q -- "--clock $clock .*--clock $clock .*--clock $clock" ||
@@ -178,9 +179,11 @@ its node run with --clock fabric" "$D/noclock.txt" || { cat "$D/noclock.txt"; fa
   cat "$D/$name.txt" "$D/${name}_left.log" "$D/${name}_right.log"
   [ -n "$stopped" ] || fail "$name: switch left was not stopped (the run ended, or 60 s passed, first)"
   [ $rc -eq 0 ] || { tail -c 800 "$D/$name.err"; fail "$name: hosts node exit status $rc"; }
-  IFS=, read -r _ _ _ _ _ _ _ _ drops lossless flows verified _ complete _ < <(sed -n 2p "$D/rep_$name/live_incast_sweep.csv")
-  [ "$complete" = 1 ] && [ "$flows" -gt 0 ] && [ "$verified" = "$flows" ] && [ "$drops" = 0 ] && [ "$lossless" = 0 ] ||
-    fail "$name: sweep row: $(sed -n 2p "$D/rep_$name/live_incast_sweep.csv")"
+  # size,time,algbw,busbw,live,pfc,ecn,cnp,drops,lossless,flows,verified,mismatched,complete,...
+  awk -F, -v n="$(echo "$sizes" | tr ',' '\n' | wc -l)" 'NR > 1 { rows++
+      if ($14 != 1 || $11 < 1 || $12 != $11 || $9 != 0 || $10 != 0) bad = 1 }
+    END { exit bad || rows != n }' "$D/rep_$name/live_incast_sweep.csv" ||
+    fail "$name: sweep: $(cat "$D/rep_$name/live_incast_sweep.csv")"
   check_incast_time "$D/rep_$name/live_incast_sweep.csv" 2 100
   sums=$(awk -F, 'NR > 1 { s = 0; for (i = 2; i <= NF; i++) s += $i; printf "%.1f ", s }' \
     "$D/rep_$name/live_incast_67108864B_rates.csv")
@@ -197,12 +200,13 @@ gap() {
 # Each machine's own clock (the default): the hosts node's clock goes on
 # while the other machine's switch is stopped, so its samples show the stop
 # as a gap.
-run_with_stop stop_shared shared
+run_with_stop stop_shared shared 64M
 gap "$sums" || fail "--clock shared: no gap in the rates through the stop of a switch on the other machine"
 # --clock fabric: the hosts node and the switch nodes exchange their
 # machine's time over UDP, so the stopped switch stops the hosts node's
-# clock too: no gap, and no sample above the bottleneck.
-run_with_stop stop_fabric fabric
+# clock too: no gap, and no sample above the bottleneck. Two sizes: between
+# them the hosts node leaves the clock and joins it again.
+run_with_stop stop_fabric fabric 1M,64M
 gap "$sums" && fail "--clock fabric: a gap in the rates through the stop: the hosts node's clock did not stop"
 echo "$sums" | tr ' ' '\n' | awk 'NF && $1 > 105 { exit 1 }' || fail "--clock fabric: a sample above the bottleneck"
 answers=$(sed -nE 's/^clock: fabric clock across machines: [0-9]+ questions sent, ([0-9]+) answers, 0 datagrams ignored$/\1/p' \
