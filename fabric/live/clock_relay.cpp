@@ -71,7 +71,7 @@ uint64_t clock_fabric_id(const std::string& identity) {
     return h;
 }
 
-std::unique_ptr<ClockRelay> ClockRelay::to_switches(std::vector<HostPort> peers, uint64_t fabric,
+std::unique_ptr<ClockRelay> ClockRelay::to_switches(std::vector<HostPort> peers, uint64_t fabric, Nanos sync_within,
                                                     std::string& error) {
     std::vector<Peer> ps;
     for (HostPort& at : peers) {
@@ -88,6 +88,7 @@ std::unique_ptr<ClockRelay> ClockRelay::to_switches(std::vector<HostPort> peers,
     std::unique_ptr<ClockRelay> r(new ClockRelay(fd, fabric));
     r->hosts_side_ = true;
     r->peers_ = std::move(ps);
+    r->sync_within_ = sync_within;
     return r;
 }
 
@@ -169,6 +170,25 @@ void ClockRelay::take(Nanos local) {
 Nanos ClockRelay::exchange(Nanos local) {
     take(local);
     if (!hosts_side_) return heard_time_;
+    if (!synced_) {
+        bool all = true;
+        Nanos lo = local, hi = local;
+        for (const Peer& p : peers_) {
+            all = all && p.heard;
+            if (!p.heard || p.domain == domain_ || p.time == Nanos::max()) continue;
+            lo = std::min(lo, p.time);
+            hi = std::max(hi, p.time);
+        }
+        if (all && hi - lo <= sync_within_) {
+            synced_ = true;
+        } else {
+            // Catching up: everyone, this machine too, goes on from the
+            // latest time of all (a machine behind jumps to it).
+            for (uint32_t i = 0; i < peers_.size(); ++i)
+                send_to(peers_[i].addr, ClockDatagram{ClockDatagram::kTime, i, fabric_, 0, hi.v});
+            return hi;
+        }
+    }
     Nanos view = Nanos::max();
     for (const Peer& p : peers_)
         if (p.heard && p.domain != domain_) view = std::min(view, p.time);

@@ -15,7 +15,15 @@
 // which machine that is, its clock file's domain). The hosts node leaves a
 // machine's own time out of what it tells that machine, so no machine waits
 // for its own echo. Nothing is resent: the hosts side asks every exchange
-// (FabricClock's steps apart), so a lost datagram only makes a view older.
+// (half a FabricClock step apart), so a lost datagram only makes a view
+// older.
+//
+// Machines start at different times and run on their own until they hear of
+// each other. Until every peer has answered and the machines' times lie
+// within `sync_within` of each other, the hosts side tells every machine
+// (and its own) the latest time of all, so each machine behind jumps to it
+// (FabricClock::kJumpSteps) instead of the one ahead waiting for it to
+// catch up; from then on, the least time of the others.
 // Free of DPDK.
 #pragma once
 
@@ -53,7 +61,8 @@ class ClockRelay {
 public:
     // The hosts node's side: exchanges with the switch nodes at `peers`
     // (their control addresses). nullptr and `error` if it cannot.
-    static std::unique_ptr<ClockRelay> to_switches(std::vector<HostPort> peers, uint64_t fabric, std::string& error);
+    static std::unique_ptr<ClockRelay> to_switches(std::vector<HostPort> peers, uint64_t fabric, Nanos sync_within,
+                                                   std::string& error);
     // A switch node's side: answers on UDP `at`.
     static std::unique_ptr<ClockRelay> for_hosts(const HostPort& at, uint64_t fabric, std::string& error);
     // The hosts side tells the switch nodes it heard that its machine takes
@@ -74,6 +83,9 @@ public:
     uint16_t port() const;
     // Hosts side: whether peer `i` (of `peers`) has answered.
     bool heard(size_t i) const { return i < peers_.size() && peers_[i].heard; }
+    // Hosts side: every peer answered and the machines' times came within
+    // `sync_within` of each other (before, each is told the latest time).
+    bool synced() const { return synced_; }
     // Datagrams sent (hosts side: questions, one per peer an exchange;
     // switch side: answers, one an exchange to the latest question) and
     // taken (answers; questions).
@@ -99,6 +111,8 @@ private:
     uint64_t domain_ = 0;
     bool hosts_side_ = false;
     std::vector<Peer> peers_;
+    Nanos sync_within_{};
+    bool synced_ = false;
     Nanos heard_time_ = Nanos::max();  // switch side: what the hosts side said last
     uint64_t sent_ = 0, received_ = 0, ignored_ = 0;
 };

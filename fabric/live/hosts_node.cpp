@@ -99,9 +99,11 @@ struct SwitchSource {
     // exchange; asks at most every kAskEvery.
     bool poll_ready() {
         if (ready) {
-            if (!relay || relay->heard(relay_peer)) return true;
-            last_error = "it has not answered the fabric clock over UDP: does its node run with --clock fabric, "
-                         "and does UDP reach that address?";
+            if (!relay || (relay->heard(relay_peer) && relay->synced())) return true;
+            last_error = relay->heard(relay_peer)
+                             ? "the machines' fabric clocks have not caught up with each other yet"
+                             : "it has not answered the fabric clock over UDP: does its node run with --clock fabric, "
+                               "and does UDP reach that address?";
             return false;
         }
         if (!at && !std::filesystem::exists(ready_file)) return false;
@@ -281,11 +283,13 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
             }
         if (!peers.empty()) {
             const double scale = o.scale > 0 ? o.scale : default_scale(t);
-            relay = ClockRelay::to_switches(std::move(peers), clock_fabric_id(cache->sources.front().expect), bad.error);
+            const Nanos step = FabricClock::max_step_for(scale_topology(t, scale));
+            relay = ClockRelay::to_switches(std::move(peers), clock_fabric_id(cache->sources.front().expect),
+                                            step * FabricClock::kJumpSteps, bad.error);
             if (!relay) return bad;
             for (SwitchSource& s : cache->sources)
                 if (s.at) s.relay = relay;
-            lo.split.clock->attach(relay, relay_every(FabricClock::max_step_for(scale_topology(t, scale))));
+            lo.split.clock->attach(relay, relay_every(step));
         }
     }
     lo.split.link_wait = o.wait;

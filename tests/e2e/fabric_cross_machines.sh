@@ -14,7 +14,8 @@
 # message naming the switch and the address, within the hang guard. Then a
 # switch node stopped for a second mid-run: with each machine's own clock
 # the hosts node's rates show a gap, with `--clock fabric` (the clock
-# exchanged over UDP) none, and no sample above the bottleneck.
+# exchanged over UDP) none, and no sample above the bottleneck; the same with
+# each switch on a machine of its own (three machines).
 # Usage: fabric_cross_machines.sh ROCEMU REPO_ROOT
 set -uo pipefail
 ROCEMU=$1
@@ -44,9 +45,12 @@ C=$ROOT/tests/e2e/dumbbell_2to1.yaml
   --link-dir "$D" --binary "$ROCEMU" -w incast --sizes 1M --qps 8 -o "$D/rep" >"$D/plan.txt" 2>&1 ||
   { cat "$D/plan.txt"; fail "fabric plan failed"; }
 cat "$D/plan.txt"
-# The command of NODE with its interfaces filled in.
+# The command of NODE with its interfaces filled in (IFACES: a sed script
+# for the placeholders of another layout, applied first).
+IFACES=
 command_of() {
-  grep -A1 "^# machine [a-z]*, node $1\$" "$D/plan.txt" | tail -1 | sed -E 's/<iface:([a-z0-9-]+)@sw>/s\1/g; s/<iface:([a-z0-9-]+)@nics>/n\1/g'
+  grep -A1 "^# machine [a-z0-9]*, node $1\$" "$D/plan.txt" | tail -1 |
+    sed -E "$IFACES"'s/<iface:([a-z0-9-]+)@sw>/s\1/g; s/<iface:([a-z0-9-]+)@nics>/n\1/g'
 }
 HOSTS=$(command_of hosts)
 LEFT=$(command_of left)
@@ -146,18 +150,24 @@ wrong_control 10.77.0.9:7700 "(no connection within 1.0 s|connect: No route to h
 # with --clock CLOCK (link folders $D/NAME, report $D/rep_NAME), switch node
 # left stopped for a second (SIGSTOP) once it has sent 24 MiB (of the 64 MiB
 # size's 128); checks every size completes verified with no drop. Sets
-# `sums` to the 64 MiB rates' per-sample totals (Gbit/s).
+# `sums` to the 64 MiB rates' per-sample totals (Gbit/s). The layout: the
+# plan's machine and address options in LAYOUT, switch right's namespace in
+# RIGHT_NS (left's is $NS, on machine sw).
+LAYOUT=(--machine sw=left,right --machine nics=hosts --address sw=10.77.0.1)
+RIGHT_NS=$NS
 run_with_stop() {
   local name=$1 clock=$2 sizes=$3 rc
-  "$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine nics=hosts --address sw=10.77.0.1 \
+  "$ROCEMU" fabric plan -c "$C" "${LAYOUT[@]}" \
     --link-dir "$D/$name" --binary "$ROCEMU" -w incast --sizes "$sizes" --qps 8 -o "$D/rep_$name" --clock "$clock" \
     >"$D/plan.txt" 2>&1 || { cat "$D/plan.txt"; fail "fabric plan --clock $clock failed"; }
   HOSTS=$(command_of hosts) LEFT=$(command_of left) RIGHT=$(command_of right)
   [ "$clock" = shared ] || echo "$HOSTS$LEFT$RIGHT" | grep -q -- "--clock $clock .*--clock $clock .*--clock $clock" ||
     fail "plan --clock $clock: not every node has it"
+  [ "$clock" = fabric ] && { grep -q "^# --clock fabric: .* over UDP on that switch's control port" "$D/plan.txt" ||
+    fail "plan --clock fabric does not say UDP must get through"; }
   eval exec ip netns exec "$NS" "$LEFT" $EAL >"$D/${name}_left.log" 2>&1 &
   pids+=($!)
-  eval exec ip netns exec "$NS" "$RIGHT" $EAL >"$D/${name}_right.log" 2>&1 &
+  eval exec ip netns exec "$RIGHT_NS" "$RIGHT" $EAL >"$D/${name}_right.log" 2>&1 &
   pids+=($!)
   if [ "$clock" = shared ]; then
     # A hosts node with --clock fabric against these switch nodes, which do
@@ -216,4 +226,31 @@ for sw in left right; do
   grep -qE "^switch $sw: .*\(across machines: [1-9][0-9]* clock questions, [1-9][0-9]* answers, 0 datagrams ignored" \
     "$D/stop_fabric_$sw.log" || fail "--clock fabric: switch $sw does not report its exchanges"
 done
-echo "PASS ($tx bytes over nh0-left)"
+
+# Three machines: switch right moves to a namespace of its own, so the hosts
+# node exchanges the clock with two machines and tells each the other's time
+# (never its own back). Its cables: h2-right from the hosts, left-right from
+# left's namespace, control at 10.77.3.1.
+NS2=rocemu-xr-$$
+ip netns add "$NS2" || fail "cannot add network namespace $NS2"
+netns_made+=("$NS2")
+ip link add th2-right netns "$NS2" index 3300 type veth peer name mh2-right netns "$NH" &&
+  ip link add lr1 netns "$NS" type veth peer name lr2 netns "$NS2" || fail "cannot make the third machine's veths"
+up "$NS2" th2-right && up "$NH" mh2-right && up "$NS" lr1 && up "$NS2" lr2 || fail "cannot bring up its veths"
+ip link add c3N netns "$NH" type veth peer name c3S netns "$NS2" || fail "cannot make its control veth pair"
+ip -n "$NH" addr add 10.77.3.2/24 dev c3N && ip -n "$NS2" addr add 10.77.3.1/24 dev c3S
+ip -n "$NH" link set c3N up && ip -n "$NS2" link set c3S up
+LAYOUT=(--machine sw=left --machine sw2=right --machine nics=hosts --address sw=10.77.0.1 --address sw2=10.77.3.1)
+RIGHT_NS=$NS2
+IFACES='s/<iface:h2-right@sw2>/th2-right/; s/<iface:h2-right@nics>/mh2-right/; s/<iface:left-right@sw>/lr1/; s/<iface:left-right@sw2>/lr2/; '
+run_with_stop three fabric 64M
+grep -q -- "--control right=10.77.3.1:7701" <<<"$HOSTS" || fail "three machines: hosts command: $HOSTS"
+gap "$sums" && fail "three machines: a gap in the rates through the stop"
+echo "$sums" | tr ' ' '\n' | awk 'NF && $1 > 105 { exit 1 }' || fail "three machines: a sample above the bottleneck"
+for sw in left right; do
+  grep -qE "^switch $sw: .*\(across machines: [1-9][0-9]* clock questions, [1-9][0-9]* answers, 0 datagrams ignored" \
+    "$D/three_$sw.log" || fail "three machines: switch $sw does not report its exchanges"
+done
+tx2=$(ip netns exec "$NS" cat /sys/class/net/lr1/statistics/tx_bytes)
+[ "$tx2" -ge 67108864 ] || fail "three machines: only $tx2 bytes crossed left-right's veth"
+echo "PASS ($tx bytes over nh0-left; three machines: $tx2 over left-right)"

@@ -648,6 +648,9 @@ int plan_cli(const Topology& t, const FabricArgs& a, const LiveCliArgs& l, const
                "(e.g. 0000:3b:00.0){}\n",
                crossing.size(), t.cfg.nic.mtu, crossing.empty() ? "" : ":");
     for (const std::string& c : crossing) fmt::print("#   {}\n", c);
+    if (l.clock == "fabric")
+        fmt::print("# --clock fabric: the hosts node and each switch node on another machine exchange the fabric clock "
+                   "over UDP on that switch's control port: let UDP through wherever TCP to it goes.\n");
     fmt::print("# Start the switch nodes (any order), then the hosts node; once it has printed its table, stop the "
                "switch nodes with Ctrl-C.\n");
     std::map<std::string, std::vector<std::string>> by_machine;

@@ -281,7 +281,8 @@ protected:
         std::vector<HostPort> peers;
         for (const uint16_t p : ports) peers.push_back(HostPort{"127.0.0.1", p});
         std::string error;
-        std::shared_ptr<ClockRelay> r = ClockRelay::to_switches(std::move(peers), fabric, error);
+        std::shared_ptr<ClockRelay> r =
+            ClockRelay::to_switches(std::move(peers), fabric, kStep * FabricClock::kJumpSteps, error);
         EXPECT_TRUE(r) << error;
         return r;
     }
@@ -377,6 +378,47 @@ TEST_F(ClockRelayTest, TheOtherSideStartedFirstTooTheSwitchNodeCatchesUp) {
     EXPECT_EQ(h.jumped(), Nanos{});
 }
 
+// Three machines started at different times: the hosts node tells each the
+// latest time of all until they agree, so the one behind jumps ahead instead
+// of the one ahead waiting for it (it hears of it only through the hosts
+// node, as the least time of the others).
+TEST_F(ClockRelayTest, ThreeMachinesStartedAtDifferentTimesAllGoOnFromTheLatest) {
+    char tmpl[] = "/tmp/rocemu_relay_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string dir_c = tmpl;
+    auto sb = open_in(dir_b_, 1), sc = open_in(dir_c, 1), ha = open_in(dir_a_, 0);
+    auto rb = switch_relay(), rc = switch_relay();
+    sb->attach(rb, kEvery);
+    sc->attach(rc, kEvery);
+    FabricClock h(kStep, Nanos{}), b(kStep, Nanos{}), c(kStep, Nanos{});
+    c.share(sc.get());
+    Nanos real{};
+    turn(real, {&c}, 4000);  // c alone for 40 ms
+    b.advance(real);
+    b.share(sb.get());
+    turn(real, {&b, &c}, 1000);  // then b too, for 10 ms
+    EXPECT_EQ(c.now() - b.now(), Nanos::from_ms(40) - kStep);
+    auto ra = hosts_relay({rb->port(), rc->port()});
+    ha->attach(ra, kEvery);
+    h.advance(real);
+    h.share(ha.get());
+    const Nanos c0 = c.now(), real0 = real;
+    turn(real, {&h, &b, &c}, kTurnsBound, [&] { return ra->synced(); });
+    ASSERT_TRUE(ra->synced());
+    turn(real, {&h, &b, &c}, 1000);
+    for (const FabricClock* x : {&h, &b}) {
+        EXPECT_LE(c.now() - x->now(), kLead + kStep);
+        EXPECT_LE(x->now() - c.now(), kLead + kStep);
+    }
+    EXPECT_GE(b.jumped(), Nanos::from_ms(39));
+    EXPECT_GE(h.jumped(), Nanos::from_ms(49));
+    // c, ahead, went on at the real time's pace, never waiting for b.
+    EXPECT_LT(c.waited(), kStep * 4);
+    EXPECT_GE(c.now() - c0, real - real0 - kStep * 4);
+    sc.reset();
+    std::filesystem::remove_all(dir_c);
+}
+
 TEST_F(ClockRelayTest, AHostsNodeThatIsGoneHoldsNobody) {
     auto sb = open_in(dir_b_, 1);
     auto rb = switch_relay();
@@ -457,8 +499,10 @@ TEST_F(ClockRelayTest, NoMachineIsToldItsOwnTimeBack) {
     EXPECT_EQ(q0->tag, 0u);
     EXPECT_EQ(q1->tag, 1u);
     EXPECT_EQ(q0->time, kStep.v);  // its first turn's step
-    // Both answer from machine 5, whose slowest node is at 50 us.
-    const Nanos behind = Nanos::from_us(50);
+    // Both answer from machine 5, whose slowest node is 10 us behind (within
+    // the catching up's bound, so from the next exchange on the hosts node
+    // waits for it).
+    const Nanos behind = h.now() - Nanos::from_us(10);
     f0.answer(0, 5, behind);
     f1.answer(1, 5, behind);
     // The next exchanges: the hosts node waits for machine 5 (a lead past
@@ -468,11 +512,19 @@ TEST_F(ClockRelayTest, NoMachineIsToldItsOwnTimeBack) {
         h.advance(real);
     }
     ASSERT_TRUE(ra->heard(0) && ra->heard(1));
+    // Held: it stops within a lead past the time it read last, which is at
+    // most a lead past machine 5's, and stays there.
     for (int i = 0; i < 20; ++i) {
         real += kEvery;
         h.advance(real);
     }
-    EXPECT_EQ(h.now(), behind + kLead);
+    const Nanos held = h.now();
+    EXPECT_LE(held, behind + kLead * 2);
+    for (int i = 0; i < 20; ++i) {
+        real += kEvery;
+        h.advance(real);
+    }
+    EXPECT_EQ(h.now(), held);
     q0 = f0.latest();
     ASSERT_TRUE(q0);
     EXPECT_EQ(q0->time, h.now().v);
@@ -494,7 +546,7 @@ TEST_F(ClockRelayTest, NoMachineIsToldItsOwnTimeBack) {
         h.advance(real);
     }
     EXPECT_EQ(ra->ignored(), 1u);
-    EXPECT_EQ(h.now(), before);  // still held by machine 5 at 50 us
+    EXPECT_EQ(h.now(), before);  // still held by machine 5
 }
 
 }  // namespace
