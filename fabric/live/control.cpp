@@ -22,6 +22,7 @@ namespace {
 // More waiting connections than this are closed unanswered: the hosts node
 // opens one per switch at a time.
 constexpr size_t kMaxConnections = 64;
+constexpr size_t kMaxRequest = 512;  // bytes of a request line
 
 }  // namespace
 
@@ -83,15 +84,26 @@ bool ControlServer::accept_waiting() {
             close(c);
             continue;
         }
-        conns_.push_back(Conn{c});
+        Conn conn{c};
+        // A request is one short line, sent with the connection: what has
+        // arrived by now (a snapshot client sends nothing).
+        char buf[kMaxRequest];
+        const ssize_t n = recv(c, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            const std::string_view got(buf, static_cast<size_t>(n));
+            const size_t nl = got.find('\n');
+            if (nl != std::string_view::npos) conn.request.assign(got.substr(0, nl));
+        }
+        conns_.push_back(std::move(conn));
     }
     return std::any_of(conns_.begin(), conns_.end(), [](const Conn& c) { return !c.answered; });
 }
 
-void ControlServer::answer(std::string_view text) {
+void ControlServer::answer(std::string_view text, const std::function<std::string(const std::string&)>& on_request) {
     for (Conn& c : conns_)
         if (!c.answered) {
-            c.out.assign(text);
+            if (!c.request.empty() && on_request) c.out = on_request(c.request);
+            else c.out.assign(text);
             c.answered = true;
         }
     flush();
@@ -123,7 +135,8 @@ std::optional<ClockOffset> clock_offset(int64_t remote, const FetchTimes& t) {
     return ClockOffset{Nanos{remote - (t.start + half)}, Nanos{t.done - t.start - half}};
 }
 
-std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std::string& error, FetchTimes* times) {
+std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std::string& error, FetchTimes* times,
+                                         std::string_view request) {
     FetchTimes when;
     sockaddr_in sa{};
     if (!resolve_ipv4(at, sa, error)) return std::nullopt;
@@ -154,11 +167,14 @@ std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std:
         socklen_t len = sizeof err;
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
         when.connected = realtime_ns();
+        const std::string line = request.empty() ? std::string() : std::string(request) + "\n";
         if (err != 0) {
             error = fmt::format("connect: {}", std::strerror(err));
+        } else if (!line.empty() && send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+            error = fmt::format("send: {}", std::strerror(errno));
         } else {
             std::string got;
-            char buf[4096];
+            char buf[65536];
             for (;;) {
                 const ssize_t n = recv(fd, buf, sizeof buf, 0);
                 if (n > 0) {

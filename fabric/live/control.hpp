@@ -2,13 +2,18 @@
 // serves its counter snapshot (split.hpp, which says whether it is ready and
 // which fabric it runs) over TCP, one snapshot per connection, then closes;
 // the hosts node fetches it instead of reading the switch's files in a
-// shared --link-dir. The server never blocks, so the switch node drives it
-// from its packet loop without a thread. Free of DPDK.
+// shared --link-dir. A client may also ask for something else with a line
+// it sends at once (`pcap LINK`: the switch's capture of a link, after the
+// run); a request that the server has not read when it answers gets the
+// snapshot, which the client tells apart and asks again. The server never
+// blocks, so the switch node drives it from its packet loop without a
+// thread. Free of DPDK.
 #pragma once
 
 #include <netinet/in.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,12 +45,15 @@ public:
     ControlServer(const ControlServer&) = delete;
     ControlServer& operator=(const ControlServer&) = delete;
 
-    // Accepts the connections waiting; true if any has no reply yet.
+    // Accepts the connections waiting and reads the request line each has
+    // sent so far, if any; true if any has no reply yet.
     bool accept_waiting();
-    // `text` becomes the reply of every connection without one; writes what
-    // the sockets take now and closes the connections fully answered. The
-    // rest is written by later calls (or flush()).
-    void answer(std::string_view text);
+    // `text` becomes the reply of every connection without one that asked
+    // nothing, `on_request(line)` of one that asked (without the newline;
+    // no handler: `text` too); writes what the sockets take now and closes
+    // the connections fully answered. The rest is written by later calls
+    // (or flush()).
+    void answer(std::string_view text, const std::function<std::string(const std::string&)>& on_request = {});
     void flush();
     // The port listened on (the one the kernel picked for port 0).
     uint16_t port() const { return port_; }
@@ -54,6 +62,7 @@ public:
 private:
     struct Conn {
         int fd = -1;
+        std::string request;  // the line it sent before its reply, if any
         std::string out;
         size_t sent = 0;
         bool answered = false;
@@ -72,11 +81,12 @@ struct FetchTimes {
     int64_t done = 0;
 };
 
-// Connects to `at` and reads until the peer closes, all within `timeout`.
-// nullopt and `error` ("connect: Connection refused", "no reply within
-// 2 s") when it cannot. `times`, if given, is filled when it can.
+// Connects to `at`, sends `request` and a newline if not empty, and reads
+// until the peer closes, all within `timeout`. nullopt and `error`
+// ("connect: Connection refused", "no reply within 2 s") when it cannot.
+// `times`, if given, is filled when it can.
 std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std::string& error,
-                                         FetchTimes* times = nullptr);
+                                         FetchTimes* times = nullptr, std::string_view request = {});
 
 // How far the serving machine's CLOCK_REALTIME is ahead of this machine's,
 // from the stamp `remote` it put in its reply to a fetch that took `t`. A

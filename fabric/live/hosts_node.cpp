@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "fabric/live/monotonic.hpp"
 #include "fabric/live/node.hpp"
 #include "fabric/live/split.hpp"
+#include "dataplane/pcap/pcap.hpp"
 
 namespace rocemu::fabric::live {
 
@@ -28,6 +30,10 @@ constexpr Nanos kAskEvery = Nanos::from_ms(100);   // how often a switch not rea
 // the bound is half the shortest fetch, so more tries find a shorter one
 // (the 3 a run fetches anyway gave 0.6-16 ms under a TCG guest).
 constexpr uint32_t kClockProbes = 16;
+// A remote switch's capture over its control address: tries (a request the
+// switch had not read when it answered gets a snapshot) and time for each.
+constexpr int kCaptureTries = 5;
+constexpr Nanos kCaptureTimeout = Nanos::from_s(60);
 
 void sleep_ms(long ms) {
     const timespec ts{0, ms * 1000000};
@@ -244,6 +250,85 @@ void print_clocks(const Topology& t, const std::vector<SwitchSource>& sources, c
                    o.pcap_link, fmt::join(files, ", "), o.pcap_link, fmt::join(files, " "), fmt::join(shifts, ""));
 }
 
+// Whether `b` starts as a pcap file does (either byte order, us or ns).
+bool is_pcap(std::string_view b) {
+    if (b.size() < 24) return false;
+    uint32_t m = 0;
+    std::memcpy(&m, b.data(), 4);
+    for (const uint32_t magic : {0xa1b2c3d4u, 0xa1b23c4du})
+        if (m == magic || m == __builtin_bswap32(magic)) return true;
+    return false;
+}
+
+// With --pcap on a link that a switch on another machine captures too: that
+// switch's file, fetched over its control address into this machine's link
+// folder, and this node's, merged on this machine's clock (each remote file
+// shifted by minus its machine's clock offset) into the report folder as
+// one process names it. Says why when it cannot; the command print_clocks
+// printed still merges copies by hand. The merged file joins `files`.
+void merge_remote_captures(const Topology& t, const std::vector<SwitchSource>& sources, const NodeOptions& o,
+                           Pattern p, const std::string& out_dir, std::vector<std::string>& files) {
+    const std::optional<uint32_t> l = t.find_link(o.pcap_link);
+    if (!l || out_dir.empty()) return;
+    std::vector<pcap::MergeInput> in;
+    std::vector<std::string> fetched;
+    Nanos bound{};
+    for (const std::string& node : {node_of(t, t.links[*l].a), node_of(t, t.links[*l].b)}) {
+        const std::string path = capture_path(o.link_dir, o.pcap_link, node);
+        if (std::any_of(in.begin(), in.end(), [&](const pcap::MergeInput& m) { return m.path == path; })) continue;
+        if (node == kHostsNode) {
+            in.push_back({path, Nanos{}});
+            continue;
+        }
+        const auto src = std::find_if(sources.begin(), sources.end(), [&](const SwitchSource& s) { return s.name == node; });
+        if (src == sources.end() || !src->at) {
+            // On this machine: its file is whole once its node has stopped.
+            if (std::any_of(sources.begin(), sources.end(), [](const SwitchSource& s) { return s.at.has_value(); }))
+                fmt::print("pcap: switch node {} on this machine captures {} too: merge once it has stopped\n", node,
+                           o.pcap_link);
+            return;
+        }
+        if (!src->clock) {
+            fmt::print("pcap: no clock offset of {}: its capture of {} is not merged\n", src->where(), o.pcap_link);
+            return;
+        }
+        std::string error = "no reply";
+        std::optional<std::string> text;
+        for (int i = 0; i < kCaptureTries && !(text && is_pcap(*text)); ++i) {
+            text = fetch_control(*src->at, kCaptureTimeout, error, nullptr, "pcap " + o.pcap_link);
+            if (text && text->rfind("error: ", 0) == 0) break;
+        }
+        if (!text || !is_pcap(*text)) {
+            fmt::print("pcap: cannot fetch {}'s capture of {}: {}\n", src->where(), o.pcap_link,
+                       !text ? error : text->rfind("error: ", 0) == 0 ? text->substr(7, text->find('\n') - 7)
+                                                                      : std::string("its replies are not a pcap file"));
+            return;
+        }
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        f.write(text->data(), static_cast<std::streamsize>(text->size()));
+        if (!f.flush()) {
+            fmt::print("pcap: cannot write {}\n", path);
+            return;
+        }
+        in.push_back({path, Nanos{-src->clock->offset.v}});
+        fetched.push_back(node);
+        bound = std::max(bound, src->clock->error);
+    }
+    if (fetched.empty()) return;
+    const std::string out =
+        (std::filesystem::path(out_dir) / fmt::format("live_{}_{}.pcap", pattern_name(p), o.pcap_link)).string();
+    std::string why;
+    const std::optional<uint64_t> frames = pcap::merge(in, out, why);
+    if (!frames) {
+        fmt::print("pcap: cannot merge the captures of {}: {}\n", o.pcap_link, why);
+        return;
+    }
+    files.push_back(out);
+    fmt::print("pcap: {} frames of link {} in {}: merged on this machine's clock (within {:.3f} ms) from {} files, "
+               "{}'s fetched over the control channel\n",
+               *frames, o.pcap_link, out, static_cast<double>(bound.v) / 1e6, in.size(), fmt::join(fetched, "'s and "));
+}
+
 }  // namespace
 
 LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> sizes, LiveOptions lo,
@@ -310,6 +395,7 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     if (r.error.empty()) {
         for (SwitchSource& s : cache->sources) s.probe_clock(kClockProbes);
         print_clocks(t, cache->sources, o);
+        if (!o.pcap_link.empty()) merge_remote_captures(t, cache->sources, o, p, lo.out_dir, r.files);
         if (relay)
             fmt::print("clock: fabric clock across machines: {} questions sent, {} answers, {} datagrams ignored\n",
                        relay->sent(), relay->received(), relay->ignored());

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "dataplane/dpdk/eal.hpp"
 #include "dataplane/dpdk/eal_args.hpp"
@@ -368,6 +369,16 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     }
     clock.share(shared.get());
     const std::string counters = counters_path(o.link_dir, name);
+    // `pcap LINK` on the control channel: this node's capture of the link so
+    // far (the hosts node on another machine fetches it after the run and
+    // merges the link's files).
+    const auto on_request = [&](const std::string& request) {
+        if (!capture || request != "pcap " + o.pcap_link)
+            return fmt::format("error: switch node {} has no answer to '{}'\n", name, request);
+        capture->flush();
+        std::ifstream f(capture_path(o.link_dir, o.pcap_link, name), std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    };
     Nanos next_snapshot{}, next_control{};
     uint64_t turns = 0, sleeps = 0;
     uint32_t idle = 0;
@@ -395,7 +406,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
         // the hosts node derives from it.
         if (control && clock.real() >= next_control) {
             next_control = clock.real() + kControlEvery;
-            if (control->accept_waiting()) control->answer(format_snapshot(node.snapshot(now)));
+            if (control->accept_waiting()) control->answer(format_snapshot(node.snapshot(now)), on_request);
             else control->flush();
         }
         if (work) {
@@ -410,7 +421,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     clock.share(nullptr);  // nobody waits for a node that stops
     const std::string last = format_snapshot(node.snapshot(now));
     if (!write_atomically(counters, last)) return fail(fmt::format("cannot write {}", counters));
-    if (control && control->accept_waiting()) control->answer(last);
+    if (control && control->accept_waiting()) control->answer(last, on_request);
     CableCounters c;
     for (const NicCable& nc : node.nic_cables) {
         c.arp_replied += nc.c.arp_replied;

@@ -121,15 +121,23 @@ grep -q "^switch right: " "$D/right.log" || fail "switch right did not stop clea
 merge=$(grep "^pcap: link h0-left is captured on more than one machine" "$D/hosts.txt" | sed 's/.*: rocemu pcap/pcap/') ||
   fail "no merge command for h0-left"
 echo "$merge" | grep -q -- "--shift h0-left@left.pcap=-\?[0-9]" || fail "no shift for left's capture: $merge"
-hosts_cap=$(find "$D" -name "h0-left@hosts.pcap" | head -1)
-left_cap=$(find "$D" -name "h0-left@left.pcap" | head -1)
-[ -n "$hosts_cap" ] && [ -n "$left_cap" ] || fail "captures missing: $(find "$D" -name '*.pcap')"
+hosts_cap=$D/nics/h0-left@hosts.pcap
+left_cap=$D/sw/h0-left@left.pcap
+[ -f "$hosts_cap" ] && [ -f "$left_cap" ] || fail "captures missing: $(find "$D" -name '*.pcap')"
 mkdir -p "$D/merge" && cp "$hosts_cap" "$left_cap" "$D/merge/"
 (cd "$D/merge" && eval "\"$ROCEMU\" $merge -q") >"$D/merge.txt" 2>&1 || { cat "$D/merge.txt"; fail "the merge failed"; }
 cat "$D/merge.txt"
 frames=$(sed -nE 's/^# merged ([0-9]+) frames of 2 files.*/\1/p' "$D/merge.txt")
 [ -n "$frames" ] && [ "$frames" -gt 100 ] || fail "merged $frames frames"
 grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$D/merge.txt" || fail "merged capture: $(tail -1 "$D/merge.txt")"
+# The hosts node merged them itself: left's file fetched over the control
+# channel after the run (so it may lack what left received after that).
+auto=$(sed -nE "s|^pcap: ([0-9]+) frames of link h0-left in $D/rep/live_incast_h0-left.pcap: merged on this machine's clock \(within [0-9.]+ ms\) from 2 files, left's fetched over the control channel\$|\1|p" "$D/hosts.txt")
+[ -n "$auto" ] && [ "$auto" -gt 100 ] && [ "$auto" -le "$frames" ] || fail "the hosts node's own merge: '$auto' frames (by hand $frames)"
+"$ROCEMU" pcap "$D/rep/live_incast_h0-left.pcap" >"$D/auto.txt" 2>&1 || { tail -3 "$D/auto.txt"; fail "its merge does not verify"; }
+grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$D/auto.txt" || fail "its merge: $(tail -1 "$D/auto.txt")"
+cmp -s "$D/nics/h0-left@left.pcap" <(head -c "$(stat -c %s "$D/nics/h0-left@left.pcap")" "$left_cap") ||
+  fail "left's capture as fetched is not the start of its file"
 
 # Wrong control addresses: nothing listens there, or no host has it. The
 # hosts node gives up after --wait, naming the switch, the address and why.

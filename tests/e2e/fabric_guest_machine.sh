@@ -25,7 +25,8 @@
 # both switches run on one clock, so their bounds meet, and each meets what
 # the guest's kernel says of its clock in ICMP timestamp replies
 # (icmp_clock.py) before and after the run. The merge command it prints is
-# run and the merged capture verified: 0 ICRC errors, every ACK after the
+# run and the merged capture verified (and the one the hosts node makes
+# itself, fetching left's file): 0 ICRC errors, every ACK after the
 # WRITE it answers or before it by less than the bound; without the shifts,
 # an ACK must come first whenever the offset moves the WRITEs past the
 # shortest request-to-response time.
@@ -292,6 +293,12 @@ check_merge() {
 # receives (the ACKs).
 check_merge 1 h0-left left "$D/links/sw/h0-left@left.pcap" "$GUEST_SHARE/h0-left@hosts.pcap" remote
 frames1=$frames
+# The hosts node merged them too, left's file fetched over the control
+# channel after the run, into its report.
+grep -qE "^pcap: [0-9]+ frames of link h0-left in .*/live_incast_h0-left.pcap: merged on this machine's clock" \
+  "$GUEST_SHARE/hosts1.txt" || fail "the hosts node did not merge h0-left's captures itself"
+"$ROCEMU" pcap "$REP/live_incast_h0-left.pcap" >"$D/auto1.txt" 2>&1 &&
+  grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$D/auto1.txt" || fail "the hosts node's merge: $(tail -1 "$D/auto1.txt")"
 goodput() {  # the fabric clock leaves out the gaps in which a node was not scheduled ("held back")
   local held_ms
   held_ms=$(sed -n 's/.*fabric clock held back \([0-9.]*\) ms.*/\1/p' "$1" | head -1)

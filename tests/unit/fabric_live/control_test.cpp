@@ -11,6 +11,7 @@
 #include <ctime>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fabric/live/control.hpp"
 
@@ -73,6 +74,44 @@ TEST(FabricLiveControl, EachConnectionGetsTheSnapshotTakenAfterItWasAccepted) {
         EXPECT_EQ(*c.text, "second\n");
     }
     EXPECT_FALSE(srv->accept_waiting());
+}
+
+// A connection that sent a request line first gets the handler's answer to
+// it, one that sent nothing the snapshot; the request is the line without
+// its newline. Raw clients: each connects and (one) sends before the
+// server accepts, as the hosts node's request has arrived by the switch
+// node's next poll.
+TEST(FabricLiveControl, ARequestLineGetsItsOwnAnswerAndNoRequestTheSnapshot) {
+    std::string error;
+    auto srv = ControlServer::listen({"127.0.0.1", 0}, error);
+    ASSERT_TRUE(srv) << error;
+    sockaddr_in sa{};
+    ASSERT_TRUE(resolve_ipv4({"127.0.0.1", srv->port()}, sa, error)) << error;
+    const auto connect_to = [&] {
+        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        EXPECT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa), 0);
+        return fd;
+    };
+    const int plain = connect_to(), asking = connect_to();
+    const std::string line = "pcap h0-left\n";
+    ASSERT_EQ(send(asking, line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+    std::vector<std::string> asked;
+    while (srv->open_connections() < 2) srv->accept_waiting();
+    srv->answer("snapshot\n", [&](const std::string& r) {
+        asked.push_back(r);
+        return "capture of " + r;
+    });
+    while (srv->open_connections() > 0) srv->flush();
+    const auto read_all = [](int fd) {
+        std::string got;
+        char buf[256];
+        for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+        close(fd);
+        return got;
+    };
+    EXPECT_EQ(read_all(plain), "snapshot\n");
+    EXPECT_EQ(read_all(asking), "capture of pcap h0-left");
+    EXPECT_EQ(asked, std::vector<std::string>{"pcap h0-left"});
 }
 
 // The offset of a remote clock from a reply's stamp: the stamp was taken
