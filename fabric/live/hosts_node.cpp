@@ -11,13 +11,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "dataplane/pcap/pcap.hpp"
 #include "fabric/live/clock_relay.hpp"
 #include "fabric/live/control.hpp"
 #include "fabric/live/fabric_clock.hpp"
 #include "fabric/live/monotonic.hpp"
 #include "fabric/live/node.hpp"
 #include "fabric/live/split.hpp"
-#include "dataplane/pcap/pcap.hpp"
 
 namespace rocemu::fabric::live {
 
