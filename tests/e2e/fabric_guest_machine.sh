@@ -12,8 +12,9 @@
 # through a read-only 9p share of / and chroot (guest.sh --host-root), with
 # QEMU's -cpu max for DPDK's SSE4.2. The commands are `rocemu fabric plan`'s,
 # their <iface:...> placeholders filled in. Rates are scaled down for the
-# emulated CPU (--scale, GUEST_FABRIC_SCALE; GUEST_FABRIC_CLOCK=fabric runs
-# the nodes with --clock fabric).
+# emulated CPU (--scale, GUEST_FABRIC_SCALE; GUEST_FABRIC_CLOCK=shared runs
+# each machine's nodes on a clock of their own instead of plan's default
+# --clock fabric).
 # Checked: the incast completes, every flow verified, no drop, the counters of
 # both switches (read over TCP from the guest) in the hosts node's report, the
 # message crossed the guest's NICs (the kernels' counters on both sides), and
@@ -70,7 +71,7 @@ case "$ROCEMU" in /tmp/*|/run/*) ROCEMU=$BIN_DIR/$(basename "$ROCEMU") ;; esac
 case "$C" in /tmp/*|/run/*) C=$BIN_DIR/$(basename "$C") ;; esac
 SCALE=${GUEST_FABRIC_SCALE:-1500}
 SIZE=${GUEST_FABRIC_SIZE:-256K}
-CLOCK=${GUEST_FABRIC_CLOCK:-shared}  # fabric: the clock exchanged between host and guest too
+CLOCK=${GUEST_FABRIC_CLOCK:-}  # plan --clock; default: plan's (fabric, the clock exchanged between host and guest)
 D=$(mktemp -d /tmp/fab_guest.XXXXXX)
 pids=()
 cleanup() {
@@ -124,7 +125,7 @@ echo "cables: h0-left rxetap1/$G1, h1-left rxetap2/$G2, h2-right vr-brr-rxetap3/
 plan() {
   local file=$1; shift
   "$ROCEMU" fabric plan -c "$C" "$@" --address sw=10.77.0.1 --binary "$ROCEMU" -w incast --sizes "$SIZE" --qps 2 \
-    --scale "$SCALE" --timeout 60 --clock "$CLOCK" >"$file" 2>&1 || { cat "$file"; fail "fabric plan failed"; }
+    --scale "$SCALE" --timeout 60 ${CLOCK:+--clock "$CLOCK"} >"$file" 2>&1 || { cat "$file"; fail "fabric plan failed"; }
   cat "$file"
 }
 command_of() {

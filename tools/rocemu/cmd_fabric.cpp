@@ -710,10 +710,13 @@ void add_plan_subcommand(CLI::App& fab, int& status) {
     plan->add_option("--scale", l->scale, "default: the host links' sum over 4 Gbit/s");
     plan->add_option("--qps", l->qps, "the hosts node's RC QPs per flow")->capture_default_str();
     plan->add_option("--timeout", l->timeout_s, "the hosts node's live seconds per size")->capture_default_str();
+    // Across machines by default: each machine on a clock of its own reads
+    // its rates off by up to half (fabric/README.md, One clock across machines).
+    l->clock = "fabric";
     plan->add_option("--clock", l->clock,
-                     "shared: each machine's nodes share a fabric clock; fabric: all nodes, across machines too "
-                     "(the hosts node and each switch elsewhere exchange their machine's time over UDP on its "
-                     "control address); own: each node its own")
+                     "fabric: all nodes share one fabric clock, across machines too (the hosts node and each switch "
+                     "elsewhere exchange their machine's time over UDP on its control address); shared: each "
+                     "machine's nodes a clock of their own; own: each node its own")
         ->check(CLI::IsMember({"shared", "own", "fabric"}))
         ->capture_default_str();
     plan->callback([a, l, pa, &status] {
