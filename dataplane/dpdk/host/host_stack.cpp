@@ -192,6 +192,10 @@ RxResult HostStack::handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, si
         case Ipv4Error::BadChecksum: return drop(HostDrop::IpBadChecksum);
     }
     const bool roce = ip.proto == wire::kIpProtoUdp && wire::classify(frame) == wire::FrameKind::Roce;
+    // Only RoCEv2 is taken from a chain (the transport parses the whole
+    // chain); the first segment of any other may end inside its IP header,
+    // which parse_ipv4 checked against the whole packet's length.
+    if (!roce && wire_len > frame.size()) return drop(HostDrop::Chained);
     if (!roce && wire::ip_checksum(frame.data() + l3_off, ip.ihl_bytes) != 0) return drop(HostDrop::IpBadChecksum);
     if (ip.dst != cfg_.ipv4 || cfg_.ipv4 == 0) return drop(roce ? HostDrop::RoceNotForUs : HostDrop::IpNotForUs);
     if (ip.is_fragment()) return drop(HostDrop::IpFragment);
@@ -201,7 +205,6 @@ RxResult HostStack::handle_ipv4(std::span<uint8_t> frame, const wire::L2& l2, si
         return {RxVerdict::Transport, HostDrop::None, 0};
     }
     if (ip.proto != kIpProtoIcmp) return drop(HostDrop::IpProtoUnsupported);
-    if (wire_len > frame.size()) return drop(HostDrop::Chained);
     uint8_t* ipb = frame.data() + l3_off;
     uint8_t* icmp = ipb + ip.ihl_bytes;
     const size_t icmp_len = ip.total_len - ip.ihl_bytes;
