@@ -102,22 +102,15 @@ void SharedClock::publish(Nanos now, Nanos real) {
     }
 }
 
-Nanos SharedClock::others_min() const {
-    int64_t least = Nanos::max().v;
-    for (uint32_t i = 0; i < 2 * nodes_; ++i) {
-        if (i == self_ || load(slots_[i].pid) == 0) continue;
-        least = std::min(least, load(slots_[i].now));
-    }
-    return Nanos{least};
-}
+Nanos SharedClock::others_min() const { return least(2 * nodes_, self_); }
 
-Nanos SharedClock::machine_min() const {
-    int64_t least = Nanos::max().v;
-    for (uint32_t i = 0; i < nodes_; ++i) {
-        if (load(slots_[i].pid) == 0) continue;
-        least = std::min(least, load(slots_[i].now));
+Nanos SharedClock::least(uint32_t end, uint32_t skip) const {
+    int64_t t = Nanos::max().v;
+    for (uint32_t i = 0; i < end; ++i) {
+        if (i == skip || load(slots_[i].pid) == 0) continue;
+        t = std::min(t, load(slots_[i].now));
     }
-    return Nanos{least};
+    return Nanos{t};
 }
 
 void SharedClock::drop_gone() {

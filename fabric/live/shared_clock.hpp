@@ -61,7 +61,6 @@ public:
     // Exchanges this machine's least time with the other machines through
     // `r` at most every `every` of real time while joined.
     void attach(std::shared_ptr<ClockRelay> r, Nanos every);
-    const ClockRelay* relay() const { return relay_.get(); }
     // This machine's clock: the clock file's device and inode (never 0).
     uint64_t domain() const { return domain_; }
 
@@ -76,8 +75,10 @@ private:
 
     SharedClock(Slot* slots, size_t bytes, uint32_t nodes, uint32_t self, uint64_t domain)
         : slots_(slots), bytes_(bytes), nodes_(nodes), self_(self), domain_(domain) {}
+    // The least time of the slots [0, end) taken, slot `skip` left out.
+    Nanos least(uint32_t end, uint32_t skip) const;
     // The least time of this machine's nodes taking part (this one too).
-    Nanos machine_min() const;
+    Nanos machine_min() const { return least(nodes_, nodes_); }
 
     // nodes_ slots of the nodes' own times, then nodes_ of their views of
     // the other machines.

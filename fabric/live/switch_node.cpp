@@ -318,10 +318,12 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     std::string error;
     if (!make_link_dir(o.link_dir, error)) return fail(error);
     std::unique_ptr<ControlServer> control;
+    std::string control_host;  // its address; the port is control->port() (the kernel's pick for 0)
     if (!o.control_listen.empty()) {
         const std::optional<HostPort> at = parse_host_port(o.control_listen, true);
         std::string why;
         if (!at) return fail(fmt::format("--control-listen '{}': expected ADDR:PORT, e.g. 0.0.0.0:7700", o.control_listen));
+        control_host = at->host;
         control = ControlServer::listen(*at, why);
         if (!control) return fail(fmt::format("--control-listen: {}", why));
     }
@@ -362,8 +364,7 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
     // its machine's time on the control address's UDP port.
     std::shared_ptr<ClockRelay> relay;
     if (o.fabric_clock && shared && control) {
-        const std::optional<HostPort> at = parse_host_port(o.control_listen, true);
-        relay = ClockRelay::for_hosts(HostPort{at->host, control->port()}, clock_fabric_id(node.identity), error);
+        relay = ClockRelay::for_hosts(HostPort{control_host, control->port()}, clock_fabric_id(node.identity), error);
         if (!relay) return fail(error);
         shared->attach(relay, relay_every(clock.max_step()));
     }
