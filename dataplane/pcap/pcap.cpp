@@ -3,6 +3,7 @@
 #include <pcap/pcap.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
@@ -103,6 +104,30 @@ std::optional<uint64_t> merge(std::span<const MergeInput> in, const std::string&
         }
     w.flush();
     return frames;
+}
+
+size_t whole_records(std::span<const uint8_t> file) {
+    constexpr size_t kFileHeader = 24, kRecordHeader = 16;
+    const auto u32 = [&](size_t at, bool swap) {
+        uint32_t v = 0;
+        std::memcpy(&v, file.data() + at, 4);
+        return swap ? __builtin_bswap32(v) : v;
+    };
+    if (file.size() < kFileHeader) return 0;
+    bool swap = false;
+    bool known = false;
+    for (const uint32_t magic : {0xa1b2c3d4u, 0xa1b23c4du}) {
+        if (u32(0, false) == magic) known = true;
+        if (u32(0, true) == magic) known = swap = true;
+    }
+    if (!known) return 0;
+    size_t end = kFileHeader;
+    while (file.size() - end >= kRecordHeader) {
+        const uint32_t caplen = u32(end + 8, swap);
+        if (caplen > file.size() - end - kRecordHeader) break;
+        end += kRecordHeader + caplen;
+    }
+    return end;
 }
 
 }  // namespace rocemu::pcap

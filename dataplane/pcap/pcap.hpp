@@ -76,4 +76,10 @@ struct MergeInput {
 // that failed (unreadable, not Ethernet, cut short).
 std::optional<uint64_t> merge(std::span<const MergeInput> in, const std::string& out, std::string& error);
 
+// The length of the longest prefix of `file` that is a pcap file of whole
+// records: its 24-byte header and every record that fits after it (a file
+// read while its writer appends may end inside a record). 0 when `file`
+// does not start as a pcap file (either byte order, us or ns).
+size_t whole_records(std::span<const uint8_t> file);
+
 }  // namespace rocemu::pcap

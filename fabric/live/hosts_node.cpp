@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -131,6 +132,18 @@ struct SwitchSource {
     std::string waiting() const {
         return at ? fmt::format("{} ({})", where(), last_error) : ready_file;
     }
+
+    // A snapshot, with `newer` one the switch took after monotonic time
+    // `since` (one over the network is newer than the call by
+    // construction); nullopt with last_error set kFreshWait after `since`.
+    std::optional<SwitchSnapshot> fetch_since(int64_t since, bool newer) {
+        for (;;) {
+            std::optional<SwitchSnapshot> s = fetch();
+            if (s && (!newer || at || s->at_ns > since)) return s;
+            if (monotonic_ns() - since > kFreshWait.v) return std::nullopt;
+            sleep_ms(at ? 20 : 1);
+        }
+    }
 };
 
 // Every switch's latest snapshot rows; with `fresh`, each from a snapshot
@@ -139,18 +152,12 @@ std::vector<std::string> switch_rows(std::vector<SwitchSource>& sources, bool fr
     const int64_t since = monotonic_ns();
     std::vector<std::string> rows;
     for (SwitchSource& src : sources) {
-        for (;;) {
-            std::optional<SwitchSnapshot> s = src.fetch();
-            if (s && (!fresh || src.at || s->at_ns > since)) {
-                rows.insert(rows.end(), s->rows.begin(), s->rows.end());
-                break;
-            }
-            if (monotonic_ns() - since > kFreshWait.v)
-                throw std::runtime_error(fmt::format("{}: no counter snapshot {}within {:.0f} s ({}): is it running?",
-                                                     src.where(), fresh ? "newer than the end of the size " : "",
-                                                     kFreshWait.seconds(), src.last_error));
-            sleep_ms(src.at ? 20 : 1);
-        }
+        const std::optional<SwitchSnapshot> s = src.fetch_since(since, fresh);
+        if (!s)
+            throw std::runtime_error(fmt::format("{}: no counter snapshot {}within {:.0f} s ({}): is it running?",
+                                                 src.where(), fresh ? "newer than the end of the size " : "",
+                                                 kFreshWait.seconds(), src.last_error));
+        rows.insert(rows.end(), s->rows.begin(), s->rows.end());
     }
     return rows;
 }
@@ -252,26 +259,44 @@ void print_clocks(const Topology& t, const std::vector<SwitchSource>& sources, c
 
 // Whether `b` starts as a pcap file does (either byte order, us or ns).
 bool is_pcap(std::string_view b) {
-    if (b.size() < 24) return false;
-    uint32_t m = 0;
-    std::memcpy(&m, b.data(), 4);
-    for (const uint32_t magic : {0xa1b2c3d4u, 0xa1b23c4du})
-        if (m == magic || m == __builtin_bswap32(magic)) return true;
-    return false;
+    return pcap::whole_records(std::span(reinterpret_cast<const uint8_t*>(b.data()), b.size())) != 0;
 }
 
-// With --pcap on a link that a switch on another machine captures too: that
-// switch's file, fetched over its control address into this machine's link
-// folder, and this node's, merged on this machine's clock (each remote file
-// shifted by minus its machine's clock offset) into the report folder as
-// one process names it. Says why when it cannot; the command print_clocks
-// printed still merges copies by hand. The merged file joins `files`.
-void merge_remote_captures(const Topology& t, const std::vector<SwitchSource>& sources, const NodeOptions& o,
-                           Pattern p, const std::string& out_dir, std::vector<std::string>& files) {
+// A switch node on this machine rewrites its snapshot every 20 ms and
+// flushes its capture just before, so once a snapshot newer than now is
+// there, its file holds every frame the switch took up to now; the records
+// whole at that point are copied to `out` (the node may be appending one).
+// Empty, or why not.
+std::string copy_local_capture(SwitchSource& src, const std::string& path, const std::string& out) {
+    if (!src.fetch_since(monotonic_ns(), true))
+        return fmt::format("no counter snapshot within {:.0f} s ({})", kFreshWait.seconds(), src.last_error);
+    std::ifstream f(path, std::ios::binary);
+    const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+    const size_t whole = pcap::whole_records(std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    if (whole == 0) return fmt::format("{} is not a pcap file", path);
+    std::ofstream o(out, std::ios::binary | std::ios::trunc);
+    o.write(text.data(), static_cast<std::streamsize>(whole));
+    return o.flush() ? std::string() : fmt::format("cannot write {}", out);
+}
+
+// With --pcap on a link, when a switch runs on another machine: the files
+// of the link's ends merged on this machine's clock into the report folder
+// as one process names it (no launcher does it across machines). A remote
+// switch's file is fetched over its control address into this machine's
+// link folder and shifted by minus its machine's clock offset; a switch on
+// this machine is read up to now from its file (copy_local_capture). Says
+// why when it cannot; the command print_clocks printed still merges copies
+// by hand. The merged file joins `files`.
+void merge_captures(const Topology& t, std::vector<SwitchSource>& sources, const NodeOptions& o, Pattern p,
+                    const std::string& out_dir, std::vector<std::string>& files) {
     const std::optional<uint32_t> l = t.find_link(o.pcap_link);
     if (!l || out_dir.empty()) return;
+    if (std::none_of(sources.begin(), sources.end(), [](const SwitchSource& s) { return s.at.has_value(); })) return;
     std::vector<pcap::MergeInput> in;
-    std::vector<std::string> fetched;
+    std::vector<std::string> fetched, local, copies;
+    const auto remove_copies = [&] {
+        for (const std::string& c : copies) std::filesystem::remove(c);
+    };
     Nanos bound{};
     for (const std::string& node : {node_of(t, t.links[*l].a), node_of(t, t.links[*l].b)}) {
         const std::string path = capture_path(o.link_dir, o.pcap_link, node);
@@ -281,16 +306,21 @@ void merge_remote_captures(const Topology& t, const std::vector<SwitchSource>& s
             continue;
         }
         const auto src = std::find_if(sources.begin(), sources.end(), [&](const SwitchSource& s) { return s.name == node; });
-        if (src == sources.end() || !src->at) {
-            // On this machine: its file is whole once its node has stopped.
-            if (std::any_of(sources.begin(), sources.end(), [](const SwitchSource& s) { return s.at.has_value(); }))
-                fmt::print("pcap: switch node {} on this machine captures {} too: merge once it has stopped\n", node,
-                           o.pcap_link);
-            return;
+        if (src == sources.end()) return;
+        if (!src->at) {
+            const std::string copy = path + ".run";
+            copies.push_back(copy);
+            if (const std::string why = copy_local_capture(*src, path, copy); !why.empty()) {
+                fmt::print("pcap: cannot read {}'s capture of {}: {}\n", src->where(), o.pcap_link, why);
+                return remove_copies();
+            }
+            in.push_back({copy, Nanos{}});
+            local.push_back(node);
+            continue;
         }
         if (!src->clock) {
             fmt::print("pcap: no clock offset of {}: its capture of {} is not merged\n", src->where(), o.pcap_link);
-            return;
+            return remove_copies();
         }
         std::string error = "no reply";
         std::optional<std::string> text;
@@ -302,31 +332,34 @@ void merge_remote_captures(const Topology& t, const std::vector<SwitchSource>& s
             fmt::print("pcap: cannot fetch {}'s capture of {}: {}\n", src->where(), o.pcap_link,
                        !text ? error : text->rfind("error: ", 0) == 0 ? text->substr(7, text->find('\n') - 7)
                                                                       : std::string("its replies are not a pcap file"));
-            return;
+            return remove_copies();
         }
         std::ofstream f(path, std::ios::binary | std::ios::trunc);
         f.write(text->data(), static_cast<std::streamsize>(text->size()));
         if (!f.flush()) {
             fmt::print("pcap: cannot write {}\n", path);
-            return;
+            return remove_copies();
         }
         in.push_back({path, Nanos{-src->clock->offset.v}});
         fetched.push_back(node);
         bound = std::max(bound, src->clock->error);
     }
-    if (fetched.empty()) return;
     const std::string out =
         (std::filesystem::path(out_dir) / fmt::format("live_{}_{}.pcap", pattern_name(p), o.pcap_link)).string();
     std::string why;
     const std::optional<uint64_t> frames = pcap::merge(in, out, why);
+    remove_copies();
     if (!frames) {
         fmt::print("pcap: cannot merge the captures of {}: {}\n", o.pcap_link, why);
         return;
     }
     files.push_back(out);
+    std::vector<std::string> how;
+    if (!fetched.empty()) how.push_back(fmt::format("{}'s fetched over the control channel", fmt::join(fetched, "'s and ")));
+    if (!local.empty()) how.push_back(fmt::format("{}'s read from this machine's link folder", fmt::join(local, "'s and ")));
     fmt::print("pcap: {} frames of link {} in {}: merged on this machine's clock (within {:.3f} ms) from {} files, "
-               "{}'s fetched over the control channel\n",
-               *frames, o.pcap_link, out, static_cast<double>(bound.v) / 1e6, in.size(), fmt::join(fetched, "'s and "));
+               "{}\n",
+               *frames, o.pcap_link, out, static_cast<double>(bound.v) / 1e6, in.size(), fmt::join(how, ", "));
 }
 
 }  // namespace
@@ -395,7 +428,7 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     if (r.error.empty()) {
         for (SwitchSource& s : cache->sources) s.probe_clock(kClockProbes);
         print_clocks(t, cache->sources, o);
-        if (!o.pcap_link.empty()) merge_remote_captures(t, cache->sources, o, p, lo.out_dir, r.files);
+        if (!o.pcap_link.empty()) merge_captures(t, cache->sources, o, p, lo.out_dir, r.files);
         if (relay)
             fmt::print("clock: fabric clock across machines: {} questions sent, {} answers, {} datagrams ignored\n",
                        relay->sent(), relay->received(), relay->ignored());

@@ -398,7 +398,12 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
                 for (const NicCable& nc : node.nic_cables) up = up && nc.cable->link_up();
                 if (up) node.ready = write_atomically(ready_path(o.link_dir, name), fmt::format("{}\n", getpid()));
             }
-            write_atomically(counters, format_snapshot(node.snapshot(now)));
+            // The capture is flushed after the snapshot's time is taken, so a
+            // snapshot newer than a moment means the file holds every frame
+            // taken before it (the hosts node reads it so, merge_captures).
+            const std::string snap = format_snapshot(node.snapshot(now));
+            if (capture) capture->flush();
+            write_atomically(counters, snap);
         }
         // A control request is answered within kControlEvery (one accept()
         // a millisecond), with a snapshot taken after the accept: never older

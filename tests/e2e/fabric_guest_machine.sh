@@ -34,7 +34,8 @@
 # Then a second layout in the same guest: switch right moves into the guest,
 # so the switch-to-switch cable left-right crosses the machines (same checks,
 # left-right captured and merged; its WRITEs are on the guest's clock, its
-# ACKs on the host's).
+# ACKs on the host's; the hosts node merges it too, reading right's file,
+# still being written on its own machine, up to the end of the run).
 # Skipped (77) without root, QEMU or the guest image (its build failing, e.g.
 # offline). Usage: fabric_guest_machine.sh ROCEMU REPO_ROOT
 set -uo pipefail
@@ -358,6 +359,17 @@ done
 echo "clock offset host - guest: ICMP timestamps $icmp_after2 after layout 2 (ns, probes)"
 guest_run -t 30 "cp '$GUEST_HOST_ROOT$D/links2/guest/left-right@right.pcap' /share/" || fail "no capture by right in the guest"
 check_merge 2 left-right left "$D/links2/sw/left-right@left.pcap" "$GUEST_SHARE/left-right@right.pcap" local
+# The hosts node merged them itself: left's file fetched over the control
+# channel, right's (on its own machine, still running) read up to the end of
+# the run, which holds every WRITE of both senders (they were all answered).
+grep -qE "^pcap: [0-9]+ frames of link left-right in .*/live_incast_left-right.pcap: merged on this machine's clock \(within [0-9.]+ ms\) from 2 files, left's fetched over the control channel, right's read from this machine's link folder\$" \
+  "$GUEST_SHARE/hosts2.txt" || fail "the hosts node did not merge left-right's captures itself: $(grep ^pcap: "$GUEST_SHARE/hosts2.txt")"
+"$ROCEMU" pcap "$REP2/live_incast_left-right.pcap" >"$D/auto2.txt" 2>&1 &&
+  grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$D/auto2.txt" || fail "the hosts node's merge 2: $(tail -1 "$D/auto2.txt")"
+auto_writes=$(grep -c " RC_RDMA_WRITE_" "$D/auto2.txt")
+[ "$auto_writes" -ge $((flows * bytes / 4096)) ] || fail "the hosts node's merge 2 has $auto_writes WRITE packets"
+guest_run -t 30 "! ls '$GUEST_HOST_ROOT$D/links2/guest/' | grep -q '\.run\$'" || fail "the copy of right's capture is left"
+echo "hosts node's merge of left-right: $(grep -E "^[0-9]+ packets" "$D/auto2.txt" | head -1); $auto_writes WRITE packets"
 echo "layout 2 (right in the guest): incast $flows x $SIZE in $live_us us live: goodput" \
   "$(goodput "$GUEST_SHARE/hosts2.txt"); $tx bytes from left over vr, the guest's $G3 received $grx;" \
   "left's clock $left2_off ms within $left2_err ms; $frames frames of left-right merged; hosts node in the guest $HOSTS_S s"
