@@ -6,7 +6,9 @@
 // Invariants (abort on failure): no crash or sanitizer report; a reader
 // that fails to open says why; reading stops (at most 100000 frames from a
 // file this small); a frame longer than 262144 bytes (libpcap's largest
-// snapshot length) is never returned.
+// snapshot length) is never returned. pcap::whole_records on the same bytes
+// keeps 0 or the header and more, never more than there is, and keeps all
+// of what it kept when given only that.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -27,6 +29,9 @@ namespace {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const size_t whole = rocemu::pcap::whole_records(std::span(data, size));
+    if (whole > size || (whole != 0 && whole < 24)) fail("whole_records out of bounds");
+    if (rocemu::pcap::whole_records(std::span(data, whole)) != whole) fail("whole_records of its own cut differs");
     static const int fd = ::memfd_create("fuzz_pcap", 0);
     if (fd < 0) return 0;
     if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, data, size, 0) != static_cast<ssize_t>(size)) return 0;
