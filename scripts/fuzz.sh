@@ -19,6 +19,7 @@ extra_seeds() {
   case "$1" in
     fuzz_pcap_reader) echo ../shared/captures ;;  # whole pcap files
     fuzz_config) echo configs ;;                   # the shipped YAML profiles
+    fuzz_fabric_nodes) echo tests/fuzz/fabric/seeds ;;  # a snapshot, a clock datagram, a HOST:PORT
   esac
 }
 status=0
