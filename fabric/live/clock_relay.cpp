@@ -44,6 +44,7 @@ std::array<uint8_t, kClockDatagramBytes> encode(const ClockDatagram& d) {
     b[4] = kVersion;
     b[5] = d.kind;
     put_le(&b[8], d.tag, 4);
+    put_le(&b[12], d.seq, 4);
     put_le(&b[16], d.fabric, 8);
     put_le(&b[24], d.domain, 8);
     put_le(&b[32], static_cast<uint64_t>(d.time), 8);
@@ -56,6 +57,7 @@ std::optional<ClockDatagram> decode_clock_datagram(std::span<const uint8_t> b) {
     ClockDatagram d;
     d.kind = static_cast<ClockDatagram::Kind>(b[5]);
     d.tag = static_cast<uint32_t>(get_le(&b[8], 4));
+    d.seq = static_cast<uint32_t>(get_le(&b[12], 4));
     d.fabric = get_le(&b[16], 8);
     d.domain = get_le(&b[24], 8);
     d.time = static_cast<int64_t>(get_le(&b[32], 8));
@@ -110,7 +112,7 @@ std::unique_ptr<ClockRelay> ClockRelay::for_hosts(const HostPort& at, uint64_t f
 
 ClockRelay::~ClockRelay() {
     if (hosts_side_) {
-        ClockDatagram d{ClockDatagram::kTime, 0, fabric_, 0, Nanos::max().v};
+        ClockDatagram d{ClockDatagram::kTime, 0, 0, fabric_, 0, Nanos::max().v};
         for (uint32_t i = 0; i < peers_.size(); ++i) {
             if (!peers_[i].heard) continue;
             d.tag = i;
@@ -135,9 +137,9 @@ void ClockRelay::send_to(const sockaddr_in& to, const ClockDatagram& d) {
         ++sent_;
 }
 
-void ClockRelay::take(Nanos local) {
+void ClockRelay::take(Nanos local, Nanos real) {
     uint8_t buf[kClockDatagramBytes + 1];
-    std::optional<std::pair<sockaddr_in, uint32_t>> ask;  // switch side: the latest question
+    std::optional<std::pair<sockaddr_in, ClockDatagram>> ask;  // switch side: the latest question
     for (int i = 0; i < kTakeMax; ++i) {
         sockaddr_in from{};
         socklen_t len = sizeof from;
@@ -157,19 +159,30 @@ void ClockRelay::take(Nanos local) {
             p.heard = true;
             p.domain = d->domain;
             p.time = Nanos{d->time};
+            // Timed only when this side was there to take it: after a gap
+            // (a node descheduled, or busy between sizes), the time an
+            // answer waited here is this side's, not the round trip's.
+            if (const auto& [seq, at] = asked_[d->seq % kAsked];
+                seq == d->seq && at <= real && real - last_exchange_ <= sync_within_)
+                p.rtt.add(real - at);
         } else {
             heard_time_ = Nanos{d->time};
-            ask.emplace(from, d->tag);
+            ask.emplace(from, *d);
         }
     }
     // One answer, to the latest: older questions queued while this node
     // was not scheduled are answered by it.
-    if (ask) send_to(ask->first, ClockDatagram{ClockDatagram::kReply, ask->second, fabric_, domain_, local.v});
+    if (ask)
+        send_to(ask->first,
+                ClockDatagram{ClockDatagram::kReply, ask->second.tag, ask->second.seq, fabric_, domain_, local.v});
 }
 
-Nanos ClockRelay::exchange(Nanos local) {
-    take(local);
+Nanos ClockRelay::exchange(Nanos local, Nanos real) {
+    take(local, real);
+    last_exchange_ = real;
     if (!hosts_side_) return heard_time_;
+    ++seq_;
+    asked_[seq_ % kAsked] = {seq_, real};
     if (!synced_) {
         bool all = true;
         Nanos lo = local, hi = local;
@@ -185,7 +198,7 @@ Nanos ClockRelay::exchange(Nanos local) {
             // Catching up: everyone, this machine too, goes on from the
             // latest time of all (a machine behind jumps to it).
             for (uint32_t i = 0; i < peers_.size(); ++i)
-                send_to(peers_[i].addr, ClockDatagram{ClockDatagram::kTime, i, fabric_, 0, hi.v});
+                send_to(peers_[i].addr, ClockDatagram{ClockDatagram::kTime, i, seq_, fabric_, 0, hi.v});
             return hi;
         }
     }
@@ -198,9 +211,41 @@ Nanos ClockRelay::exchange(Nanos local) {
         for (const Peer& q : peers_)
             if (peers_[i].heard && q.heard && q.domain != peers_[i].domain && q.domain != domain_)
                 t = std::min(t, q.time);
-        send_to(peers_[i].addr, ClockDatagram{ClockDatagram::kTime, i, fabric_, 0, t.v});
+        send_to(peers_[i].addr, ClockDatagram{ClockDatagram::kTime, i, seq_, fabric_, 0, t.v});
     }
     return view;
+}
+
+size_t ClockRelay::RoundTrips::bucket(Nanos rtt) {
+    const uint64_t us = static_cast<uint64_t>(std::max<int64_t>(rtt.v, 0)) / 1000;
+    if (us < 64) return us;
+    const int e = std::min(63 - __builtin_clzll(us), 30);  // 6..30
+    const uint64_t sub = us >> 31 ? 15 : (us >> (e - 4)) & 15;
+    return 64 + 16 * static_cast<size_t>(e - 6) + sub;
+}
+
+Nanos ClockRelay::RoundTrips::upper(size_t b) {
+    if (b < 64) return Nanos::from_us(static_cast<int64_t>(b + 1));
+    const int e = 6 + static_cast<int>((b - 64) / 16);
+    const int64_t sub = static_cast<int64_t>((b - 64) % 16);
+    return Nanos::from_us((16 + sub + 1) << (e - 4));
+}
+
+void ClockRelay::RoundTrips::add(Nanos rtt) {
+    ++count;
+    min = std::min(min, rtt);
+    max = std::max(max, rtt);
+    ++n[bucket(rtt)];
+}
+
+Nanos ClockRelay::RoundTrips::within(double share) const {
+    const double want = share * static_cast<double>(count);
+    uint64_t seen = 0;
+    for (size_t b = 0; b < kBuckets; ++b) {
+        seen += n[b];
+        if (seen > 0 && static_cast<double>(seen) >= want) return std::min(upper(b), max);
+    }
+    return max;
 }
 
 }  // namespace rocemu::fabric::live

@@ -41,11 +41,12 @@
 namespace rocemu::fabric::live {
 
 // One datagram, 40 bytes, little-endian: "RCLK", version 1, kind, 2 zero
-// bytes, tag, 4 zero bytes, fabric, domain, time.
+// bytes, tag, seq, fabric, domain, time.
 struct ClockDatagram {
     enum Kind : uint8_t { kTime = 1, kReply = 2 };
     Kind kind = kTime;
     uint32_t tag = 0;     // the hosts side's peer index, echoed in the reply
+    uint32_t seq = 0;     // the hosts side's exchange, echoed in the reply (its round trip)
     uint64_t fabric = 0;  // clock_fabric_id() of the sender's fabric_identity()
     uint64_t domain = 0;  // the sender's machine (SharedClock::domain()); 0 in a kTime
     int64_t time = 0;     // least fabric time of the sender's side; Nanos::max().v: none takes part
@@ -73,11 +74,12 @@ public:
 
     // This machine (SharedClock::domain()); set before the first exchange.
     void set_domain(uint64_t d) { domain_ = d; }
-    // One exchange: takes what has arrived, answers it (switch side) or
-    // asks every peer (hosts side) with `local`, this machine's least
-    // fabric time (Nanos::max(): none takes part). Returns the least fabric
-    // time of the other machines as last heard; Nanos::max() when none.
-    Nanos exchange(Nanos local);
+    // One exchange at real time `real` (a monotonic clock): takes what has
+    // arrived, answers it (switch side) or asks every peer (hosts side)
+    // with `local`, this machine's least fabric time (Nanos::max(): none
+    // takes part). Returns the least fabric time of the other machines as
+    // last heard; Nanos::max() when none.
+    Nanos exchange(Nanos local, Nanos real);
 
     // The UDP port it sends from (hosts side) or answers on.
     uint16_t port() const;
@@ -94,6 +96,27 @@ public:
     // Datagrams not of this fabric, of the wrong kind or tag, or malformed.
     uint64_t ignored() const { return ignored_; }
 
+    // Hosts side: how long peer `i` took from a question to the answer to
+    // it, in real time (the network both ways plus the switch node's wait
+    // for its next exchange; not timed when taken after a gap of more than
+    // `sync_within` since this side's previous exchange). A node may run
+    // the lead past the other machines' time as it was a round trip ago, so
+    // round trips longer than the lead slow the fabric down.
+    struct RoundTrips {
+        uint64_t count = 0;
+        Nanos min = Nanos::max(), max{};
+        // The smallest bucket bound that `share` of them (0-1) lie within.
+        Nanos within(double share) const;
+        void add(Nanos rtt);
+
+        // 1 us buckets below 64 us, then 16 a power of two up to 2^30 us.
+        static constexpr size_t kBuckets = 64 + 16 * 25;
+        static size_t bucket(Nanos rtt);
+        static Nanos upper(size_t bucket);
+        std::array<uint64_t, kBuckets> n{};
+    };
+    const RoundTrips& round_trips(size_t i) const { return peers_.at(i).rtt; }
+
 private:
     struct Peer {
         HostPort at;
@@ -101,10 +124,11 @@ private:
         bool heard = false;
         uint64_t domain = 0;
         Nanos time = Nanos::max();
+        RoundTrips rtt;
     };
     ClockRelay(int fd, uint64_t fabric) : fd_(fd), fabric_(fabric) {}
     void send_to(const sockaddr_in& to, const ClockDatagram& d);
-    void take(Nanos local);
+    void take(Nanos local, Nanos real);
 
     int fd_ = -1;
     uint64_t fabric_ = 0;
@@ -114,6 +138,11 @@ private:
     Nanos sync_within_{};
     bool synced_ = false;
     Nanos heard_time_ = Nanos::max();  // switch side: what the hosts side said last
+    // Hosts side: when each of the last kAsked exchanges asked (by seq).
+    static constexpr uint32_t kAsked = 4096;
+    uint32_t seq_ = 0;
+    Nanos last_exchange_{};
+    std::vector<std::pair<uint32_t, Nanos>> asked_ = std::vector<std::pair<uint32_t, Nanos>>(kAsked);
     uint64_t sent_ = 0, received_ = 0, ignored_ = 0;
 };
 

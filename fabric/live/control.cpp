@@ -84,24 +84,41 @@ bool ControlServer::accept_waiting() {
             close(c);
             continue;
         }
-        Conn conn{c};
-        // A request is one short line, sent with the connection: what has
-        // arrived by now (a snapshot client sends nothing).
-        char buf[kMaxRequest];
-        const ssize_t n = recv(c, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) {
-            const std::string_view got(buf, static_cast<size_t>(n));
-            const size_t nl = got.find('\n');
-            if (nl != std::string_view::npos) conn.request.assign(got.substr(0, nl));
-        }
-        conns_.push_back(std::move(conn));
+        conns_.push_back(Conn{c});
     }
-    return std::any_of(conns_.begin(), conns_.end(), [](const Conn& c) { return !c.answered; });
+    for (Conn& c : conns_)
+        if (!c.asked) read_request(c);
+    return std::any_of(conns_.begin(), conns_.end(), [](const Conn& c) { return c.asked && !c.answered; });
+}
+
+// A client sends its request line, or nothing, and then the end of its
+// side (fetch_control): asked once a line or that end has arrived, or after
+// kRequestPolls polls without either (a client that sends neither gets the
+// snapshot then).
+void ControlServer::read_request(Conn& c) {
+    char buf[kMaxRequest];
+    for (;;) {
+        const ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (++c.polls < kRequestPolls) return;
+            break;  // neither a line nor its end: the snapshot
+        }
+        if (n <= 0) break;  // its end, or an error: the reply finds out
+        c.request.append(buf, static_cast<size_t>(n));
+        if (const size_t nl = c.request.find('\n'); nl != std::string::npos) {
+            c.request.resize(nl);
+            c.asked = true;
+            return;
+        }
+        if (c.request.size() > kMaxRequest) break;  // no line of ours
+    }
+    c.request.clear();
+    c.asked = true;
 }
 
 void ControlServer::answer(std::string_view text, const std::function<std::string(const std::string&)>& on_request) {
     for (Conn& c : conns_)
-        if (!c.answered) {
+        if (c.asked && !c.answered) {
             if (!c.request.empty() && on_request) c.out = on_request(c.request);
             else c.out.assign(text);
             c.answered = true;
@@ -172,6 +189,8 @@ std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std:
             error = fmt::format("connect: {}", std::strerror(err));
         } else if (!line.empty() && send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
             error = fmt::format("send: {}", std::strerror(errno));
+        } else if (shutdown(fd, SHUT_WR) != 0) {  // the server answers once this end arrives
+            error = fmt::format("shutdown: {}", std::strerror(errno));
         } else {
             std::string got;
             char buf[65536];

@@ -4,8 +4,9 @@
 // the hosts node fetches it instead of reading the switch's files in a
 // shared --link-dir. A client may also ask for something else with a line
 // it sends at once (`pcap LINK`: the switch's capture of a link, after the
-// run); a request that the server has not read when it answers gets the
-// snapshot, which the client tells apart and asks again. The server never
+// run); every client then ends its side of the connection, and the server
+// answers once the line or that end has arrived, so a request that crosses
+// a slow network is not answered with the snapshot. The server never
 // blocks, so the switch node drives it from its packet loop without a
 // thread. Free of DPDK.
 #pragma once
@@ -45,12 +46,17 @@ public:
     ControlServer(const ControlServer&) = delete;
     ControlServer& operator=(const ControlServer&) = delete;
 
-    // Accepts the connections waiting and reads the request line each has
-    // sent so far, if any; true if any has no reply yet.
+    // Accepts the connections waiting and reads what each has sent so far;
+    // true if any has asked (its request line, or the end of its side, has
+    // arrived) and has no reply yet.
     bool accept_waiting();
-    // `text` becomes the reply of every connection without one that asked
-    // nothing, `on_request(line)` of one that asked (without the newline;
-    // no handler: `text` too); writes what the sockets take now and closes
+    // Polls of accept_waiting() after which a connection that sent neither
+    // a line nor its end is answered with the snapshot (1 s at the switch
+    // node's 1 ms).
+    static constexpr uint32_t kRequestPolls = 1000;
+    // `text` becomes the reply of every connection that asked and has none
+    // yet with no request line, `on_request(line)` of one with a line
+    // (without the newline; no handler: `text` too); writes what the sockets take now and closes
     // the connections fully answered. The rest is written by later calls
     // (or flush()).
     void answer(std::string_view text, const std::function<std::string(const std::string&)>& on_request = {});
@@ -65,8 +71,11 @@ private:
         std::string request;  // the line it sent before its reply, if any
         std::string out;
         size_t sent = 0;
+        uint32_t polls = 0;  // accept_waiting() calls it has waited for its request
+        bool asked = false;
         bool answered = false;
     };
+    void read_request(Conn& c);
     ControlServer(int fd, uint16_t port) : fd_(fd), port_(port) {}
     int fd_ = -1;
     uint16_t port_ = 0;
@@ -81,8 +90,9 @@ struct FetchTimes {
     int64_t done = 0;
 };
 
-// Connects to `at`, sends `request` and a newline if not empty, and reads
-// until the peer closes, all within `timeout`. nullopt and `error`
+// Connects to `at`, sends `request` and a newline if not empty, ends its
+// side of the connection (the server answers once that has arrived), and
+// reads until the peer closes, all within `timeout`. nullopt and `error`
 // ("connect: Connection refused", "no reply within 2 s") when it cannot.
 // `times`, if given, is filled when it can.
 std::optional<std::string> fetch_control(const HostPort& at, Nanos timeout, std::string& error,

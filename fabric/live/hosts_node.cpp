@@ -257,6 +257,24 @@ void print_clocks(const Topology& t, const std::vector<SwitchSource>& sources, c
                    o.pcap_link, fmt::join(files, ", "), o.pcap_link, fmt::join(files, " "), fmt::join(shifts, ""));
 }
 
+// --clock fabric: each remote switch's round trip (question to answer)
+// against the lead: a node may run the lead past the other machines' time
+// as it was a round trip ago, so longer round trips make the fabric wait.
+void print_round_trips(const ClockRelay& relay, const std::vector<SwitchSource>& sources, Nanos lead) {
+    const auto ms = [](Nanos n) { return static_cast<double>(n.v) / 1e6; };
+    for (const SwitchSource& s : sources) {
+        if (!s.at || !s.relay) continue;
+        const ClockRelay::RoundTrips& rt = relay.round_trips(s.relay_peer);
+        if (rt.count == 0) continue;
+        fmt::print("clock: fabric clock's round trip to {}: median {:.3f} ms, 99 % within {:.3f} ms, longest {:.3f} ms "
+                   "({} answers timed); the lead is {:.3f} ms{}\n",
+                   s.where(), ms(rt.within(0.5)), ms(rt.within(0.99)), ms(rt.max), rt.count, ms(lead),
+                   rt.within(0.5) > lead ? ": most round trips are longer, so the fabric waits for the network "
+                                           "(a larger --scale makes the lead longer)"
+                                         : "");
+    }
+}
+
 // Whether `b` starts as a pcap file does (either byte order, us or ns).
 bool is_pcap(std::string_view b) {
     return pcap::whole_records(std::span(reinterpret_cast<const uint8_t*>(b.data()), b.size())) != 0;
@@ -392,6 +410,7 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
         if (!lo.split.clock) return bad;
     }
     std::shared_ptr<ClockRelay> relay;
+    Nanos lead{};
     if (o.fabric_clock && lo.split.clock) {
         std::vector<HostPort> peers;
         for (SwitchSource& s : cache->sources)
@@ -402,6 +421,7 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
         if (!peers.empty()) {
             const double scale = o.scale > 0 ? o.scale : default_scale(t);
             const Nanos step = FabricClock::max_step_for(scale_topology(t, scale));
+            lead = step * FabricClock::kLeadSteps;
             relay = ClockRelay::to_switches(std::move(peers), clock_fabric_id(cache->sources.front().expect),
                                             step * FabricClock::kJumpSteps, bad.error);
             if (!relay) return bad;
@@ -429,9 +449,11 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
         for (SwitchSource& s : cache->sources) s.probe_clock(kClockProbes);
         print_clocks(t, cache->sources, o);
         if (!o.pcap_link.empty()) merge_captures(t, cache->sources, o, p, lo.out_dir, r.files);
-        if (relay)
+        if (relay) {
             fmt::print("clock: fabric clock across machines: {} questions sent, {} answers, {} datagrams ignored\n",
                        relay->sent(), relay->received(), relay->ignored());
+            print_round_trips(*relay, cache->sources, lead);
+        }
     }
     // A fabric that failed to come up leaves its ports open (LiveFabric::build)
     // for the caller's _Exit: what a close would have removed from disk goes here.

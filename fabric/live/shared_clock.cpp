@@ -91,7 +91,7 @@ void SharedClock::publish(Nanos now, Nanos real) {
     store(slots_[self_].now, now.v);
     if (!relay_ || real < next_relay_) return;
     next_relay_ = real + relay_every_;
-    const Nanos view = relay_->exchange(machine_min());
+    const Nanos view = relay_->exchange(machine_min(), real);
     Slot& s = slots_[nodes_ + self_];
     if (view == Nanos::max()) {
         store(s.pid, int32_t{0});

@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (size != kClockDatagramBytes) fail("a datagram of another length decodes");
         const auto back = encode(*d);
         const std::optional<ClockDatagram> again = decode_clock_datagram(back);
-        if (!again || again->kind != d->kind || again->tag != d->tag || again->fabric != d->fabric ||
+        if (!again || again->kind != d->kind || again->tag != d->tag || again->seq != d->seq || again->fabric != d->fabric ||
             again->domain != d->domain || again->time != d->time)
             fail("a decoded datagram does not survive encode and decode");
     }

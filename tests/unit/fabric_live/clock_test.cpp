@@ -210,15 +210,17 @@ void turn(Nanos& real, std::initializer_list<FabricClock*> clocks, int n) {
 }
 
 TEST(ClockDatagram, RoundTripsAndRefusesWhatIsNotOne) {
-    const ClockDatagram d{ClockDatagram::kReply, 7, 0x0102030405060708ull, 0xa1a2a3a4a5a6a7a8ull, -5};
+    const ClockDatagram d{ClockDatagram::kReply, 7, 0x01020304, 0x0102030405060708ull, 0xa1a2a3a4a5a6a7a8ull, -5};
     const auto b = encode(d);
     EXPECT_EQ(b[0], 'R');
     EXPECT_EQ(b[8], 7);  // little-endian
+    EXPECT_EQ(b[12], 0x04);
     EXPECT_EQ(b[16], 0x08);
     const std::optional<ClockDatagram> back = decode_clock_datagram(b);
     ASSERT_TRUE(back);
     EXPECT_EQ(back->kind, d.kind);
     EXPECT_EQ(back->tag, d.tag);
+    EXPECT_EQ(back->seq, d.seq);
     EXPECT_EQ(back->fabric, d.fabric);
     EXPECT_EQ(back->domain, d.domain);
     EXPECT_EQ(back->time, d.time);
@@ -245,7 +247,7 @@ TEST(ClockDatagram, RoundTripsAndRefusesWhatIsNotOne) {
         EXPECT_FALSE(broken) << "input " << i;
         ++decoded;
         const auto again = encode(*got);
-        for (const size_t zero : {6, 7, 12, 13, 14, 15}) in[zero] = 0;  // not carried
+        for (const size_t zero : {6, 7}) in[zero] = 0;  // not carried
         EXPECT_TRUE(std::equal(again.begin(), again.end(), in.begin(), in.end())) << "input " << i;
     }
     EXPECT_GT(decoded, 1000u);
@@ -472,8 +474,8 @@ public:
             got = decode_clock_datagram(std::span<const uint8_t>(b, static_cast<size_t>(n)));
         return got;
     }
-    void answer(uint32_t tag, uint64_t domain, Nanos t, uint64_t fabric = kFabric) {
-        const auto b = encode(ClockDatagram{ClockDatagram::kReply, tag, fabric, domain, t.v});
+    void answer(uint32_t tag, uint64_t domain, Nanos t, uint64_t fabric = kFabric, uint32_t seq = 0) {
+        const auto b = encode(ClockDatagram{ClockDatagram::kReply, tag, seq, fabric, domain, t.v});
         EXPECT_EQ(sendto(fd_, b.data(), b.size(), 0, reinterpret_cast<sockaddr*>(&from_), sizeof from_),
                   static_cast<ssize_t>(b.size()));
     }
@@ -483,6 +485,67 @@ private:
     uint16_t port_ = 0;
     sockaddr_in from_{};
 };
+
+// Each answer echoes the exchange it answers, so the hosts side knows each
+// switch's round trip in real time (given as values here: exact).
+TEST_F(ClockRelayTest, TheHostsSideMeasuresEachSwitchsRoundTrip) {
+    FakeSwitch f;
+    auto r = hosts_relay({f.port()});
+    const Nanos t = Nanos::from_ms(1);
+    // Exchanges at `real`, then `apart` after each other, until the relay
+    // has taken `answers` in all.
+    const auto until_taken = [&](Nanos real, uint64_t answers, Nanos apart = Nanos{}) {
+        for (int i = 0; i < kTurnsBound && r->received() < answers; ++i, real += apart) r->exchange(t, real);
+        ASSERT_EQ(r->received(), answers);
+    };
+    r->exchange(t, Nanos::from_ms(1));
+    std::optional<ClockDatagram> q = f.latest();
+    ASSERT_TRUE(q);
+    f.answer(0, 5, t, kFabric, q->seq);
+    until_taken(Nanos::from_us(1250), 1);
+    EXPECT_EQ(r->round_trips(0).count, 1u);
+    EXPECT_EQ(r->round_trips(0).min, Nanos::from_us(250));
+    EXPECT_EQ(r->round_trips(0).max, Nanos::from_us(250));
+    // The latest question (asked at 1.25 ms) answered at 1.6 ms.
+    q = f.latest();
+    ASSERT_TRUE(q);
+    f.answer(0, 5, t, kFabric, q->seq);
+    until_taken(Nanos::from_us(1600), 2);
+    const ClockRelay::RoundTrips& rt = r->round_trips(0);
+    EXPECT_EQ(rt.count, 2u);
+    EXPECT_EQ(rt.max, Nanos::from_us(350));
+    EXPECT_GE(rt.within(0.5), Nanos::from_us(250));  // the bucket's bound: at most 1/16 above
+    EXPECT_LE(rt.within(0.5), Nanos::from_us(250) + Nanos::from_us(250) / 16);
+    EXPECT_EQ(rt.within(1.0), Nanos::from_us(350));
+    // An answer to an exchange it did not ask (or asked too long ago) is
+    // taken but not timed.
+    q = f.latest();
+    ASSERT_TRUE(q);
+    f.answer(0, 5, t, kFabric, q->seq + 100000);
+    until_taken(Nanos::from_us(1700), 3);
+    EXPECT_EQ(r->round_trips(0).count, 2u);
+    // Nor is one taken after this side was away for longer than the
+    // catching up's bound (4 steps, 400 us): the wait was its own.
+    q = f.latest();
+    ASSERT_TRUE(q);
+    f.answer(0, 5, t, kFabric, q->seq);
+    until_taken(Nanos::from_ms(3), 4, Nanos::from_us(500));
+    EXPECT_EQ(r->round_trips(0).count, 2u);
+}
+
+// Buckets: exact to the microsecond below 64 us, then within 1/16.
+TEST(ClockRoundTrips, BucketsBoundEveryTimeWithinASixteenth) {
+    for (int64_t us : {0, 1, 63, 64, 65, 100, 127, 128, 1000, 4095, 4096, 123456, 1 << 29}) {
+        const size_t b = ClockRelay::RoundTrips::bucket(Nanos::from_us(us));
+        ASSERT_LT(b, ClockRelay::RoundTrips::kBuckets) << us;
+        const Nanos up = ClockRelay::RoundTrips::upper(b);
+        EXPECT_GT(up, Nanos::from_us(us)) << us;
+        EXPECT_LE(up.v, Nanos::from_us(us).v + std::max<int64_t>(1000, Nanos::from_us(us).v / 16)) << us;
+        if (b > 0) EXPECT_LE(ClockRelay::RoundTrips::upper(b - 1), Nanos::from_us(us)) << us;
+    }
+    EXPECT_EQ(ClockRelay::RoundTrips::bucket(Nanos::from_s(100000)), ClockRelay::RoundTrips::kBuckets - 1);
+    EXPECT_EQ(ClockRelay::RoundTrips::bucket(Nanos{-5}), 0u);
+}
 
 TEST_F(ClockRelayTest, NoMachineIsToldItsOwnTimeBack) {
     FakeSwitch f0, f1;

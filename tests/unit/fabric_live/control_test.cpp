@@ -76,11 +76,13 @@ TEST(FabricLiveControl, EachConnectionGetsTheSnapshotTakenAfterItWasAccepted) {
     EXPECT_FALSE(srv->accept_waiting());
 }
 
-// A connection that sent a request line first gets the handler's answer to
-// it, one that sent nothing the snapshot; the request is the line without
-// its newline. Raw clients: each connects and (one) sends before the
-// server accepts, as the hosts node's request has arrived by the switch
-// node's next poll.
+// A connection that sent a request line gets the handler's answer to it,
+// one that sent nothing but the end of its side the snapshot; the request is
+// the line without its newline. Raw clients: two send before the server
+// accepts; one (a slow network's) sends its line only after the server took
+// the connection and polled it, and is answered only then, not with the
+// snapshot; one sends nothing at all and is answered with the snapshot
+// after kRequestPolls polls.
 TEST(FabricLiveControl, ARequestLineGetsItsOwnAnswerAndNoRequestTheSnapshot) {
     std::string error;
     auto srv = ControlServer::listen({"127.0.0.1", 0}, error);
@@ -95,12 +97,35 @@ TEST(FabricLiveControl, ARequestLineGetsItsOwnAnswerAndNoRequestTheSnapshot) {
     const int plain = connect_to(), asking = connect_to();
     const std::string line = "pcap h0-left\n";
     ASSERT_EQ(send(asking, line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+    ASSERT_EQ(shutdown(plain, SHUT_WR), 0);
     std::vector<std::string> asked;
-    while (srv->open_connections() < 2) srv->accept_waiting();
-    srv->answer("snapshot\n", [&](const std::string& r) {
+    const auto on_request = [&](const std::string& r) {
         asked.push_back(r);
         return "capture of " + r;
-    });
+    };
+    // Both have asked once their bytes are in: a bounded number of polls.
+    for (int i = 0; i < 100000 && srv->open_connections() < 2; ++i) srv->accept_waiting();
+    ASSERT_EQ(srv->open_connections(), 2u);
+    for (int i = 0; i < 100000 && !srv->accept_waiting(); ++i) {
+    }
+    srv->answer("snapshot\n", on_request);
+    while (srv->open_connections() > 0) srv->flush();
+    // Late: accepted and polled before its line is sent.
+    const int late = connect_to(), silent = connect_to();
+    for (int i = 0; i < 100000 && srv->open_connections() < 2; ++i) EXPECT_FALSE(srv->accept_waiting());
+    ASSERT_EQ(srv->open_connections(), 2u);
+    srv->answer("snapshot\n", on_request);  // nobody has asked: nothing
+    EXPECT_EQ(srv->open_connections(), 2u);
+    const std::string late_line = "pcap left-right\n";
+    ASSERT_EQ(send(late, late_line.data(), late_line.size(), 0), static_cast<ssize_t>(late_line.size()));
+    uint32_t polls = 0;
+    while (!srv->accept_waiting()) ++polls;
+    EXPECT_LT(polls, ControlServer::kRequestPolls);  // the line, not the silent one's time out
+    srv->answer("snapshot\n", on_request);
+    EXPECT_EQ(srv->open_connections(), 1u);  // the silent one waits on
+    for (uint32_t i = 0; i < ControlServer::kRequestPolls && !srv->accept_waiting(); ++i) {
+    }
+    srv->answer("snapshot\n", on_request);
     while (srv->open_connections() > 0) srv->flush();
     const auto read_all = [](int fd) {
         std::string got;
@@ -111,7 +136,9 @@ TEST(FabricLiveControl, ARequestLineGetsItsOwnAnswerAndNoRequestTheSnapshot) {
     };
     EXPECT_EQ(read_all(plain), "snapshot\n");
     EXPECT_EQ(read_all(asking), "capture of pcap h0-left");
-    EXPECT_EQ(asked, std::vector<std::string>{"pcap h0-left"});
+    EXPECT_EQ(read_all(late), "capture of pcap left-right");
+    EXPECT_EQ(read_all(silent), "snapshot\n");
+    EXPECT_EQ(asked, (std::vector<std::string>{"pcap h0-left", "pcap left-right"}));
 }
 
 // The offset of a remote clock from a reply's stamp: the stamp was taken
