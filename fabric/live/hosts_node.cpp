@@ -11,6 +11,7 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 
 #include "dataplane/pcap/pcap.hpp"
 #include "fabric/live/clock_relay.hpp"
@@ -281,8 +282,9 @@ bool is_pcap(std::string_view b) {
 }
 
 // A switch node on this machine rewrites its snapshot every 20 ms and
-// flushes its capture just before, so once a snapshot newer than now is
-// there, its file holds every frame the switch took up to now; the records
+// flushes its capture after taking the snapshot's time and before writing
+// it, so once a snapshot newer than now is there, its file holds every
+// frame the switch took up to now; the records
 // whole at that point are copied to `out` (the node may be appending one).
 // Empty, or why not.
 std::string copy_local_capture(SwitchSource& src, const std::string& path, const std::string& out) {
@@ -313,7 +315,8 @@ void merge_captures(const Topology& t, std::vector<SwitchSource>& sources, const
     std::vector<pcap::MergeInput> in;
     std::vector<std::string> fetched, local, copies;
     const auto remove_copies = [&] {
-        for (const std::string& c : copies) std::filesystem::remove(c);
+        std::error_code ec;
+        for (const std::string& c : copies) std::filesystem::remove(c, ec);
     };
     Nanos bound{};
     for (const std::string& node : {node_of(t, t.links[*l].a), node_of(t, t.links[*l].b)}) {
