@@ -80,3 +80,22 @@ stop_node_when() {
     sleep 0.05
   done
 }
+
+# dumbbell_machines NS NH: tests/e2e/dumbbell_2to1.yaml's two machines as
+# network namespaces: switches in NS, the hosts node in NH; one veth pair per
+# NIC cable (sCABLE in NS, nCABLE in NH, MTU 9000, IPv6 off) and a control
+# pair cS 10.77.0.1/24 (NS) - cN 10.77.0.2/24 (NH). DPDK's af_packet fanout
+# group id is pid XOR ifindex: the two switch processes' ends get ifindexes
+# far apart so that their ids cannot meet.
+veth_up() { ip -n "$1" link set "$2" mtu 9000 up && ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"; }
+dumbbell_machines() {
+  local ns=$1 nh=$2 idx=(1100 1101 2200) i=0 c
+  for c in h0-left h1-left h2-right; do
+    ip link add "s$c" netns "$ns" index "${idx[$i]}" type veth peer name "n$c" netns "$nh" || fail "cannot make a veth pair"
+    veth_up "$nh" "n$c" && veth_up "$ns" "s$c" || fail "cannot bring up the $c veths"
+    i=$((i + 1))
+  done
+  ip link add cN netns "$nh" type veth peer name cS netns "$ns" || fail "cannot make the control veth pair"
+  ip -n "$nh" addr add 10.77.0.2/24 dev cN && ip -n "$ns" addr add 10.77.0.1/24 dev cS
+  ip -n "$nh" link set cN up && ip -n "$ns" link set cS up && ip -n "$nh" link set lo up
+}

@@ -25,20 +25,7 @@ source "$(dirname "$0")/fabric_checks.sh"
 need_root_netns
 NS=rocemu-xs-$$ NH=rocemu-xh-$$
 netns_setup fab_cross "$NS" "$NH"
-up() { ip -n "$1" link set "$2" mtu 9000 up && ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"; }
-# One veth pair per NIC cable. DPDK's af_packet fanout group id is pid XOR
-# ifindex: the two switch processes' ends get ifindexes far apart so that
-# their ids cannot meet.
-idx=(1100 1101 2200)
-i=0
-for c in h0-left h1-left h2-right; do
-  ip link add "s$c" netns "$NS" index "${idx[$i]}" type veth peer name "n$c" netns "$NH" || fail "cannot make a veth pair"
-  up "$NH" "n$c" && up "$NS" "s$c" || fail "cannot bring up the $c veths"
-  i=$((i + 1))
-done
-ip link add cN netns "$NH" type veth peer name cS netns "$NS" || fail "cannot make the control veth pair"
-ip -n "$NH" addr add 10.77.0.2/24 dev cN && ip -n "$NS" addr add 10.77.0.1/24 dev cS
-ip -n "$NH" link set cN up && ip -n "$NS" link set cS up && ip -n "$NH" link set lo up
+dumbbell_machines "$NS" "$NH"
 
 C=$ROOT/tests/e2e/dumbbell_2to1.yaml
 "$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine nics=hosts --address sw=10.77.0.1 \
@@ -244,7 +231,7 @@ ip netns add "$NS2" || fail "cannot add network namespace $NS2"
 netns_made+=("$NS2")
 ip link add th2-right netns "$NS2" index 3300 type veth peer name mh2-right netns "$NH" &&
   ip link add lr1 netns "$NS" type veth peer name lr2 netns "$NS2" || fail "cannot make the third machine's veths"
-up "$NS2" th2-right && up "$NH" mh2-right && up "$NS" lr1 && up "$NS2" lr2 || fail "cannot bring up its veths"
+veth_up "$NS2" th2-right && veth_up "$NH" mh2-right && veth_up "$NS" lr1 && veth_up "$NS2" lr2 || fail "cannot bring up its veths"
 ip link add c3N netns "$NH" type veth peer name c3S netns "$NS2" || fail "cannot make its control veth pair"
 ip -n "$NH" addr add 10.77.3.2/24 dev c3N && ip -n "$NS2" addr add 10.77.3.1/24 dev c3S
 ip -n "$NH" link set c3N up && ip -n "$NS2" link set c3S up
