@@ -541,7 +541,9 @@ TEST(ClockRoundTrips, BucketsBoundEveryTimeWithinASixteenth) {
         const Nanos up = ClockRelay::RoundTrips::upper(b);
         EXPECT_GT(up, Nanos::from_us(us)) << us;
         EXPECT_LE(up.v, Nanos::from_us(us).v + std::max<int64_t>(1000, Nanos::from_us(us).v / 16)) << us;
-        if (b > 0) EXPECT_LE(ClockRelay::RoundTrips::upper(b - 1), Nanos::from_us(us)) << us;
+        if (b > 0) {
+            EXPECT_LE(ClockRelay::RoundTrips::upper(b - 1), Nanos::from_us(us)) << us;
+        }
     }
     EXPECT_EQ(ClockRelay::RoundTrips::bucket(Nanos::from_s(100000)), ClockRelay::RoundTrips::kBuckets - 1);
     EXPECT_EQ(ClockRelay::RoundTrips::bucket(Nanos{-5}), 0u);
