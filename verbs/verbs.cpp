@@ -699,6 +699,10 @@ int Context::query_qp_counters(Qpn qpn, Counters& out) {
 }
 
 std::vector<std::pair<std::string, uint64_t>> Context::port_counters() const {
+    // The board lags the loop by up to its publish period, and in App mode
+    // by however long the application has not polled: publish first, so
+    // the frames of a run just ended are counted.
+    impl_->run_ctl([&] { impl_->nic->publish(); });
     const dpdk::CounterBoard& b = impl_->nic->board();
     std::vector<std::pair<std::string, uint64_t>> out;
     for (size_t i = 0; i < b.size(); ++i) out.emplace_back(b.name(i), b.value(i));

@@ -234,6 +234,10 @@ public:
     Nanos now() const { return now_; }
     const PortStats& stats() const { return stats_; }
     const CounterBoard& board() const { return board_; }
+    // Publishes the counters to the board now (the loop does so every
+    // publish_every): for a reader that wants every frame so far counted.
+    // The loop thread only.
+    void publish() { board_.publish(stats_, host_.counters()); }
 
 private:
     // The PMD took nothing. The first refusal starts the watchdog; once it
