@@ -35,9 +35,8 @@ run() {
   "$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine nics=hosts --address sw=10.77.0.1 \
     --link-dir "$D/$name" --binary "$ROCEMU" -w incast --sizes "$SIZE" --qps 8 -o "$D/rep_$name" --clock "$clock" \
     >"$D/plan_$name.txt" 2>&1 || { cat "$D/plan_$name.txt"; fail "fabric plan failed"; }
-  of() { grep -A1 "^# machine [a-z]*, node $1\$" "$D/plan_$name.txt" | tail -1 |
-    sed -E 's/<iface:([a-z0-9-]+)@sw>/s\1/g; s/<iface:([a-z0-9-]+)@nics>/n\1/g'; }
-  hosts=$(of hosts) left=$(of left) right=$(of right)
+  hosts=$(plan_command "$D/plan_$name.txt" hosts) left=$(plan_command "$D/plan_$name.txt" left)
+  right=$(plan_command "$D/plan_$name.txt" right)
   eval exec ip netns exec "$NS" "$left" $EAL >"$D/${name}_left.log" 2>&1 &
   pids+=($!)
   eval exec ip netns exec "$NS" "$right" $EAL >"$D/${name}_right.log" 2>&1 &

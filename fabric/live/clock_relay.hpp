@@ -142,7 +142,7 @@ private:
     static constexpr uint32_t kAsked = 4096;
     uint32_t seq_ = 0;
     Nanos last_exchange_{};
-    std::vector<std::pair<uint32_t, Nanos>> asked_ = std::vector<std::pair<uint32_t, Nanos>>(kAsked);
+    std::array<std::pair<uint32_t, Nanos>, kAsked> asked_{};
     uint64_t sent_ = 0, received_ = 0, ignored_ = 0;
 };
 

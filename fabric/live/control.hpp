@@ -56,9 +56,9 @@ public:
     static constexpr uint32_t kRequestPolls = 1000;
     // `text` becomes the reply of every connection that asked and has none
     // yet with no request line, `on_request(line)` of one with a line
-    // (without the newline; no handler: `text` too); writes what the sockets take now and closes
-    // the connections fully answered. The rest is written by later calls
-    // (or flush()).
+    // (without the newline; no handler: `text` too); writes what the
+    // sockets take now and closes the connections fully answered. The rest
+    // is written by later calls (or flush()).
     void answer(std::string_view text, const std::function<std::string(const std::string&)>& on_request = {});
     void flush();
     // The port listened on (the one the kernel picked for port 0).

@@ -276,23 +276,24 @@ void print_round_trips(const ClockRelay& relay, const std::vector<SwitchSource>&
     }
 }
 
-// Whether `b` starts as a pcap file does (either byte order, us or ns).
-bool is_pcap(std::string_view b) {
-    return pcap::whole_records(std::span(reinterpret_cast<const uint8_t*>(b.data()), b.size())) != 0;
+// pcap::whole_records of a file read into a string.
+size_t whole_records(std::string_view b) {
+    return pcap::whole_records(std::span(reinterpret_cast<const uint8_t*>(b.data()), b.size()));
 }
+// Whether `b` starts as a pcap file does (either byte order, us or ns).
+bool is_pcap(std::string_view b) { return whole_records(b) != 0; }
 
 // A switch node on this machine rewrites its snapshot every 20 ms and
 // flushes its capture after taking the snapshot's time and before writing
 // it, so once a snapshot newer than now is there, its file holds every
-// frame the switch took up to now; the records
-// whole at that point are copied to `out` (the node may be appending one).
-// Empty, or why not.
+// frame the switch took up to now; the records whole at that point are
+// copied to `out` (the node may be appending one). Empty, or why not.
 std::string copy_local_capture(SwitchSource& src, const std::string& path, const std::string& out) {
     if (!src.fetch_since(monotonic_ns(), true))
         return fmt::format("no counter snapshot within {:.0f} s ({})", kFreshWait.seconds(), src.last_error);
     std::ifstream f(path, std::ios::binary);
     const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-    const size_t whole = pcap::whole_records(std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    const size_t whole = whole_records(text);
     if (whole == 0) return fmt::format("{} is not a pcap file", path);
     std::ofstream o(out, std::ios::binary | std::ios::trunc);
     o.write(text.data(), static_cast<std::streamsize>(whole));

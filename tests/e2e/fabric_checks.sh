@@ -81,6 +81,15 @@ stop_node_when() {
   done
 }
 
+# plan_command PLAN NODE [SED]: NODE's command in the output PLAN of
+# `rocemu fabric plan` for the layout of dumbbell_machines (machines sw and
+# nics), its <iface:...> placeholders filled in with that layout's veths
+# (SED: a sed script for the placeholders of another layout, applied first).
+plan_command() {
+  grep -A1 "^# machine [a-z0-9]*, node $2\$" "$1" | tail -1 |
+    sed -E "${3:-}"'s/<iface:([a-z0-9-]+)@sw>/s\1/g; s/<iface:([a-z0-9-]+)@nics>/n\1/g'
+}
+
 # dumbbell_machines NS NH: tests/e2e/dumbbell_2to1.yaml's two machines as
 # network namespaces: switches in NS, the hosts node in NH; one veth pair per
 # NIC cable (sCABLE in NS, nCABLE in NH, MTU 9000, IPv6 off) and a control

@@ -35,10 +35,7 @@ cat "$D/plan.txt"
 # The command of NODE with its interfaces filled in (IFACES: a sed script
 # for the placeholders of another layout, applied first).
 IFACES=
-command_of() {
-  grep -A1 "^# machine [a-z0-9]*, node $1\$" "$D/plan.txt" | tail -1 |
-    sed -E "$IFACES"'s/<iface:([a-z0-9-]+)@sw>/s\1/g; s/<iface:([a-z0-9-]+)@nics>/n\1/g'
-}
+command_of() { plan_command "$D/plan.txt" "$1" "$IFACES"; }
 HOSTS=$(command_of hosts)
 LEFT=$(command_of left)
 RIGHT=$(command_of right)
