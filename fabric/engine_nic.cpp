@@ -70,7 +70,9 @@ EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_ind
     if (a == MAP_FAILED) throw std::invalid_argument("EngineNic: cannot map the memory arena");
     arena_ = static_cast<uint8_t*>(a);
     pd_ = eng_->alloc_pd().value;
-    cq_ = eng_->create_cq(65536).value;
+    // Grown by create_qp with the sending QPs (the 65536 entries it had were
+    // 2 MiB a NIC, 512 MiB of a 256-NIC fabric).
+    cq_ = eng_->create_cq(kSqDepth).value;
 }
 
 EngineNic::~EngineNic() { munmap(arena_, kArenaBytes); }
@@ -94,7 +96,7 @@ EngineNic::Region EngineNic::add_region(uint64_t bytes) {
     return r;
 }
 
-Qpn EngineNic::create_qp() {
+Qpn EngineNic::create_qp(QpEnd end) {
     transport::QpInitAttr ia;
     ia.pd = pd_;
     ia.send_cq = cq_;
@@ -102,9 +104,22 @@ Qpn EngineNic::create_qp() {
     // A flow keeps at most kChunksInFlight WRITEs posted, never inline: a
     // deeper queue or an inline area would only be memory (4096 WQEs of
     // 240 B and 1 MiB of inline room a QP made an all-to-all over 32 NICs,
-    // 992 QPs, touch 2 GB before its first packet).
-    ia.cap.max_send_wr = 4 * kChunksInFlight;
+    // 992 QPs, touch 2 GB before its first packet). The receiver posts
+    // nothing, and the sender answers no request, so each side's queues of
+    // the other kind take one entry: with the engine's defaults (256 of
+    // each) a 256-NIC all-to-all held 10.7 GB, 80 KiB a QP.
+    const bool sender = end == QpEnd::Sender;
+    ia.cap.max_send_wr = sender ? kSqDepth : 1;
     ia.cap.max_inline_data = 0;
+    ia.cap.max_recv_wr = 1;  // WRITEs without immediate consume no receive
+    ia.resp_queue = sender ? 1 : 256;
+    // Every WQE posted completes once, so the CQ never holds more than the
+    // sending QPs' send queues: grown to that bound, it never overflows.
+    if (sender) {
+        ++senders_;
+        if (const auto e = eng_->resize_cq(cq_, std::max(kSqDepth * senders_, kSqDepth)); e.err)
+            throw std::invalid_argument(e.msg);
+    }
     ia.peer_accepts_cnp = profile_.cc.algorithm != cc::CcAlgorithm::kNone;
     ia.reliability = profile_.spraying ? transport::Reliability::Spray : transport::Reliability::Interop;
     // Oblivious spraying: as many paths as the engine offers (its default

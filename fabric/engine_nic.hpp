@@ -75,6 +75,9 @@ class EngineNic : public sim::Node {
 public:
     static constexpr uint32_t kChunk = 64 * 1024;
     static constexpr uint32_t kChunksInFlight = 16;
+    // A sending QP's send queue: a flow keeps at most kChunksInFlight WRITEs
+    // posted (post_write's caller no more either).
+    static constexpr uint32_t kSqDepth = kChunksInFlight;
     static constexpr uint64_t kArenaBytes = uint64_t{256} << 20;
 
     // Throws std::invalid_argument if the engine config is rejected. With
@@ -100,8 +103,12 @@ public:
         uint32_t rkey = 0;
     };
     Region add_region(uint64_t bytes);
-    // An RC QP in RESET; connect() moves it to RTS towards the peer's QP.
-    Qpn create_qp();
+    // An RC QP in RESET; connect() moves it to RTS towards the peer's QP. A
+    // flow is one-way: its sender's QP only posts WRITEs, its receiver's only
+    // answers them, and each is given room for its own side only (a 256-NIC
+    // all-to-all has 130560 QPs).
+    enum class QpEnd : uint8_t { Sender, Receiver };
+    Qpn create_qp(QpEnd end);
     // `udp_sport` is the QP's ECMP entropy; 0 derives it from the QPNs as rxe does.
     void connect(Qpn local, Qpn remote, const NicSpec& peer, Psn sq_psn, Psn rq_psn, uint16_t udp_sport = 0);
     // One signaled RDMA WRITE of [src, src+len) to the peer's remote_addr.
@@ -181,6 +188,7 @@ private:
     transport::Effects fx_;
     transport::PdHandle pd_;
     transport::CqHandle cq_;
+    uint32_t senders_ = 0;  // sending QPs: the CQ has room for all their WQEs
     uint8_t* arena_ = nullptr;
     uint64_t arena_used_ = 0;
     std::vector<QpCtx> qps_;

@@ -75,8 +75,8 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     }
     EngineNic& src = *rc_nics_[f.src];
     EngineNic& dst = *rc_nics_[f.dst];
-    const Qpn sq = src.create_qp();
-    const Qpn dq = dst.create_qp();
+    const Qpn sq = src.create_qp(EngineNic::QpEnd::Sender);
+    const Qpn dq = dst.create_qp(EngineNic::QpEnd::Receiver);
     // Both ends start at PSN 0: nothing on the wire depends on the choice.
     // The flow's source port is its ECMP entropy, the ACKs' too.
     src.connect(sq, dq, topo_.nics[f.dst], Psn{0}, Psn{0}, f.sport);

@@ -89,6 +89,9 @@ void write_wide(const std::string& path, const std::vector<Nanos>& times, const 
 // gnuplot reads the CSV once per line it draws, so hundreds of series (the
 // 992 flows of a 32-NIC all-to-all) took minutes and drew an unreadable
 // plot: at most kPlotted are drawn, the title says so, the CSV has them all.
+// It also splits every column of every line it reads: the 65280 flows of a
+// 256-NIC all-to-all took it 50 s for 32 lines, so a wider CSV is read
+// through `cut`, which hands it only the columns drawn (0.3 s).
 constexpr std::size_t kPlotted = 32;
 
 void write_plot_script(const std::string& path, const std::string& xlabel, const std::vector<PlotSpec>& plots) {
@@ -101,8 +104,11 @@ void write_plot_script(const std::string& path, const std::string& xlabel, const
         const std::string of =
             drawn < p.columns ? fmt::format(" (first {} of {}, all in {})", drawn, p.columns, p.csv) : "";
         gp << fmt::format("set output '{}'\nset title \"{}{}\"\nset ylabel '{}'\n", p.svg, p.title, of, p.ylabel);
-        gp << fmt::format("plot for [i={}:{}] '{}' using 1:i with {} title columnheader(i)\n", p.first,
-                          p.first + drawn - 1, p.csv, p.steps ? "steps" : "lines");
+        const std::string source =
+            drawn < p.columns ? fmt::format("< cut -d, -f1,{}-{} {}", p.first, p.first + drawn - 1, p.csv) : p.csv;
+        const std::size_t first = drawn < p.columns ? 2 : p.first;
+        gp << fmt::format("plot for [i={}:{}] '{}' using 1:i with {} title columnheader(i)\n", first,
+                          first + drawn - 1, source, p.steps ? "steps" : "lines");
     }
 }
 

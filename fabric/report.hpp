@@ -68,7 +68,8 @@ void write_wide(const std::string& path, const std::vector<Nanos>& times, const 
 
 // One plot of such a CSV: its columns first..first+columns-1 (1-based, as
 // gnuplot counts; column 1 is the time), at most 32 of them drawn (the
-// title says so; gnuplot reads the CSV once per line it draws).
+// title says so; gnuplot reads the CSV once per line it draws, and a wider
+// CSV through `cut -d, -f1,FIRST-LAST`, as it splits every column it reads).
 struct PlotSpec {
     std::string csv, svg;  // names in the script's folder
     std::string title, ylabel;

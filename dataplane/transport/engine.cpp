@@ -216,6 +216,22 @@ Result<CqHandle> Engine::create_cq(uint32_t cqe) {
     return {CqHandle{i}, {}};
 }
 
+VerbsError Engine::resize_cq(CqHandle cq, uint32_t cqe) {
+    if (cq.id == 0 || cq.id >= cqs_.size() || !cqs_[cq.id].live) return err(EINVAL, "cq", "unknown CQ");
+    if (cqe == 0 || cqe > cfg_.max_cqe)
+        return err(EINVAL, "cqe", fmt::format("cqe: {} is outside [1, {}]", cqe, cfg_.max_cqe));
+    Cq& c = cqs_[cq.id];
+    const uint32_t n = pow2_at_least(cqe);
+    if (n < c.size())
+        return err(EINVAL, "cqe", fmt::format("cqe: {} is fewer than the {} completions waiting", cqe, c.size()));
+    std::vector<Wc> ring(n);
+    for (uint32_t i = 0; i < c.size(); ++i) ring[i] = c.ring[(c.head + i) & (c.ring.size() - 1)];
+    c.tail = c.size();
+    c.head = 0;
+    c.ring.swap(ring);
+    return {};
+}
+
 VerbsError Engine::destroy_cq(CqHandle cq) {
     if (cq.id == 0 || cq.id >= cqs_.size() || !cqs_[cq.id].live) return err(EINVAL, "cq", "unknown CQ");
     if (cqs_[cq.id].users != 0) return err(EBUSY, "cq", "CQ still in use");
@@ -289,6 +305,8 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
     }
     if (auto e = range("cap.max_send_sge", c.max_send_sge, 1, kMaxSge)) return {{}, e};
     if (auto e = range("cap.max_inline_data", c.max_inline_data, 0, 4096)) return {{}, e};
+    if (const uint32_t r = in.resp_queue; r < 1 || r > 4096 || (r & (r - 1)) != 0)
+        return {{}, err(EINVAL, "resp_queue", fmt::format("resp_queue: {} is not a power of two in [1, 4096]", r))};
     if (in.qp_type == QpType::Rc && in.reliability == Reliability::Spray) {
         if (auto e = range("spray_paths", in.spray_paths, 1, 16)) return {{}, e};
         const uint32_t w = in.reorder_window;
@@ -311,7 +329,7 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
     q.sq.assign(pow2_at_least(c.max_send_wr), SendWqe{});
     q.inline_buf.assign(size_t{q.sq.size()} * c.max_inline_data, 0);
     if (in.srq.id == 0) q.rq.init(c.max_recv_wr);
-    q.out.assign(256, RespItem{});
+    q.out.assign(in.resp_queue, RespItem{});
     if (q.spraying()) {
         q.rexmit.assign(in.reorder_window, Psn{});
         q.rexmit_pending.init(in.reorder_window);
@@ -319,7 +337,7 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
         q.psn_path.assign(in.reorder_window, 0);
         q.ooo.init(in.reorder_window);
         q.held.assign(in.reorder_window, HeldPacket{});
-        q.held_data.assign(size_t{in.reorder_window} * kHeldSlot, 0);
+        q.held_data = std::make_unique_for_overwrite<uint8_t[]>(size_t{in.reorder_window} * kHeldSlot);
     }
     ++pds_[in.pd.id].users;
     ++cqs_[in.send_cq.id].users;

@@ -160,6 +160,10 @@ public:
     VerbsError dereg_mr(MrHandle mr);
     Result<CqHandle> create_cq(uint32_t cqe);
     VerbsError destroy_cq(CqHandle cq);
+    // ibv_resize_cq: room for at least `cqe` completions (rounded up to a
+    // power of two), keeping those waiting in order; EINVAL if fewer than
+    // wait. Not a fast-path call: it allocates.
+    VerbsError resize_cq(CqHandle cq, uint32_t cqe);
     Result<SrqHandle> create_srq(PdHandle pd, uint32_t max_wr, uint32_t max_sge);
     VerbsError destroy_srq(SrqHandle srq);
     Result<AhHandle> create_ah(PdHandle pd, const AddressVector& av);

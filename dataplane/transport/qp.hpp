@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "dataplane/transport/objects.hpp"
@@ -150,7 +151,11 @@ struct Qp {
     // Spraying responder.
     PsnWindow ooo;                  // PSNs held in `held`
     std::vector<HeldPacket> held;   // reorder buffer, one slot per window PSN
-    std::vector<uint8_t> held_data; // payload copies, one MTU per slot
+    // Payload copies, one MTU per slot, written before read: left
+    // uninitialised, so a QP commits pages only for the slots it uses
+    // (zero-filled, the 1 MiB of a 256-PSN window was resident in every
+    // spraying QP of a fabric).
+    std::unique_ptr<uint8_t[]> held_data;
     Psn highest_rcvd;
     Nanos sack_deadline = Nanos::max();  // when open holes up to sack_mark get reported
     Psn sack_mark;

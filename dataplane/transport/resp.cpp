@@ -455,7 +455,7 @@ Qp* Engine::resp_place_target(const wire::RocePacket& p, uint8_t*& dst, bool& st
         return nullptr;
     } else if (!writing || !direct_offset(*qp, p, off)) {
         if (p.payload_len > kHeldSlot) return nullptr;
-        dst = qp->held_data.data() + size_t{p.bth.psn.value() & (qp->held.size() - 1)} * kHeldSlot;
+        dst = qp->held_data.get() + size_t{p.bth.psn.value() & (qp->held.size() - 1)} * kHeldSlot;
         staged = true;
         return qp;
     }
@@ -554,7 +554,7 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos
             drop(&qp, DropReason::Oversize);
             return;
         }
-        uint8_t* dst = qp.held_data.data() + size_t{slot} * kHeldSlot;
+        uint8_t* dst = qp.held_data.get() + size_t{slot} * kHeldSlot;
         // A staged payload (resp_place_target) already lies in its slot.
         if (p.payload_len && p.payload != dst)
             for_payload(p, [&](const uint8_t* b, size_t n, size_t pos) {

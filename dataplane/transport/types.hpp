@@ -190,6 +190,11 @@ struct QpInitAttr {
     uint8_t spray_paths = 4;            // 1..16 UDP source ports
     uint16_t reorder_window = 256;      // PSNs; a power of two, 16..4096
     bool peer_accepts_cnp = false;      // send CNPs to this QP's peer on ECN-CE
+    // Responses (ACK/NAK, READ response, atomic ACK) the responder can hold
+    // queued before it drops one (DropReason::RespQueueFull); a power of two,
+    // 1..4096. A QP that never answers requests (the sending end of a
+    // one-way flow) needs 1.
+    uint16_t resp_queue = 256;
 };
 
 // An ibverbs-style error: errno value, the attribute at fault, and a message.

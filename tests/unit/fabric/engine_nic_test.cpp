@@ -31,7 +31,7 @@ struct Bed {
     }
     // An RC connection from NIC a to NIC b.
     std::pair<Qpn, Qpn> connect(uint32_t a, uint32_t b) {
-        const Qpn qa = nics[a]->create_qp(), qb = nics[b]->create_qp();
+        const Qpn qa = nics[a]->create_qp(EngineNic::QpEnd::Sender), qb = nics[b]->create_qp(EngineNic::QpEnd::Receiver);
         nics[a]->connect(qa, qb, topo.nics[b], Psn{100}, Psn{7000});
         nics[b]->connect(qb, qa, topo.nics[a], Psn{7000}, Psn{100});
         return {qa, qb};
@@ -61,6 +61,24 @@ TEST(FabricEngineNic, RdmaWriteCrossesTheSwitchIntactAtLineRate) {
     EXPECT_GT(us, 84.0);
     EXPECT_LT(us, 84.0 * 1.15);
     EXPECT_EQ(bed.nics[0]->engine().counters().completer_retry_err, 0u);
+}
+
+// A flow's sender QP gets a send queue and no room for answers, its
+// receiver QP the reverse: the sizes the engine was asked for.
+TEST(FabricEngineNic, EachEndOfAFlowIsSizedForItsOwnSide) {
+    Bed bed("nic: {cc: none, mtu: 4200}\n");
+    const auto [qa, qb] = bed.connect(0, 1);
+    transport::QpAttr a;
+    transport::QpInitAttr sender, receiver;
+    ASSERT_FALSE(bed.nics[0]->engine().query_qp(qa, a, sender));
+    ASSERT_FALSE(bed.nics[1]->engine().query_qp(qb, a, receiver));
+    EXPECT_EQ(sender.cap.max_send_wr, EngineNic::kChunksInFlight);
+    EXPECT_EQ(sender.resp_queue, 1u);
+    EXPECT_EQ(receiver.cap.max_send_wr, 1u);
+    EXPECT_EQ(receiver.resp_queue, 256u);
+    EXPECT_EQ(sender.cap.max_recv_wr, 1u);
+    EXPECT_EQ(receiver.cap.max_recv_wr, 1u);
+    EXPECT_EQ(sender.cap.max_inline_data, 0u);
 }
 
 TEST(FabricEngineNic, IncastOverRcIsLosslessAndWindowBounded) {

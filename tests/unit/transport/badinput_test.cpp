@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "tests/unit/transport/harness.hpp"
 
 namespace rocemu::transport::test {
@@ -200,6 +202,63 @@ TEST_F(TransportBadInput, AnswersBeyondAFullResponseQueueAreCountedDrops) {
     L.pump();
     EXPECT_EQ(L.sent[1].size() - before + full, kDuplicates) << "every duplicate's ACK either left or was counted";
     EXPECT_STREQ(to_string(DropReason::RespQueueFull), "drop_resp_queue_full");
+}
+
+// The response queue's depth is the QP's (QpInitAttr::resp_queue): with 4
+// entries, 4 answers wait and every further one is a counted drop; with the
+// default, 256 wait.
+TEST(TransportRespQueue, ItsDepthIsTheQpsAndEachAnswerBeyondItIsACountedDrop) {
+    for (const uint16_t depth : {uint16_t{4}, uint16_t{256}}) {
+        Loop L;
+        QpInitAttr tmpl;
+        tmpl.resp_queue = depth;
+        Side s[2] = {make_side(L[0]), make_side(L[1], tmpl)};
+        connect(L, s);
+        QpAttr a;
+        QpInitAttr ia;
+        L[1].query_qp(s[1].qpn, a, ia);
+        EXPECT_EQ(ia.resp_queue, depth);
+        wire::RocePacket p;
+        p.l2.src = mac_of(0);
+        p.l2.dst = mac_of(1);
+        p.l3.src = ip_of(0);
+        p.l3.dst = ip_of(1);
+        p.bth.opcode = wire::op::SEND_ONLY;
+        p.bth.dqpn = s[1].qpn;
+        p.bth.psn = a.rq_psn - 5;
+        p.bth.ackreq = true;
+        std::vector<uint8_t> f(9216);
+        f.resize(wire::encode_roce(p, f));
+        constexpr uint32_t kDuplicates = 300;
+        for (uint32_t i = 0; i < kDuplicates; ++i) L[1].on_frame(f, L.now, L.fx[1]);
+        EXPECT_EQ(L[1].qp_counters(s[1].qpn)->drops[static_cast<size_t>(DropReason::RespQueueFull)],
+                  kDuplicates - depth)
+            << "depth " << depth;
+    }
+}
+
+TEST(TransportRespQueue, CreateQpRejectsADepthThatIsNotAPowerOfTwoUpTo4096) {
+    Loop L;
+    const PdHandle pd = L[0].alloc_pd().value;
+    const CqHandle cq = L[0].create_cq(16).value;
+    for (const uint16_t bad : {uint16_t{0}, uint16_t{3}, uint16_t{8192}}) {
+        QpInitAttr ia;
+        ia.pd = pd;
+        ia.send_cq = ia.recv_cq = cq;
+        ia.resp_queue = bad;
+        const auto r = L[0].create_qp(ia);
+        ASSERT_FALSE(r.ok()) << bad;
+        EXPECT_EQ(r.error.err, EINVAL);
+        EXPECT_STREQ(r.error.attr, "resp_queue");
+        EXPECT_NE(r.error.msg.find(fmt::format("resp_queue: {} is not a power of two in [1, 4096]", bad)),
+                  std::string::npos)
+            << r.error.msg;
+    }
+    QpInitAttr ok;
+    ok.pd = pd;
+    ok.send_cq = ok.recv_cq = cq;
+    ok.resp_queue = 1;
+    EXPECT_TRUE(L[0].create_qp(ok).ok());
 }
 
 TEST_F(TransportBadInput, RkeyViolationGetsRemoteAccessNak) {

@@ -1,6 +1,7 @@
 // Objects, the QP state machine and modify_qp validation.
 #include <cerrno>
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -56,6 +57,40 @@ TEST(TransportObjects, MrKeysAccessAndLifetimes) {
     EXPECT_FALSE(e->dereg_mr(mr2.value));
     EXPECT_FALSE(e->dealloc_pd(pd.value));
     EXPECT_EQ(e->create_cq(0).error.err, EINVAL);
+}
+
+// resize_cq keeps the completions waiting, in order, and grows the room for
+// more; it refuses to drop any.
+TEST(TransportObjects, ResizeCqKeepsWaitingCompletionsInOrder) {
+    Loop L;
+    Side s[2] = {make_side(L[0], {}, 4), make_side(L[1])};
+    connect(L, s);
+    std::vector<uint8_t> mem[2] = {std::vector<uint8_t>(4096, 7), std::vector<uint8_t>(4096)};
+    MrHandle mr[2];
+    for (int i = 0; i < 2; ++i)
+        mr[i] = L[i].reg_mr(s[i].pd, mem[i].data(), mem[i].size(), kLocalWrite | kRemoteWrite).value;
+    auto write = [&](uint64_t id) {
+        SendWr w = make_wr(id, WrOpcode::RdmaWrite, mem[0].data() + id * 8, 8, mr[0].lkey);
+        w.remote_addr = reinterpret_cast<uint64_t>(mem[1].data() + id * 8);
+        w.rkey = mr[1].rkey;
+        EXPECT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    };
+    for (uint64_t id = 1; id <= 4; ++id) write(id);
+    L.settle();
+    const VerbsError fewer = L[0].resize_cq(s[0].scq, 2);
+    EXPECT_EQ(fewer.err, EINVAL);
+    EXPECT_STREQ(fewer.attr, "cqe");
+    EXPECT_EQ(L[0].resize_cq(CqHandle{99}, 16).err, EINVAL);
+    ASSERT_FALSE(L[0].resize_cq(s[0].scq, 16));
+    for (uint64_t id = 5; id <= 12; ++id) write(id);  // 12 waiting: more than the 4 it was created with
+    L.settle();
+    const std::vector<Wc> wc = drain(L[0], s[0].scq);
+    ASSERT_EQ(wc.size(), 12u);
+    for (uint64_t i = 0; i < wc.size(); ++i) {
+        EXPECT_EQ(wc[i].wr_id, i + 1);
+        EXPECT_EQ(wc[i].status, WcStatus::Success);
+    }
+    EXPECT_EQ(std::memcmp(mem[0].data() + 8, mem[1].data() + 8, 12 * 8), 0);
 }
 
 TEST(TransportObjects, CreateQpValidatesAttributes) {
