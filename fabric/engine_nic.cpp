@@ -115,10 +115,10 @@ Qpn EngineNic::create_qp(QpEnd end) {
     ia.resp_queue = sender ? 1 : 256;
     // Every WQE posted completes once, so the CQ never holds more than the
     // sending QPs' send queues: grown to that bound, it never overflows.
-    if (sender) {
-        ++senders_;
-        if (const auto e = eng_->resize_cq(cq_, std::max(kSqDepth * senders_, kSqDepth)); e.err)
-            throw std::invalid_argument(e.msg);
+    // Doubled when outgrown, as a resize copies the ring.
+    if (sender && ++senders_ * kSqDepth > cq_room_) {
+        cq_room_ *= 2;
+        if (const auto e = eng_->resize_cq(cq_, cq_room_); e.err) throw std::invalid_argument(e.msg);
     }
     ia.peer_accepts_cnp = profile_.cc.algorithm != cc::CcAlgorithm::kNone;
     ia.reliability = profile_.spraying ? transport::Reliability::Spray : transport::Reliability::Interop;

@@ -188,7 +188,8 @@ private:
     transport::Effects fx_;
     transport::PdHandle pd_;
     transport::CqHandle cq_;
-    uint32_t senders_ = 0;  // sending QPs: the CQ has room for all their WQEs
+    uint32_t senders_ = 0;        // sending QPs: the CQ has room for all their WQEs
+    uint32_t cq_room_ = kSqDepth;  // the CQ's entries
     uint8_t* arena_ = nullptr;
     uint64_t arena_used_ = 0;
     std::vector<QpCtx> qps_;

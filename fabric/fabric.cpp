@@ -177,11 +177,18 @@ void Fabric::start() {
 
 bool Fabric::all_done() const { return done_ == flows_.size(); }
 
-Nanos Fabric::run(Nanos limit, Nanos every, const std::function<void(Nanos)>& sample) {
+Nanos Fabric::run(Nanos limit, Nanos every, const std::function<void(Nanos)>& sample,
+                  const std::function<void(Nanos)>& tick) {
     const bool sampling = every > Nanos{0} && sample;
     Nanos next_sample = sampling ? sim_.now() + every : Nanos::max();
     const bool has_flows = !flows_.empty();
-    const auto finished = [&] { return has_flows && all_done(); };
+    const bool ticking = static_cast<bool>(tick);
+    uint32_t events = 0;
+    // Checked after every event: the tick rides on it.
+    const auto finished = [&] {
+        if (ticking && ++events % kTickEvents == 0) tick(sim_.now());
+        return has_flows && all_done();
+    };
     for (;;) {
         const Nanos stop_at = std::min(limit, next_sample);
         if (sim_.run_until_cond(finished, stop_at)) break;

@@ -64,9 +64,13 @@ public:
     void start();
 
     // Runs until every flow has delivered all its bytes or `limit`, calling
-    // `sample(now)` every `every` of virtual time (if set). Returns the
-    // virtual time reached. stats() is complete at each sample and on return.
-    Nanos run(Nanos limit, Nanos every = Nanos{0}, const std::function<void(Nanos)>& sample = {});
+    // `sample(now)` every `every` of virtual time (if set), and `tick(now)`
+    // (if set) every kTickEvents events, for a caller that shows progress by
+    // its own clock. Returns the virtual time reached. stats() is complete at
+    // each sample and on return.
+    static constexpr uint32_t kTickEvents = 1u << 16;
+    Nanos run(Nanos limit, Nanos every = Nanos{0}, const std::function<void(Nanos)>& sample = {},
+              const std::function<void(Nanos)>& tick = {});
     bool all_done() const;
 
     const Topology& topology() const { return topo_; }

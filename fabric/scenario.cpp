@@ -104,8 +104,25 @@ public:
     // With `record` false the run writes no files, capture or log lines: a
     // repeat whose figures only enter the table's aggregates.
     Outcome run(const Variant& v, ScenarioResult& res, uint64_t seed, bool record) {
+        using Clock = std::chrono::steady_clock;
+        const auto wall0 = Clock::now();
+        auto last_print = wall0;
+        // At most every 200 ms of wall time: the caller's line may redraw.
+        const auto say = [&](const auto& what) {
+            if (!opts_.progress) return;
+            const auto wall = Clock::now();
+            if (wall - last_print < std::chrono::milliseconds(200)) return;
+            last_print = wall;
+            opts_.progress(fmt::format("[{} / {}] {}, wall {:.1f} s", name_, v.label, what(),
+                                       std::chrono::duration<double>(wall - wall0).count()));
+        };
         Fabric f(v.topo, seed);
-        for (const FlowSpec& fl : v.flows) f.add_flow(fl);
+        // A 256-NIC all-to-all connects 65280 flows (130560 QPs) first.
+        for (std::size_t i = 0; i < v.flows.size(); ++i) {
+            f.add_flow(v.flows[i]);
+            if (i % 1024 == 1023)
+                say([&] { return fmt::format("connecting flows: {} of {}", i + 1, v.flows.size()); });
+        }
         if (v.setup) v.setup(f);
         const std::string prefix = fmt::format("{}_{}", name_, v.label);
         if (record && !opts_.pcap_link.empty() && !opts_.out_dir.empty()) {
@@ -116,21 +133,23 @@ public:
             res.files.push_back(path);
         }
         Recorder rec(f, prefix);
-        const auto wall0 = std::chrono::steady_clock::now();
-        auto last_print = wall0;
+        const auto running = [&](Nanos now) {
+            say([&] {
+                std::size_t done = 0;
+                for (const FlowStats& s : f.stats()) done += s.done;
+                return fmt::format("virtual {:.3f} ms of {:.1f} ms, flows done {}/{}", now.ms(), v.limit.ms(), done,
+                                   f.stats().size());
+            });
+        };
         f.start();
-        f.run(v.limit, v.sample_every, [&](Nanos now) {
-            rec.sample(now);
-            if (!opts_.progress) return;
-            const auto wall = std::chrono::steady_clock::now();
-            if (wall - last_print < std::chrono::milliseconds(200)) return;
-            last_print = wall;
-            std::size_t done = 0;
-            for (const FlowStats& s : f.stats()) done += s.done;
-            opts_.progress(fmt::format("[{} / {}] virtual {:.3f} ms of {:.1f} ms, flows done {}/{}, wall {:.1f} s",
-                                       name_, v.label, now.ms(), v.limit.ms(), done, f.stats().size(),
-                                       std::chrono::duration<double>(wall - wall0).count()));
-        });
+        // Between samples too: one 50 us sample of a 256-NIC fabric is seconds of wall time.
+        f.run(
+            v.limit, v.sample_every,
+            [&](Nanos now) {
+                rec.sample(now);
+                running(now);
+            },
+            opts_.progress ? std::function<void(Nanos)>(running) : std::function<void(Nanos)>{});
         // The run's end, unless a sample fell on it: a run shorter than one
         // sampling period still has a row to plot, and every series ends
         // with the final totals.

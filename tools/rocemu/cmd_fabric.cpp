@@ -819,6 +819,7 @@ void add_fabric_command(CLI::App& app, int& status) {
             return;
         }
         fmt::print("{}\n", t.summary());
+        std::fflush(stdout);  // before the progress lines, also when stdout is a pipe or a CI log
         std::vector<SweepRow> rows;
         std::vector<std::string> files;
         try {

@@ -403,6 +403,36 @@ TEST(FabricRun, SameSeedGivesIdenticalCountersAndPcaps) {
     EXPECT_TRUE(pcaps[0] == pcaps[1]);
 }
 
+// A run calls its tick every kTickEvents events, with virtual time that
+// never goes back, and changes nothing by it: same totals as without.
+TEST(FabricRun, TicksEveryKTickEventsAndChangesNothing) {
+    const Topology topo = make(std::string(kLeafSpine));
+    Totals totals[2];
+    uint64_t ticks = 0, events = 0;
+    for (int run = 0; run < 2; ++run) {
+        Fabric f(topo, 7);
+        for (uint32_t s = 0; s < 4; ++s)
+            f.add_flow(FlowSpec{s, (s + 2) % 4, Bytes{16 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + 17 * s)});
+        f.start();
+        const uint64_t before = f.totals().sim_events;
+        Nanos last{};
+        if (run == 0) {
+            f.run(Nanos::from_ms(20));
+        } else {
+            f.run(Nanos::from_ms(20), Nanos{0}, {}, [&](Nanos now) {
+                EXPECT_GE(now, last);
+                last = now;
+                ++ticks;
+            });
+        }
+        totals[run] = f.totals();
+        events = totals[run].sim_events - before;
+    }
+    EXPECT_EQ(totals[0], totals[1]);
+    ASSERT_GT(events, 2 * uint64_t{Fabric::kTickEvents});
+    EXPECT_EQ(ticks, events / Fabric::kTickEvents);
+}
+
 // The RC model counts a flow's receive side at its receiving QP: every data
 // frame sent arrives once on a lossless fabric, and only spraying (per-packet
 // source ports hashed over the spines) brings frames out of order.
