@@ -318,7 +318,10 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
 
     uint32_t slot = 0;
     while (slot < qps_.size() && qps_[slot]) ++slot;
-    if (slot == qps_.size()) qps_.emplace_back();
+    if (slot == qps_.size()) {
+        qps_.emplace_back();
+        busy_.resize((qps_.size() + 63) / 64);
+    }
     auto qp = std::make_unique<Qp>();
     Qp& q = *qp;
     q.live = true;
@@ -345,6 +348,7 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
     if (in.srq.id != 0) ++srqs_[in.srq.id].users;
     reset_qp(q);
     qps_[slot] = std::move(qp);
+    busy_[slot >> 6] |= uint64_t{1} << (slot & 63);
     ++qp_count_;
     return {q.qpn, {}};
 }
@@ -364,7 +368,10 @@ VerbsError Engine::destroy_qp(Qpn qpn) {
 Qp* Engine::find_qp(Qpn qpn) {
     if (qpn.v < kFirstQpn) return nullptr;
     const uint32_t i = qpn.v - kFirstQpn;
-    return i < qps_.size() ? qps_[i].get() : nullptr;
+    if (i >= qps_.size()) return nullptr;
+    // Whoever looks a QP up may change it: it is scanned until idle again.
+    busy_[i >> 6] |= uint64_t{1} << (i & 63);
+    return qps_[i].get();
 }
 const Qp* Engine::find_qp(Qpn qpn) const { return const_cast<Engine*>(this)->find_qp(qpn); }
 

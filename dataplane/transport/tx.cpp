@@ -2,6 +2,10 @@
 // first every QP's ACKs, NAKs, atomic ACKs and CNPs, then data (requests and
 // READ responses) one packet per QP per round, so QPs share the link
 // round-robin. Data waits for the QP's pacing gate (set_next_send).
+#include <bit>
+#include <cstdio>
+#include <cstdlib>
+
 #include "dataplane/transport/engine.hpp"
 #include "dataplane/transport/frame.hpp"
 #include "dataplane/wire/wire.hpp"
@@ -199,48 +203,86 @@ uint32_t Engine::tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx) {
     return n;
 }
 
-bool Engine::tx_pending(Nanos now) const {
-    for (const auto& q : qps_) {
-        if (!q) continue;
-        if (q->cnp_pending || q->out_head != q->out_tail) return true;
-        if (now < q->next_send) continue;
-        if (q->rexmit_head != q->rexmit_tail && q->rnr_deadline == Nanos::max()) return true;
-        if (q->sq_req != q->sq_head && (q->state == QpState::Rts || q->state == QpState::Sqd) &&
-            q->rnr_deadline == Nanos::max()) {
-            if (req_ready(*q, now)) return true;
+// Nothing to send, no timer, no pacing gate: tx_pending, next_timer and
+// on_timer have nothing to do with it (req_ready is false without WQEs to
+// start or packets to resend), and tx_burst passes it by.
+bool Engine::idle(const Qp& q) {
+    return !q.cnp_pending && q.out_head == q.out_tail && q.rexmit_head == q.rexmit_tail && q.sq_req == q.sq_head &&
+           q.rto_deadline == Nanos::max() && q.rnr_deadline == Nanos::max() && q.sack_deadline == Nanos::max() &&
+           q.read_hole_deadline == Nanos::max() && !q.gate_armed;
+}
+
+template <typename F>
+void Engine::for_busy(F&& f) const {
+    for (std::size_t w = 0; w < busy_.size(); ++w) {
+        for (uint64_t bits = busy_[w]; bits != 0; bits &= bits - 1) {
+            const int b = std::countr_zero(bits);
+            const std::size_t slot = w * 64 + static_cast<std::size_t>(b);
+            Qp* q = qps_[slot].get();
+            if (q == nullptr || idle(*q)) {
+                busy_[w] &= ~(uint64_t{1} << b);
+                continue;
+            }
+            if (!f(*q)) return;
         }
     }
-    return false;
+}
+
+void Engine::check_busy() const {
+#ifndef NDEBUG
+    for (std::size_t i = 0; i < qps_.size(); ++i)
+        if (qps_[i] && !(busy_[i >> 6] >> (i & 63) & 1) && !idle(*qps_[i])) {
+            std::fprintf(stderr, "transport: QP slot %zu has work but is not marked busy\n", i);
+            std::abort();
+        }
+#endif
+}
+
+bool Engine::tx_pending(Nanos now) const {
+    check_busy();
+    bool pending = false;
+    for_busy([&](const Qp& q) {
+        if (q.cnp_pending || q.out_head != q.out_tail) return !(pending = true);
+        if (now < q.next_send) return true;
+        if (q.rexmit_head != q.rexmit_tail && q.rnr_deadline == Nanos::max()) return !(pending = true);
+        if (q.sq_req != q.sq_head && (q.state == QpState::Rts || q.state == QpState::Sqd) &&
+            q.rnr_deadline == Nanos::max() && req_ready(q, now))
+            return !(pending = true);
+        return true;
+    });
+    return pending;
 }
 
 void Engine::on_timer(Nanos now, Effects& fx) {
-    for (auto& q : qps_) {
-        if (!q) continue;
-        if (now >= q->next_send) q->gate_armed = false;
-        if (q->state == QpState::Err) continue;
-        comp_timers(*q, now, fx);
-        if (q->spraying()) resp_timers(*q, now);
-    }
+    check_busy();
+    for_busy([&](Qp& q) {
+        if (now >= q.next_send) q.gate_armed = false;
+        if (q.state == QpState::Err) return true;
+        comp_timers(q, now, fx);
+        if (q.spraying()) resp_timers(q, now);
+        return true;
+    });
 }
 
 Nanos Engine::next_timer() const {
+    check_busy();
     Nanos t = Nanos::max();
-    for (const auto& q : qps_) {
-        if (!q || q->state == QpState::Err) continue;
-        if (q->rto_deadline < t) t = q->rto_deadline;
-        if (q->rnr_deadline < t) t = q->rnr_deadline;
-        if (q->sack_deadline < t) t = q->sack_deadline;
-        if (q->read_hole_deadline < t) t = q->read_hole_deadline;
+    for_busy([&](const Qp& q) {
+        if (q.state == QpState::Err) return true;
+        if (q.rto_deadline < t) t = q.rto_deadline;
+        if (q.rnr_deadline < t) t = q.rnr_deadline;
+        if (q.sack_deadline < t) t = q.sack_deadline;
+        if (q.read_hole_deadline < t) t = q.read_hole_deadline;
         // The pacing gate is a timer only until on_timer or tx_burst has
         // seen it pass (from then on tx_pending() says whether data is
         // ready), and only for data that waits for nothing else: a
         // window-blocked or RNR-waiting requester is woken by the ACK or its
         // own timer. Reporting a passed gate would make a runtime that
         // sleeps until next_timer() spin.
-        if (q->gate_armed && q->next_send < t &&
-            (q->out_head != q->out_tail || req_ready(*q, q->next_send)))
-            t = q->next_send;
-    }
+        if (q.gate_armed && q.next_send < t && (q.out_head != q.out_tail || req_ready(q, q.next_send)))
+            t = q.next_send;
+        return true;
+    });
     return t;
 }
 
