@@ -264,6 +264,46 @@ Totals Fabric::totals() const {
     return t;
 }
 
+std::vector<DropCount> Fabric::drop_reasons() const {
+    std::vector<DropCount> out;
+    auto add = [&](std::string cause, uint64_t n) {
+        if (n == 0) return;
+        for (DropCount& d : out)
+            if (d.cause == cause) {
+                d.count += n;
+                return;
+            }
+        out.push_back({std::move(cause), n});
+    };
+    for (const auto& s : switches_) {
+        const sw::Switch& core = s->core();
+        for (std::size_t p = 0; p < core.num_ports(); ++p) {
+            const sw::PortCounters& pc = core.port_counters(static_cast<sw::PortId>(p));
+            for (std::size_t r = 0; r < pc.drops.size(); ++r)
+                add(fmt::format("switch {}", sw::drop_reason_name(static_cast<sw::DropReason>(r))), pc.drops[r]);
+        }
+        add("switch not_ip", s->counters().not_ip_drops);
+        add("switch bad_pfc", s->counters().bad_pfc_drops);
+        add("switch pool_empty", s->counters().pool_empty_drops);
+    }
+    for (const auto& n : rc_nics_) {
+        const transport::Counters& e = n->engine().counters();
+        for (std::size_t r = 0; r < e.drops.size(); ++r)
+            add(fmt::format("nic {}", transport::to_string(static_cast<transport::DropReason>(r))), e.drops[r]);
+        add("nic pool_empty", n->counters().pool_empty_drops);
+        add("nic stalled", n->counters().stalled_drops);
+    }
+    for (const auto& n : nics_) {
+        const NicCounters& c = n->counters();
+        add("nic bad_frame", c.bad_frame_drops);
+        add("nic unknown_qp", c.unknown_qp_drops);
+        add("nic stalled", c.stalled_drops);
+        add("nic pool_empty", c.pool_empty_drops);
+        add("nic cnp_queue", c.cnp_queue_drops);
+    }
+    return out;
+}
+
 std::vector<SwitchEvent> Fabric::events() const {
     std::vector<SwitchEvent> all;
     for (const auto& s : switches_) all.insert(all.end(), s->events().begin(), s->events().end());

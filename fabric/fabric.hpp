@@ -93,6 +93,9 @@ public:
     sim::LinkId sim_link(uint32_t topo_link, int dir) const { return links_[topo_link][dir]; }
     // Every switch's watchdog events, in time order.
     std::vector<SwitchEvent> events() const;
+    // The drops of totals() by cause, causes with none left out, in a fixed
+    // order (switch causes, then the RC engines', then the NIC adapters').
+    std::vector<DropCount> drop_reasons() const;
 
 private:
     void on_step_done(uint32_t flow, Nanos now) override;

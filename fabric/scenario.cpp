@@ -39,6 +39,7 @@ struct Variant {
 struct Outcome {
     std::string label;
     Totals totals;
+    std::vector<DropCount> drop_causes;
     std::vector<FlowSpec> flows;
     std::vector<FlowStats> stats;
     Nanos end{};
@@ -157,6 +158,7 @@ public:
         Outcome o;
         o.label = v.label;
         o.totals = f.totals();
+        o.drop_causes = f.drop_reasons();
         o.flows = f.flows();
         o.stats = f.stats();
         o.end = f.now();
@@ -688,6 +690,7 @@ std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const
         r.ecn = out.totals.ecn_marks;
         r.cnp = out.totals.cnps;
         r.drops = out.totals.switch_drops + out.totals.nic_drops;
+        r.drop_causes = out.drop_causes;
         rows.push_back(r);
     }
     if (files) files->insert(files->end(), sink.files.begin(), sink.files.end());
@@ -700,7 +703,17 @@ std::string format_sweep(Pattern p, std::span<const SweepRow> rows) {
     for (const SweepRow& r : rows)
         t.push_back({num(r.size.v), fmt::format("{:.1f}", r.time.us()), fmt::format("{:.2f}", r.algbw_gbs),
                      fmt::format("{:.2f}", r.busbw_gbs), num(r.pfc), num(r.ecn), num(r.cnp), num(r.drops)});
-    return fmt::format("# {}\n{}", pattern_name(p), format_table(t));
+    // What the #drops were: on a lossless fabric they are mostly benign (a
+    // spraying requester's late duplicate ACKs: `nic drop_ghost_response`,
+    // `nic drop_stale_response`), on a lossy one the switches' queues.
+    std::string causes;
+    for (const SweepRow& r : rows) {
+        if (r.drop_causes.empty()) continue;
+        std::string list;
+        for (const DropCount& d : r.drop_causes) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", d.cause, d.count);
+        causes += fmt::format("# drops at {} B: {}\n", r.size.v, list);
+    }
+    return fmt::format("# {}\n{}{}", pattern_name(p), format_table(t), causes);
 }
 
 }  // namespace rocemu::fabric

@@ -53,6 +53,7 @@ struct SweepRow {
     double busbw_gbs = 0;
     uint64_t pfc = 0, ecn = 0, cnp = 0;
     uint64_t drops = 0;
+    std::vector<DropCount> drop_causes;  // `drops` by cause
 };
 // `files` (if set) receives the report files the sweep wrote.
 std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes,

@@ -155,4 +155,13 @@ Topology generate(const FabricConfig& cfg);
 
 std::string format_ipv4(uint32_t ip);
 
+// One cause of drops and how many: "switch shared_pool_full", "nic
+// drop_stale_response", ...; Fabric::drop_reasons() lists every cause with a
+// count, and the counts add up to Totals::switch_drops + nic_drops.
+struct DropCount {
+    std::string cause;
+    uint64_t count = 0;
+    bool operator==(const DropCount&) const = default;
+};
+
 }  // namespace rocemu::fabric

@@ -139,6 +139,22 @@ TEST(FabricScenario, SameSeedGivesByteIdenticalReportsAndPcaps) {
     EXPECT_EQ(pcaps, 4);  // one per variant
 }
 
+// Under the table, the causes of each size's drops, in the order given.
+TEST(FabricScenario, TheSweepTableNamesWhatTheDropsWere) {
+    SweepRow clean;
+    clean.size = Bytes{65536};
+    SweepRow lossy;
+    lossy.size = Bytes{1048576};
+    lossy.drops = 443;
+    lossy.drop_causes = {{"nic drop_ghost_response", 419}, {"nic drop_stale_response", 24}};
+    const SweepRow rows[] = {clean, lossy};
+    const std::string t = format_sweep(Pattern::AllToAll, rows);
+    EXPECT_NE(t.find("\n# drops at 1048576 B: nic drop_ghost_response 419, nic drop_stale_response 24\n"),
+              std::string::npos)
+        << t;
+    EXPECT_EQ(t.find("# drops at 65536"), std::string::npos) << t;
+}
+
 // A size that completes in less than one sampling period (64 KiB all-to-all
 // over 400 Gbit/s: about 9 us, samples every 50 us) still gets a row, at the
 // run's end, in every CSV, so its plots have data to draw; and a plot of
