@@ -112,7 +112,11 @@ Qpn EngineNic::create_qp(QpEnd end) {
     ia.cap.max_send_wr = sender ? kSqDepth : 1;
     ia.cap.max_inline_data = 0;
     ia.cap.max_recv_wr = 1;  // WRITEs without immediate consume no receive
-    ia.resp_queue = sender ? 1 : 256;
+    // The receiver's ACKs: one per AckReq, which a flow's WRITEs carry on
+    // each 64 KiB chunk's last packet, and at most kChunksInFlight chunks (128
+    // PSNs) are unacknowledged; 64 leaves room for retried chunks' duplicates
+    // and NAKs. One it could not queue is counted (drop_resp_queue_full).
+    ia.resp_queue = sender ? 1 : kRespQueue;
     // Every WQE posted completes once, so the CQ never holds more than the
     // sending QPs' send queues: grown to that bound, it never overflows.
     // Doubled when outgrown, as a resize copies the ring.

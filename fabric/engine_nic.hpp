@@ -78,6 +78,7 @@ public:
     // A sending QP's send queue: a flow keeps at most kChunksInFlight WRITEs
     // posted (post_write's caller no more either).
     static constexpr uint32_t kSqDepth = kChunksInFlight;
+    static constexpr uint16_t kRespQueue = 64;  // a receiving QP's queued answers
     static constexpr uint64_t kArenaBytes = uint64_t{256} << 20;
 
     // Throws std::invalid_argument if the engine config is rejected. With

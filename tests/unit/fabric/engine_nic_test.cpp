@@ -75,7 +75,7 @@ TEST(FabricEngineNic, EachEndOfAFlowIsSizedForItsOwnSide) {
     EXPECT_EQ(sender.cap.max_send_wr, EngineNic::kChunksInFlight);
     EXPECT_EQ(sender.resp_queue, 1u);
     EXPECT_EQ(receiver.cap.max_send_wr, 1u);
-    EXPECT_EQ(receiver.resp_queue, 256u);
+    EXPECT_EQ(receiver.resp_queue, EngineNic::kRespQueue);
     EXPECT_EQ(sender.cap.max_recv_wr, 1u);
     EXPECT_EQ(receiver.cap.max_recv_wr, 1u);
     EXPECT_EQ(sender.cap.max_inline_data, 0u);
