@@ -331,8 +331,8 @@ private:
     std::vector<Ah> ahs_;
     std::vector<std::unique_ptr<Qp>> qps_;  // index = qpn - kFirstQpn
     // One bit per QP slot that may have something to send or a timer armed:
-    // find_qp and create_qp set it, the scans below clear it once the QP is
-    // idle (idle()). next_timer, tx_pending and on_timer walk these slots, in
+    // find_qp and create_qp set it, next_timer clears it once the QP is idle
+    // (idle()). next_timer, tx_pending and on_timer walk these slots, in
     // slot order, instead of every QP: a fabric NIC of a 256-NIC all-to-all
     // holds 510 QPs and asks after every event. A QP changes only through
     // find_qp, tx_burst (which sends only from QPs that are not idle) and
@@ -340,8 +340,8 @@ private:
     // check_busy()).
     mutable std::vector<uint64_t> busy_;
     static bool idle(const Qp& q);
-    // Calls f(Qp&) for each QP whose bit is set and that is not idle, in
-    // slot order, clearing the others' bits, until f returns false.
+    // Calls f(Qp&, slot) for each QP whose bit is set, in slot order, until
+    // f returns false (clearing the bits of destroyed QPs).
     template <typename F>
     void for_busy(F&& f) const;
     void check_busy() const;

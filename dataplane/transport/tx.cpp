@@ -216,14 +216,13 @@ template <typename F>
 void Engine::for_busy(F&& f) const {
     for (std::size_t w = 0; w < busy_.size(); ++w) {
         for (uint64_t bits = busy_[w]; bits != 0; bits &= bits - 1) {
-            const int b = std::countr_zero(bits);
-            const std::size_t slot = w * 64 + static_cast<std::size_t>(b);
+            const std::size_t slot = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
             Qp* q = qps_[slot].get();
-            if (q == nullptr || idle(*q)) {
-                busy_[w] &= ~(uint64_t{1} << b);
+            if (q == nullptr) {
+                busy_[w] &= ~(uint64_t{1} << (slot & 63));
                 continue;
             }
-            if (!f(*q)) return;
+            if (!f(*q, slot)) return;
         }
     }
 }
@@ -241,7 +240,7 @@ void Engine::check_busy() const {
 bool Engine::tx_pending(Nanos now) const {
     check_busy();
     bool pending = false;
-    for_busy([&](const Qp& q) {
+    for_busy([&](const Qp& q, std::size_t) {
         if (q.cnp_pending || q.out_head != q.out_tail) return !(pending = true);
         if (now < q.next_send) return true;
         if (q.rexmit_head != q.rexmit_tail && q.rnr_deadline == Nanos::max()) return !(pending = true);
@@ -255,7 +254,7 @@ bool Engine::tx_pending(Nanos now) const {
 
 void Engine::on_timer(Nanos now, Effects& fx) {
     check_busy();
-    for_busy([&](Qp& q) {
+    for_busy([&](Qp& q, std::size_t) {
         if (now >= q.next_send) q.gate_armed = false;
         if (q.state == QpState::Err) return true;
         comp_timers(q, now, fx);
@@ -267,8 +266,13 @@ void Engine::on_timer(Nanos now, Effects& fx) {
 Nanos Engine::next_timer() const {
     check_busy();
     Nanos t = Nanos::max();
-    for_busy([&](const Qp& q) {
-        if (q.state == QpState::Err) return true;
+    for_busy([&](const Qp& q, std::size_t slot) {
+        // A QP without a timer may be idle: then it leaves the scans (the
+        // only place a bit is cleared, so a QP with timers costs no check).
+        const bool timed = q.rto_deadline != Nanos::max() || q.rnr_deadline != Nanos::max() ||
+                           q.sack_deadline != Nanos::max() || q.read_hole_deadline != Nanos::max() || q.gate_armed;
+        if (!timed && idle(q)) busy_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
+        if (!timed || q.state == QpState::Err) return true;
         if (q.rto_deadline < t) t = q.rto_deadline;
         if (q.rnr_deadline < t) t = q.rnr_deadline;
         if (q.sack_deadline < t) t = q.sack_deadline;
