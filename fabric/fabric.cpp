@@ -220,6 +220,36 @@ void Fabric::sync_receiver_stats() {
     }
 }
 
+template <typename F>
+void Fabric::for_each_drop(F&& f) const {
+    for (const auto& s : switches_) {
+        const sw::Switch& core = s->core();
+        for (std::size_t p = 0; p < core.num_ports(); ++p) {
+            const sw::PortCounters& pc = core.port_counters(static_cast<sw::PortId>(p));
+            for (std::size_t r = 0; r < pc.drops.size(); ++r)
+                f("switch", sw::drop_reason_name(static_cast<sw::DropReason>(r)), pc.drops[r]);
+        }
+        f("switch", "not_ip", s->counters().not_ip_drops);
+        f("switch", "bad_pfc", s->counters().bad_pfc_drops);
+        f("switch", "pool_empty", s->counters().pool_empty_drops);
+    }
+    for (const auto& n : rc_nics_) {
+        const transport::Counters& e = n->engine().counters();
+        for (std::size_t r = 0; r < e.drops.size(); ++r)
+            f("nic", transport::to_string(static_cast<transport::DropReason>(r)), e.drops[r]);
+        f("nic", "pool_empty", n->counters().pool_empty_drops);
+        f("nic", "stalled", n->counters().stalled_drops);
+    }
+    for (const auto& n : nics_) {
+        const NicCounters& c = n->counters();
+        f("nic", "bad_frame", c.bad_frame_drops);
+        f("nic", "unknown_qp", c.unknown_qp_drops);
+        f("nic", "stalled", c.stalled_drops);
+        f("nic", "pool_empty", c.pool_empty_drops);
+        f("nic", "cnp_queue", c.cnp_queue_drops);
+    }
+}
+
 Totals Fabric::totals() const {
     Totals t;
     const Nanos now = sim_.now();
@@ -229,19 +259,15 @@ Totals Fabric::totals() const {
         t.ecn_marks += s->counters().ce_marked;
         for (std::size_t p = 0; p < core.num_ports(); ++p) {
             const sw::PortCounters& pc = core.port_counters(static_cast<sw::PortId>(p));
-            for (const uint64_t d : pc.drops) t.switch_drops += d;
             t.watchdog_drops += pc.drops[static_cast<std::size_t>(sw::DropReason::PfcWatchdog)];
             for (const uint64_t x : pc.pfc_tx_xoff) t.pfc_xoff += x;
             for (int q = 0; q < sw::kNumTc; ++q)
                 t.max_queue = std::max(t.max_queue, core.queue_counters(static_cast<sw::PortId>(p), q).watermark);
         }
-        t.switch_drops += s->counters().not_ip_drops + s->counters().bad_pfc_drops + s->counters().pool_empty_drops;
     }
     for (const auto& n : rc_nics_) {
         const transport::Counters& e = n->engine().counters();
         t.cnps += e.np_cnp_sent;
-        for (const uint64_t d : e.drops) t.nic_drops += d;
-        t.nic_drops += n->counters().pool_empty_drops + n->counters().stalled_drops;
         t.pfc_frames += n->counters().pfc_tx;
         t.nic_paused += n->paused_time(now);
     }
@@ -249,8 +275,6 @@ Totals Fabric::totals() const {
         const NicCounters& c = n->counters();
         t.pfc_frames += c.pfc_tx;
         t.cnps += c.cnp_tx;
-        t.nic_drops +=
-            c.bad_frame_drops + c.unknown_qp_drops + c.stalled_drops + c.pool_empty_drops + c.cnp_queue_drops;
         t.nic_paused += n->paused_time(now);
     }
     for (std::size_t i = 0; i < topo_.links.size(); ++i) {
@@ -260,47 +284,25 @@ Totals Fabric::totals() const {
             if (topo_.links[i].fabric) t.fabric_link_bytes += lc.tx_bytes;
         }
     }
+    for_each_drop([&](std::string_view side, std::string_view, uint64_t n) {
+        (side == "switch" ? t.switch_drops : t.nic_drops) += n;
+    });
     t.sim_events = sim_.counters().events;
     return t;
 }
 
 std::vector<DropCount> Fabric::drop_reasons() const {
     std::vector<DropCount> out;
-    auto add = [&](std::string cause, uint64_t n) {
+    for_each_drop([&](std::string_view side, std::string_view cause, uint64_t n) {
         if (n == 0) return;
+        const std::string name = fmt::format("{} {}", side, cause);
         for (DropCount& d : out)
-            if (d.cause == cause) {
+            if (d.cause == name) {
                 d.count += n;
                 return;
             }
-        out.push_back({std::move(cause), n});
-    };
-    for (const auto& s : switches_) {
-        const sw::Switch& core = s->core();
-        for (std::size_t p = 0; p < core.num_ports(); ++p) {
-            const sw::PortCounters& pc = core.port_counters(static_cast<sw::PortId>(p));
-            for (std::size_t r = 0; r < pc.drops.size(); ++r)
-                add(fmt::format("switch {}", sw::drop_reason_name(static_cast<sw::DropReason>(r))), pc.drops[r]);
-        }
-        add("switch not_ip", s->counters().not_ip_drops);
-        add("switch bad_pfc", s->counters().bad_pfc_drops);
-        add("switch pool_empty", s->counters().pool_empty_drops);
-    }
-    for (const auto& n : rc_nics_) {
-        const transport::Counters& e = n->engine().counters();
-        for (std::size_t r = 0; r < e.drops.size(); ++r)
-            add(fmt::format("nic {}", transport::to_string(static_cast<transport::DropReason>(r))), e.drops[r]);
-        add("nic pool_empty", n->counters().pool_empty_drops);
-        add("nic stalled", n->counters().stalled_drops);
-    }
-    for (const auto& n : nics_) {
-        const NicCounters& c = n->counters();
-        add("nic bad_frame", c.bad_frame_drops);
-        add("nic unknown_qp", c.unknown_qp_drops);
-        add("nic stalled", c.stalled_drops);
-        add("nic pool_empty", c.pool_empty_drops);
-        add("nic cnp_queue", c.cnp_queue_drops);
-    }
+        out.push_back({name, n});
+    });
     return out;
 }
 

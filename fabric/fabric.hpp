@@ -98,6 +98,10 @@ public:
     std::vector<DropCount> drop_reasons() const;
 
 private:
+    // Calls f(side, cause, count) for every drop counter of the fabric, side
+    // "switch" or "nic": totals() sums them, drop_reasons() names them.
+    template <typename F>
+    void for_each_drop(F&& f) const;
     void on_step_done(uint32_t flow, Nanos now) override;
     void maybe_begin(uint32_t flow, Nanos now);
     // RC model: copies each flow's receive-side counts (payload bytes
