@@ -348,7 +348,7 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
     if (in.srq.id != 0) ++srqs_[in.srq.id].users;
     reset_qp(q);
     qps_[slot] = std::move(qp);
-    busy_[slot >> 6] |= uint64_t{1} << (slot & 63);
+    mark_busy(slot);
     ++qp_count_;
     return {q.qpn, {}};
 }
@@ -370,7 +370,7 @@ Qp* Engine::find_qp(Qpn qpn) {
     const uint32_t i = qpn.v - kFirstQpn;
     if (i >= qps_.size()) return nullptr;
     // Whoever looks a QP up may change it: it is scanned until idle again.
-    busy_[i >> 6] |= uint64_t{1} << (i & 63);
+    mark_busy(i);
     return qps_[i].get();
 }
 const Qp* Engine::find_qp(Qpn qpn) const { return const_cast<Engine*>(this)->find_qp(qpn); }

@@ -332,13 +332,15 @@ private:
     std::vector<std::unique_ptr<Qp>> qps_;  // index = qpn - kFirstQpn
     // One bit per QP slot that may have something to send or a timer armed:
     // find_qp and create_qp set it, next_timer clears it once the QP is idle
-    // (idle()). next_timer, tx_pending and on_timer walk these slots, in
+    // (idle()), for_busy once the slot is empty. next_timer, tx_pending and on_timer walk these slots, in
     // slot order, instead of every QP: a fabric NIC of a 256-NIC all-to-all
     // holds 510 QPs and asks after every event. A QP changes only through
     // find_qp, tx_burst (which sends only from QPs that are not idle) and
     // on_timer, so a clear bit means an idle QP (checked in debug builds:
     // check_busy()).
     mutable std::vector<uint64_t> busy_;
+    void mark_busy(std::size_t slot) const { busy_[slot >> 6] |= uint64_t{1} << (slot & 63); }
+    void clear_busy(std::size_t slot) const { busy_[slot >> 6] &= ~(uint64_t{1} << (slot & 63)); }
     static bool idle(const Qp& q);
     // Calls f(Qp&, slot) for each QP whose bit is set, in slot order, until
     // f returns false (clearing the bits of destroyed QPs).

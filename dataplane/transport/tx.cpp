@@ -219,7 +219,7 @@ void Engine::for_busy(F&& f) const {
             const std::size_t slot = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
             Qp* q = qps_[slot].get();
             if (q == nullptr) {
-                busy_[w] &= ~(uint64_t{1} << (slot & 63));
+                clear_busy(slot);
                 continue;
             }
             if (!f(*q, slot)) return;
@@ -267,11 +267,11 @@ Nanos Engine::next_timer() const {
     check_busy();
     Nanos t = Nanos::max();
     for_busy([&](const Qp& q, std::size_t slot) {
-        // A QP without a timer may be idle: then it leaves the scans (the
-        // only place a bit is cleared, so a QP with timers costs no check).
+        // A QP without a timer may be idle: then it leaves the scans (only
+        // here is a live QP's bit cleared, so a QP with timers costs no check).
         const bool timed = q.rto_deadline != Nanos::max() || q.rnr_deadline != Nanos::max() ||
                            q.sack_deadline != Nanos::max() || q.read_hole_deadline != Nanos::max() || q.gate_armed;
-        if (!timed && idle(q)) busy_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
+        if (!timed && idle(q)) clear_busy(slot);
         if (!timed || q.state == QpState::Err) return true;
         if (q.rto_deadline < t) t = q.rto_deadline;
         if (q.rnr_deadline < t) t = q.rnr_deadline;
