@@ -1,6 +1,7 @@
 #include "fabric/engine_nic.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
@@ -132,7 +133,12 @@ Qpn EngineNic::create_qp(QpEnd end) {
     ia.spray_policy = transport::SprayPolicy::RoundRobin;
     const auto r = eng_->create_qp(ia);
     if (!r.ok()) throw std::invalid_argument(r.error.msg);
+    const uint32_t at = r.value.v - transport::Engine::kFirstQpn;
+    if (at >= ctx_at_.size()) ctx_at_.resize(at + 1, UINT32_MAX);
+    ctx_at_[at] = static_cast<uint32_t>(qps_.size());
     qps_.push_back(QpCtx{r.value, cc::QpCc(profile_.cc, line_rate_)});
+    cc_armed_.resize((qps_.size() + 63) / 64);
+    cc_changed(qps_.back());
     return r.value;
 }
 
@@ -189,13 +195,38 @@ bool EngineNic::post_write(Qpn qp, uint64_t wr_id, const Region& src, uint32_t l
 void EngineNic::add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const Region& src, uint64_t remote_addr,
                             uint32_t rkey) {
     if (QpCtx* c = ctx(qp)) c->flow = flow;
+    const auto i = static_cast<uint32_t>(tx_.size());
     tx_.push_back(TxFlow{flow, qp, src, remote_addr, rkey, spec.start, spec.size.v, std::max(spec.steps, 1u)});
+    flow_at_.insert(std::upper_bound(flow_at_.begin(), flow_at_.end(), std::pair{flow, i}), std::pair{flow, i});
+    due_.resize((tx_.size() + 63) / 64);
+    unstarted_.push_back(i);
+    next_start_ = std::min(next_start_, spec.start);
 }
 
 EngineNic::TxFlow* EngineNic::tx_flow(uint32_t flow) {
-    for (TxFlow& f : tx_)
-        if (f.flow == flow) return &f;
-    return nullptr;
+    const auto it = std::lower_bound(flow_at_.begin(), flow_at_.end(), std::pair{flow, uint32_t{0}});
+    return it != flow_at_.end() && it->first == flow ? &tx_[it->second] : nullptr;
+}
+
+void EngineNic::mark_due(const TxFlow& f) {
+    const auto i = static_cast<size_t>(&f - tx_.data());
+    due_[i >> 6] |= uint64_t{1} << (i & 63);
+    post_due_ = true;
+}
+
+void EngineNic::prune_unstarted() {
+    next_start_ = Nanos::max();
+    std::erase_if(unstarted_, [&](uint32_t i) { return tx_[i].started; });
+    for (const uint32_t i : unstarted_) next_start_ = std::min(next_start_, tx_[i].start);
+}
+
+void EngineNic::cc_changed(const QpCtx& c) {
+    const auto i = static_cast<size_t>(&c - qps_.data());
+    const uint64_t bit = uint64_t{1} << (i & 63);
+    if (c.cc.next_timer() != Nanos::max())
+        cc_armed_[i >> 6] |= bit;
+    else
+        cc_armed_[i >> 6] &= ~bit;
 }
 
 uint64_t EngineNic::step_bytes(const TxFlow& f) const {
@@ -208,9 +239,10 @@ void EngineNic::begin_step(uint32_t flow, Nanos now) {
     if (!f->started) {  // a gated flow's first step
         f->started = true;
         if (stats_) (*stats_)[f->flow].first_tx = now;
+        prune_unstarted();
     }
     f->open = true;
-    post_due_ = true;
+    mark_due(*f);
     sim_.arm_timer(id_, now);
 }
 
@@ -221,30 +253,52 @@ void EngineNic::stall_from(Nanos at) {
 
 void EngineNic::post_due(Nanos now) {
     post_due_ = false;
-    for (TxFlow& f : tx_) {
-        if (!f.started && f.start <= now) {
-            f.started = f.open = true;
-            if (stats_) (*stats_)[f.flow].first_tx = now;
+    // The flows whose start has come, and those marked (a completion, a
+    // step opened), in tx_ order: no other flow has anything to post.
+    if (next_start_ <= now) {
+        for (const uint32_t i : unstarted_)
+            if (tx_[i].start <= now) mark_due(tx_[i]);
+        post_due_ = false;
+    }
+    bool started = false;
+    for (size_t w = 0; w < due_.size(); ++w) {
+        const uint64_t bits = due_[w];
+        due_[w] = 0;
+        for (uint64_t b = bits; b != 0; b &= b - 1) {
+            TxFlow& f = tx_[w * 64 + static_cast<size_t>(std::countr_zero(b))];
+            post_flow(f, now, started);
         }
-        if (!f.open) continue;
-        const uint64_t step = step_bytes(f);
-        while (f.posted < step && f.in_flight < kChunksInFlight) {
-            const auto len = static_cast<uint32_t>(std::min<uint64_t>(kChunk, step - f.posted));
-            transport::SendWr w;
-            w.wr_id = uint64_t{f.flow} << 32 | len;
-            w.opcode = transport::WrOpcode::RdmaWrite;
-            w.send_flags = transport::kSendSignaled;
-            w.sg_list.push_back(transport::Sge{reinterpret_cast<uint64_t>(f.src.addr), len, f.src.lkey});
-            w.remote_addr = f.remote_addr;
-            w.rkey = f.rkey;
-            if (eng_->post_send(f.qp, std::span(&w, 1), fx_).err) {
-                ++c_.post_errors;
-                break;
-            }
-            f.posted += len;
-            ++f.in_flight;
-            if (stats_) (*stats_)[f.flow].tx_bytes += len;
+    }
+    if (started) prune_unstarted();
+}
+
+void EngineNic::post_flow(TxFlow& f, Nanos now, bool& started) {
+    if (!f.started && f.start <= now) {
+        f.started = f.open = true;
+        started = true;
+        if (stats_) (*stats_)[f.flow].first_tx = now;
+    }
+    if (!f.open) return;
+    const uint64_t step = step_bytes(f);
+    while (f.posted < step && f.in_flight < kChunksInFlight) {
+        const auto len = static_cast<uint32_t>(std::min<uint64_t>(kChunk, step - f.posted));
+        transport::SendWr w;
+        w.wr_id = uint64_t{f.flow} << 32 | len;
+        w.opcode = transport::WrOpcode::RdmaWrite;
+        w.send_flags = transport::kSendSignaled;
+        w.sg_list.push_back(transport::Sge{reinterpret_cast<uint64_t>(f.src.addr), len, f.src.lkey});
+        w.remote_addr = f.remote_addr;
+        w.rkey = f.rkey;
+        if (eng_->post_send(f.qp, std::span(&w, 1), fx_).err) {
+            ++c_.post_errors;
+            // Tried again at the next post_due, as every flow is.
+            const auto i = static_cast<size_t>(&f - tx_.data());
+            due_[i >> 6] |= uint64_t{1} << (i & 63);
+            break;
         }
+        f.posted += len;
+        ++f.in_flight;
+        if (stats_) (*stats_)[f.flow].tx_bytes += len;
     }
 }
 
@@ -257,7 +311,7 @@ void EngineNic::on_completion(const transport::Wc& wc, Nanos now) {
     --f->in_flight;
     f->acked += len;
     if (stats_) (*stats_)[f->flow].last_rx = now;
-    post_due_ = true;
+    mark_due(*f);
     if (f->acked < step_bytes(*f)) return;
     ++f->step;
     f->open = false;
@@ -266,15 +320,14 @@ void EngineNic::on_completion(const transport::Wc& wc, Nanos now) {
 }
 
 EngineNic::QpCtx* EngineNic::ctx(Qpn q) {
-    for (QpCtx& c : qps_)
-        if (c.qpn == q) return &c;
-    return nullptr;
+    const uint32_t at = q.v - transport::Engine::kFirstQpn;
+    if (q.v < transport::Engine::kFirstQpn || at >= ctx_at_.size() || ctx_at_[at] == UINT32_MAX) return nullptr;
+    return &qps_[ctx_at_[at]];
 }
 
 BitsPerSec EngineNic::qp_rate(Qpn qp) const {
-    for (const QpCtx& c : qps_)
-        if (c.qpn == qp) return c.cc.rate();
-    return BitsPerSec{0};
+    const QpCtx* c = const_cast<EngineNic*>(this)->ctx(qp);
+    return c ? c->cc.rate() : BitsPerSec{0};
 }
 
 void EngineNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
@@ -299,13 +352,16 @@ void EngineNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
 }
 
 void EngineNic::on_timer(Nanos now) {
-    for (QpCtx& q : qps_) {
-        if (q.cc.next_timer() > now) continue;
-        q.cc.on_timer(now);
-        eng_->set_next_send(q.qpn, q.cc.next_send_time());
-    }
+    for (size_t w = 0; w < cc_armed_.size(); ++w)
+        for (uint64_t b = cc_armed_[w]; b != 0; b &= b - 1) {
+            QpCtx& q = qps_[w * 64 + static_cast<size_t>(std::countr_zero(b))];
+            if (q.cc.next_timer() > now) continue;
+            q.cc.on_timer(now);
+            eng_->set_next_send(q.qpn, q.cc.next_send_time());
+            cc_changed(q);
+        }
     if (eng_->next_timer() <= now) eng_->on_timer(now, fx_);
-    for (const TxFlow& f : tx_) post_due_ |= !f.started && f.start <= now;
+    post_due_ |= next_start_ <= now;
     handle(now);
 }
 
@@ -319,6 +375,7 @@ void EngineNic::handle(Nanos now) {
             ++c_.cnp_rx;
             if (QpCtx* c = ctx(q)) {
                 c->cc.on_cnp(now);
+                cc_changed(*c);
                 eng_->set_next_send(q, c->cc.next_send_time());
                 if (stats_ && c->flow != UINT32_MAX) ++(*stats_)[c->flow].cnp_rx;
             }
@@ -358,6 +415,7 @@ void EngineNic::try_send(Nanos now) {
     if (fr.data)
         if (QpCtx* c = ctx(fr.qpn)) {
             c->cc.on_tx(wire_bytes, now);
+            cc_changed(*c);
             eng_->set_next_send(fr.qpn, c->cc.next_send_time());
             if (stats_ && c->flow != UINT32_MAX) ++(*stats_)[c->flow].tx_pkts;
         }
@@ -380,9 +438,10 @@ void EngineNic::send_pause(Nanos now) {
 
 void EngineNic::rearm(Nanos now) {
     Nanos t = eng_->next_timer();
-    for (const QpCtx& q : qps_) t = std::min(t, q.cc.next_timer());
-    for (const TxFlow& f : tx_)
-        if (!f.started) t = std::min(t, std::max(now, f.start));
+    for (size_t w = 0; w < cc_armed_.size(); ++w)
+        for (uint64_t b = cc_armed_[w]; b != 0; b &= b - 1)
+            t = std::min(t, qps_[w * 64 + static_cast<size_t>(std::countr_zero(b))].cc.next_timer());
+    if (!unstarted_.empty()) t = std::min(t, std::max(now, next_start_));
     if (stuck_.next() != Nanos::max()) t = std::min(t, std::max({now, busy_until_, stuck_.next()}));
     if (eng_->tx_pending(now))
         t = std::min(t, std::max({now, busy_until_, pause_.until()}));

@@ -171,8 +171,16 @@ private:
     };
     QpCtx* ctx(Qpn q);
     TxFlow* tx_flow(uint32_t flow);
+    // The QP's DCQCN timer may have changed: keep cc_armed_ right.
+    void cc_changed(const QpCtx& c);
+    // A flow to look at in the next post_due().
+    void mark_due(const TxFlow& f);
+    // Drops started flows from unstarted_ and recomputes next_start_.
+    void prune_unstarted();
     uint64_t step_bytes(const TxFlow& f) const;
     void post_due(Nanos now);
+    // Starts `f` if its time has come (`started` is set then) and posts what its window allows.
+    void post_flow(TxFlow& f, Nanos now, bool& started);
     void on_completion(const transport::Wc& wc, Nanos now);
     void handle(Nanos now);
     void try_send(Nanos now);
@@ -200,6 +208,14 @@ private:
     Nanos stall_at_ = Nanos::max();
     StuckPause stuck_;
     std::vector<TxFlow> tx_;
+    // A NIC of a 256-NIC all-to-all holds 510 QPs and 255 flows, so nothing
+    // per event walks them all:
+    std::vector<uint32_t> ctx_at_;                        // qps_ index by QPN - Engine::kFirstQpn
+    std::vector<std::pair<uint32_t, uint32_t>> flow_at_;  // (flow id, tx_ index), sorted
+    std::vector<uint64_t> cc_armed_;                      // bit per qps_ index: its DCQCN timer is armed
+    std::vector<uint64_t> due_;          // bit per tx_ index: post_due() looks at it (a completion, a step opened)
+    std::vector<uint32_t> unstarted_;    // tx_ indices of flows not started, in order
+    Nanos next_start_ = Nanos::max();    // the earliest start among them
     std::vector<FlowStats>* stats_ = nullptr;
     FlowSink* sink_ = nullptr;
     bool post_due_ = false;

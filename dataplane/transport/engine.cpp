@@ -320,7 +320,7 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
     while (slot < qps_.size() && qps_[slot]) ++slot;
     if (slot == qps_.size()) {
         qps_.emplace_back();
-        busy_.resize((qps_.size() + 63) / 64);
+        sched_.resize(static_cast<uint32_t>(qps_.size()));
     }
     auto qp = std::make_unique<Qp>();
     Qp& q = *qp;
@@ -348,7 +348,7 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
     if (in.srq.id != 0) ++srqs_[in.srq.id].users;
     reset_qp(q);
     qps_[slot] = std::move(qp);
-    mark_busy(slot);
+    touch(slot);
     ++qp_count_;
     return {q.qpn, {}};
 }
@@ -361,6 +361,7 @@ VerbsError Engine::destroy_qp(Qpn qpn) {
     --cqs_[q->init.recv_cq.id].users;
     if (q->init.srq.id != 0) --srqs_[q->init.srq.id].users;
     qps_[qpn.v - kFirstQpn].reset();
+    touch(qpn.v - kFirstQpn);
     --qp_count_;
     return {};
 }
@@ -369,8 +370,8 @@ Qp* Engine::find_qp(Qpn qpn) {
     if (qpn.v < kFirstQpn) return nullptr;
     const uint32_t i = qpn.v - kFirstQpn;
     if (i >= qps_.size()) return nullptr;
-    // Whoever looks a QP up may change it: it is scanned until idle again.
-    mark_busy(i);
+    // Whoever looks a QP up may change it: its times are recomputed.
+    touch(i);
     return qps_[i].get();
 }
 const Qp* Engine::find_qp(Qpn qpn) const { return const_cast<Engine*>(this)->find_qp(qpn); }

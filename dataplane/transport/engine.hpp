@@ -24,6 +24,7 @@
 #include "common/rng.hpp"
 #include "dataplane/transport/objects.hpp"
 #include "dataplane/transport/qp.hpp"
+#include "dataplane/transport/sched.hpp"
 #include "dataplane/transport/sgl.hpp"
 #include "dataplane/transport/types.hpp"
 #include "dataplane/wire/header_template.hpp"
@@ -194,7 +195,8 @@ public:
     Nanos next_timer() const;
     // Fills up to frames.size() buffers: ACKs/NAKs/CNPs first, then requests
     // and READ responses, round-robin across QPs, honouring each QP's pacing
-    // gate. Returns the number filled.
+    // gate. Returns the number filled; a buffer smaller than kMinTxBuf ends
+    // the burst.
     uint32_t tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx);
     bool tx_pending(Nanos now) const;
 
@@ -330,23 +332,23 @@ private:
     std::vector<Srq> srqs_;
     std::vector<Ah> ahs_;
     std::vector<std::unique_ptr<Qp>> qps_;  // index = qpn - kFirstQpn
-    // One bit per QP slot that may have something to send or a timer armed:
-    // find_qp and create_qp set it, next_timer clears it once the QP is idle
-    // (idle()), for_busy once the slot is empty. next_timer, tx_pending and on_timer walk these slots, in
-    // slot order, instead of every QP: a fabric NIC of a 256-NIC all-to-all
-    // holds 510 QPs and asks after every event. A QP changes only through
-    // find_qp, tx_burst (which sends only from QPs that are not idle) and
-    // on_timer, so a clear bit means an idle QP (checked in debug builds:
-    // check_busy()).
-    mutable std::vector<uint64_t> busy_;
-    void mark_busy(std::size_t slot) const { busy_[slot >> 6] |= uint64_t{1} << (slot & 63); }
-    void clear_busy(std::size_t slot) const { busy_[slot >> 6] &= ~(uint64_t{1} << (slot & 63)); }
-    static bool idle(const Qp& q);
-    // Calls f(Qp&, slot) for each QP whose bit is set, in slot order, until
-    // f returns false (clearing the bits of destroyed QPs).
-    template <typename F>
-    void for_busy(F&& f) const;
-    void check_busy() const;
+    // When each QP slot next has something for next_timer, tx_pending,
+    // on_timer and tx_burst to do (sched.hpp): find_qp and create_qp mark a
+    // slot, and so do on_timer and tx_burst for each QP they act on; sync()
+    // recomputes the marked ones (times()) before the tree is read. A QP
+    // changes only through find_qp, tx_burst and on_timer, so an unmarked
+    // slot's times are its QP's (checked in debug builds: check_sched()).
+    mutable QpSched sched_;
+    void touch(std::size_t slot) const { sched_.mark(static_cast<uint32_t>(slot)); }
+    QpSched::Times times(const Qp& q) const;
+    void sync() const {
+        if (sched_.marked_any()) flush_sched();
+#ifndef NDEBUG
+        check_sched();
+#endif
+    }
+    void flush_sched() const;
+    void check_sched() const;
     uint32_t qp_count_ = 0;
     uint32_t tx_rr_ = 0;
     uint8_t key_gen_ = 0;

@@ -152,109 +152,131 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
 }
 
 uint32_t Engine::tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx) {
-    // A caller's frame may still describe its last zero-copy payload.
-    for (TxFrame& f : frames) {
-        f.ext = nullptr;
-        f.ext_len = 0;
-        f.tail_len = 0;
+    // A caller's frame may still describe its last zero-copy payload; a
+    // buffer too small for any frame ends the burst.
+    for (size_t i = 0; i < frames.size(); ++i) {
+        if (frames[i].buf.size() < kMinTxBuf) {
+            frames = frames.first(i);
+            break;
+        }
+        frames[i].ext = nullptr;
+        frames[i].ext_len = 0;
+        frames[i].tail_len = 0;
     }
     uint32_t n = 0;
     const uint32_t nq = static_cast<uint32_t>(qps_.size());
     if (nq == 0) return 0;
     const uint32_t start = tx_rr_++ % nq;
+    sync();
+    // Round-robin from `start` over the slots due for `k`, as a pass over
+    // every slot in that order would find them (the times are those at the
+    // call: a QP changes only when visited, and visiting one more is harmless).
+    const auto rotate = [&](QpSched::Key k, auto&& f) {
+        const auto g = [&](uint32_t slot) {
+            if (n >= frames.size()) return false;
+            touch(slot);
+            f(*qps_[slot]);
+            return true;
+        };
+        sched_.for_due(k, now, start, nq, g) && sched_.for_due(k, now, 0, start, g);
+    };
     // Control first: it is small and unblocks the peer's requester.
-    for (uint32_t k = 0; k < nq && n < frames.size(); ++k) {
-        Qp* qp = qps_[(start + k) % nq].get();
-        if (qp == nullptr) continue;
+    rotate(QpSched::Control, [&](Qp& qp) {
         while (n < frames.size()) {
-            if (frames[n].buf.size() < kMinTxBuf) return n;
-            if (qp->cnp_pending) {
-                if (!build_cnp(*qp, frames[n])) break;
+            if (qp.cnp_pending) {
+                if (!build_cnp(qp, frames[n])) break;
                 ++n;
                 continue;
             }
-            if (qp->out_head == qp->out_tail || qp->out_at(qp->out_head).kind == RespItem::Kind::ReadResp) break;
-            if (!resp_build(*qp, frames[n])) break;
+            if (qp.out_head == qp.out_tail || qp.out_at(qp.out_head).kind == RespItem::Kind::ReadResp) break;
+            if (!resp_build(qp, frames[n])) break;
             ++n;
         }
-    }
+    });
     // Data: one packet per QP per round.
     bool progress = true;
     while (progress && n < frames.size()) {
         progress = false;
-        for (uint32_t k = 0; k < nq && n < frames.size(); ++k) {
-            Qp* qp = qps_[(start + k) % nq].get();
-            if (qp == nullptr || now < qp->next_send) continue;
-            qp->gate_armed = false;
-            if (frames[n].buf.size() < kMinTxBuf) return n;
+        rotate(QpSched::Send, [&](Qp& qp) {
+            if (now < qp.next_send) return;
+            qp.gate_armed = false;
             bool sent = false;
-            if (qp->out_head != qp->out_tail) {
+            if (qp.out_head != qp.out_tail) {
                 // Responses leave in PSN order; control behind a READ waits for it.
-                sent = resp_build(*qp, frames[n]);
-            } else if (req_ready(*qp, now)) {
-                sent = req_build(*qp, frames[n], now, fx);
+                sent = resp_build(qp, frames[n]);
+            } else if (req_ready(qp, now)) {
+                sent = req_build(qp, frames[n], now, fx);
             }
             if (sent) {
                 ++n;
                 progress = true;
             }
-        }
+        });
     }
     return n;
 }
 
-// Nothing to send, no timer, no pacing gate: tx_pending, next_timer and
-// on_timer have nothing to do with it (req_ready is false without WQEs to
-// start or packets to resend), and tx_burst passes it by.
-bool Engine::idle(const Qp& q) {
-    return !q.cnp_pending && q.out_head == q.out_tail && q.rexmit_head == q.rexmit_tail && q.sq_req == q.sq_head &&
-           q.rto_deadline == Nanos::max() && q.rnr_deadline == Nanos::max() && q.sack_deadline == Nanos::max() &&
-           q.read_hole_deadline == Nanos::max() && !q.gate_armed;
-}
-
-template <typename F>
-void Engine::for_busy(F&& f) const {
-    for (std::size_t w = 0; w < busy_.size(); ++w) {
-        for (uint64_t bits = busy_[w]; bits != 0; bits &= bits - 1) {
-            const std::size_t slot = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
-            Qp* q = qps_[slot].get();
-            if (q == nullptr) {
-                clear_busy(slot);
-                continue;
-            }
-            if (!f(*q, slot)) return;
-        }
+// A QP's times are a function of its state alone; `now` enters only as
+// "now >= t". req_ready() depends on `now` only through the pacing gate
+// (now < next_send), so req_ready(q, q.next_send) is what it says at any
+// now >= next_send.
+QpSched::Times Engine::times(const Qp& q) const {
+    QpSched::Times t = QpSched::kNever;
+    const bool out = q.out_head != q.out_tail;
+    const bool rnr = q.rnr_deadline != Nanos::max();
+    const bool ready = req_ready(q, q.next_send);
+    const Nanos deadline = std::min({q.rto_deadline, q.rnr_deadline, q.sack_deadline, q.read_hole_deadline});
+    // next_timer: the deadlines, and the pacing gate only until on_timer or
+    // tx_burst has seen it pass (from then on tx_pending() says whether data
+    // is ready), and only for data that waits for nothing else: a
+    // window-blocked or RNR-waiting requester is woken by the ACK or its own
+    // timer. Reporting a passed gate would make a runtime that sleeps until
+    // next_timer() spin.
+    if (q.state != QpState::Err) {
+        t[QpSched::Timer] = deadline;
+        if (q.gate_armed && (out || ready)) t[QpSched::Timer] = std::min(deadline, q.next_send);
     }
+    // on_timer: a deadline to act on (comp_timers; resp_timers for a
+    // spraying QP), or a gate to see pass.
+    const Nanos acted = std::min({q.rto_deadline, q.rnr_deadline, q.read_hole_deadline,
+                                  q.spraying() ? q.sack_deadline : Nanos::max()});
+    t[QpSched::Wake] = q.gate_armed ? std::min(acted, q.next_send) : acted;
+    if (q.cnp_pending || out) t[QpSched::Control] = QpSched::kAlways;
+    if ((q.rexmit_head != q.rexmit_tail && !rnr) ||
+        (q.sq_req != q.sq_head && (q.state == QpState::Rts || q.state == QpState::Sqd) && !rnr && ready))
+        t[QpSched::Pending] = q.next_send;
+    if (q.gate_armed || out || ready) t[QpSched::Send] = q.next_send;
+    return t;
 }
 
-void Engine::check_busy() const {
+void Engine::flush_sched() const {
+    sched_.flush([&](uint32_t slot) { return qps_[slot] ? times(*qps_[slot]) : QpSched::kNever; });
+}
+
+void Engine::check_sched() const {
 #ifndef NDEBUG
-    for (std::size_t i = 0; i < qps_.size(); ++i)
-        if (qps_[i] && !(busy_[i >> 6] >> (i & 63) & 1) && !idle(*qps_[i])) {
-            std::fprintf(stderr, "transport: QP slot %zu has work but is not marked busy\n", i);
-            std::abort();
-        }
+    for (uint32_t i = 0; i < qps_.size(); ++i) {
+        const QpSched::Times t = qps_[i] ? times(*qps_[i]) : QpSched::kNever;
+        for (int k = 0; k < QpSched::kKeys; ++k)
+            if (sched_.at(i)[k] != t[k]) {
+                std::fprintf(stderr, "transport: QP slot %u changed unmarked (key %d: %lld kept, %lld now)\n", i, k,
+                             static_cast<long long>(sched_.at(i)[k].v), static_cast<long long>(t[k].v));
+                std::abort();
+            }
+    }
 #endif
 }
 
 bool Engine::tx_pending(Nanos now) const {
-    check_busy();
-    bool pending = false;
-    for_busy([&](const Qp& q, std::size_t) {
-        if (q.cnp_pending || q.out_head != q.out_tail) return !(pending = true);
-        if (now < q.next_send) return true;
-        if (q.rexmit_head != q.rexmit_tail && q.rnr_deadline == Nanos::max()) return !(pending = true);
-        if (q.sq_req != q.sq_head && (q.state == QpState::Rts || q.state == QpState::Sqd) &&
-            q.rnr_deadline == Nanos::max() && req_ready(q, now))
-            return !(pending = true);
-        return true;
-    });
-    return pending;
+    sync();
+    return sched_.min(QpSched::Control) <= now || sched_.min(QpSched::Pending) <= now;
 }
 
 void Engine::on_timer(Nanos now, Effects& fx) {
-    check_busy();
-    for_busy([&](Qp& q, std::size_t) {
+    sync();
+    sched_.for_due(QpSched::Wake, now, 0, static_cast<uint32_t>(qps_.size()), [&](uint32_t slot) {
+        Qp& q = *qps_[slot];
+        touch(slot);
         if (now >= q.next_send) q.gate_armed = false;
         if (q.state == QpState::Err) return true;
         comp_timers(q, now, fx);
@@ -264,30 +286,8 @@ void Engine::on_timer(Nanos now, Effects& fx) {
 }
 
 Nanos Engine::next_timer() const {
-    check_busy();
-    Nanos t = Nanos::max();
-    for_busy([&](const Qp& q, std::size_t slot) {
-        // A QP without a timer may be idle: then it leaves the scans (only
-        // here is a live QP's bit cleared, so a QP with timers costs no check).
-        const bool timed = q.rto_deadline != Nanos::max() || q.rnr_deadline != Nanos::max() ||
-                           q.sack_deadline != Nanos::max() || q.read_hole_deadline != Nanos::max() || q.gate_armed;
-        if (!timed && idle(q)) clear_busy(slot);
-        if (!timed || q.state == QpState::Err) return true;
-        if (q.rto_deadline < t) t = q.rto_deadline;
-        if (q.rnr_deadline < t) t = q.rnr_deadline;
-        if (q.sack_deadline < t) t = q.sack_deadline;
-        if (q.read_hole_deadline < t) t = q.read_hole_deadline;
-        // The pacing gate is a timer only until on_timer or tx_burst has
-        // seen it pass (from then on tx_pending() says whether data is
-        // ready), and only for data that waits for nothing else: a
-        // window-blocked or RNR-waiting requester is woken by the ACK or its
-        // own timer. Reporting a passed gate would make a runtime that
-        // sleeps until next_timer() spin.
-        if (q.gate_armed && q.next_send < t && (q.out_head != q.out_tail || req_ready(q, q.next_send)))
-            t = q.next_send;
-        return true;
-    });
-    return t;
+    sync();
+    return sched_.min(QpSched::Timer);
 }
 
 }  // namespace rocemu::transport
