@@ -65,7 +65,11 @@ Switch::Switch(const SwitchConfig& cfg)
     for (int pg = 0; pg < kNumTc; ++pg)
         per_port += cfg_.pg_lossless_at(pg) ? cfg_.pg_lossless.size.v + cfg_.pg_lossless.xoff.v : cfg_.pg_lossy.size.v;
     const uint64_t max_bytes = cfg_.pool_size.v + per_port * hot_.size();
-    slots_.resize(max_bytes / kMinFrame + 1);
+    // Allocated, not written: a descriptor's page is touched when the free
+    // list first reaches it (link_fresh), so a big pool (4.5 MiB a switch in
+    // a 256-host fabric) costs only what a run uses.
+    slot_count_ = static_cast<uint32_t>(max_bytes / kMinFrame + 1);
+    slots_.reset(new Slot[slot_count_]);
     for (std::size_t p = 0; p < hot_.size(); ++p) {
         speed_div_.push_back(ExactDiv(cfg_.ports[p].speed.v));
         const Nanos pause = cfg_.ports[p].speed.serialise(pause_bytes(cfg_.pause_quanta));
@@ -80,18 +84,14 @@ void Switch::reset() {
     std::fill(hot_.begin(), hot_.end(), PortHot{});
     for (std::size_t p = 0; p < hot_.size(); ++p) hot_[p].max_frame = cfg_.ports[p].mtu + kL2Header;
     std::fill(queue_hot_.begin(), queue_hot_.end(), QueueHot{});
-    // Descriptors as a new pool has them: zero, each on the free list in
-    // index order (nothing should read a free one; if something did, it
-    // reads what it would in a new switch). One memset and a pointer loop:
-    // std::fill and indexing the vector cost 4x as much in the fuzz build,
-    // whose sanitizers check every slot.
-    static_assert(std::is_trivially_copyable_v<Slot>);
-    std::memset(static_cast<void*>(slots_.data()), 0, slots_.size() * sizeof(Slot));
-    Slot* s = slots_.data();
-    uint32_t next = 0;
-    for (Slot* const last = s + slots_.size() - 1; s != last; ++s) s->next = ++next;
-    s->next = kNil;
-    free_head_ = 0;
+    // Descriptors as a new pool has them: zero, on the free list in index
+    // order (nothing should read a free one; if something did, it reads what
+    // it would in a new switch). Linked a chunk at a time, when the list runs
+    // dry (link_fresh): the list hands out the same slots in the same order
+    // as one linked whole.
+    free_head_ = kNil;
+    fresh_ = 0;
+    link_fresh();
     storming_ = 0;
     timer_dirty_ = true;
     next_timer_cache_ = Nanos{};
@@ -165,6 +165,22 @@ uint8_t Switch::eligible_mask_held(PortId p, Nanos now) const {
         if (!paused || (storm && action == WdAction::Forward)) m |= bit;
     }
     return m;
+}
+
+bool Switch::link_fresh() {
+    if (fresh_ == slot_count_) return false;
+    const uint32_t n = std::min(kSlotChunk, slot_count_ - fresh_);
+    // One memset and a pointer loop: std::fill and indexing cost 4x as much
+    // in the fuzz build, whose sanitizers check every slot.
+    static_assert(std::is_trivially_copyable_v<Slot>);
+    Slot* s = slots_.get() + fresh_;
+    std::memset(static_cast<void*>(s), 0, n * sizeof(Slot));
+    uint32_t next = fresh_;
+    for (Slot* const last = s + n - 1; s != last; ++s) s->next = ++next;
+    s->next = free_head_;
+    free_head_ = fresh_;
+    fresh_ += n;
+    return true;
 }
 
 Switch::Slot Switch::pop(PortId p, int q) {
@@ -383,7 +399,7 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
         region = v.region;
     }
     if (!mmu_.query_egress(out, q, d.frame_len)) return egress_drop(out, q, d.handle, DropReason::EgressQueueLimit, fx);
-    if (free_head_ == kNil) return egress_drop(out, q, d.handle, DropReason::NoDescriptor, fx);
+    if (free_head_ == kNil && !link_fresh()) return egress_drop(out, q, d.handle, DropReason::NoDescriptor, fx);
     bool mark = false;
     // At or below Kmin red_decide passes without a draw, and so does it
     // with the profile off (no bound then): a compare decides the usual
@@ -397,7 +413,7 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
     if (far) mmu_.commit_reserved(d.in_port, pg, out, q, d.frame_len);
     else mmu_.commit(d.in_port, pg, out, q, d.frame_len, region);
     op.nonempty |= static_cast<uint8_t>(1u << q);
-    link_slot(slots_.data(), free_head_, qs, d, static_cast<uint8_t>(pg));
+    link_slot(slots_.get(), free_head_, qs, d, static_cast<uint8_t>(pg));
     const bool paused = (op.paused >> q) & 1;
     qs.watermark = std::max(qs.watermark, mmu_.queue_bytes(out, q));
 
@@ -439,7 +455,7 @@ std::size_t Switch::admit_run(const PacketDesc* d, std::size_t n, unsigned far, 
     // every store to a slot or a queue (which could alias them).
     RouteMemo m = memo;
     uint32_t free = free_head_;
-    Slot* const slots = slots_.data();
+    Slot* const slots = slots_.get();
     PortHot* const hot = hot_.data();
     QueueHot* const queues = queue_hot_.data();
     std::size_t j = 0;
@@ -710,7 +726,7 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
     // reloaded them around every TxDesc store (which could alias them).
     Nanos at = t;
     const uint8_t queue = static_cast<uint8_t>(q);
-    const Slot* const slots = slots_.data();
+    const Slot* const slots = slots_.get();
     // One frame into out[n]: its TxDesc, its wire time, the run's sums.
     const auto send = [&](const Slot& s) {
         const uint32_t len = s.len;

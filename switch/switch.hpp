@@ -7,6 +7,7 @@
 // buffer. The DPDK app and the virtual-time fabric both drive it.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -117,7 +118,7 @@ public:
     Bytes queue_depth(PortId p, int q) const { return mmu_.queue_bytes(p, q); }
     std::size_t queue_packets(PortId p, int q) const { return qhot(p, q).count; }
     // Descriptors preallocated: enough for the whole buffer in 60-byte frames.
-    std::size_t descriptor_capacity() const { return slots_.size(); }
+    std::size_t descriptor_capacity() const { return slot_count_; }
     bool queue_paused(PortId p, int q, Nanos now) const { return paused_at(p, q, now); }
     // Total time queue q of port p has been paused by received PFC, up to now.
     Nanos paused_time(PortId p, int q, Nanos now) const;
@@ -351,8 +352,14 @@ private:
     // and the route table, each from a line of its own.
     std::vector<PortHot> hot_;
     std::vector<QueueHot> queue_hot_;  // port x kNumTc + queue
-    std::vector<Slot> slots_;
+    std::unique_ptr<Slot[]> slots_;  // slot_count_ of them, written from fresh_ on only once linked
+    uint32_t slot_count_ = 0;
+    uint32_t fresh_ = 0;  // slots from here on were never linked since reset()
     uint32_t free_head_ = kNil;
+    static constexpr uint32_t kSlotChunk = 4096;
+    // Links the next kSlotChunk slots never linked as the free list (which
+    // must be empty); false when none are left.
+    bool link_fresh();
     const uint32_t num_ports_;  // hot_.size(), kept so a packet reads one word, not the vector's two ends
     // Queues in a watchdog storm, over all ports: while 0, admission skips
     // the per-queue storm test.

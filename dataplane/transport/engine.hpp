@@ -343,7 +343,7 @@ private:
     QpSched::Times times(const Qp& q) const;
     void sync() const {
         if (sched_.marked_any()) flush_sched();
-#ifndef NDEBUG
+#if !defined(NDEBUG) || defined(ROCEMU_TRANSPORT_CHECKS)
         check_sched();
 #endif
     }

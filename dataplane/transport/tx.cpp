@@ -254,7 +254,7 @@ void Engine::flush_sched() const {
 }
 
 void Engine::check_sched() const {
-#ifndef NDEBUG
+#if !defined(NDEBUG) || defined(ROCEMU_TRANSPORT_CHECKS)
     for (uint32_t i = 0; i < qps_.size(); ++i) {
         const QpSched::Times t = qps_[i] ? times(*qps_[i]) : QpSched::kNever;
         for (int k = 0; k < QpSched::kKeys; ++k)
