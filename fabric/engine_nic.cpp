@@ -258,7 +258,7 @@ void EngineNic::post_due(Nanos now) {
     if (next_start_ <= now) {
         for (const uint32_t i : unstarted_)
             if (tx_[i].start <= now) mark_due(tx_[i]);
-        post_due_ = false;
+        post_due_ = false;  // mark_due asks for this very call
     }
     bool started = false;
     for (size_t w = 0; w < due_.size(); ++w) {
