@@ -15,6 +15,19 @@ namespace rocemu::fabric {
 namespace {
 
 constexpr Bytes kWireOverhead{20};
+
+// Bit sets over QP and flow indices (64 a word).
+void set_bit(std::vector<uint64_t>& words, std::size_t i, bool on = true) {
+    const uint64_t bit = uint64_t{1} << (i & 63);
+    words[i >> 6] = on ? words[i >> 6] | bit : words[i >> 6] & ~bit;
+}
+// f(i) for each set bit, in order; each word as it was when the walk reached
+// it, so f may set or clear bits.
+template <typename F>
+void for_each_bit(const std::vector<uint64_t>& words, F&& f) {
+    for (std::size_t w = 0; w < words.size(); ++w)
+        for (uint64_t b = words[w]; b != 0; b &= b - 1) f(w * 64 + static_cast<std::size_t>(std::countr_zero(b)));
+}
 // Where NIC i's arena is mapped, so that RETH addresses (and the pcaps) repeat
 // from run to run. 32 TiB is above AddressSanitizer's shadow (which ends just
 // past 16 TiB) and below its allocator (96 TiB) and the shared libraries, so
@@ -209,8 +222,7 @@ EngineNic::TxFlow* EngineNic::tx_flow(uint32_t flow) {
 }
 
 void EngineNic::mark_due(const TxFlow& f) {
-    const auto i = static_cast<size_t>(&f - tx_.data());
-    due_[i >> 6] |= uint64_t{1} << (i & 63);
+    set_bit(due_, static_cast<size_t>(&f - tx_.data()));
     post_due_ = true;
 }
 
@@ -221,12 +233,7 @@ void EngineNic::prune_unstarted() {
 }
 
 void EngineNic::cc_changed(const QpCtx& c) {
-    const auto i = static_cast<size_t>(&c - qps_.data());
-    const uint64_t bit = uint64_t{1} << (i & 63);
-    if (c.cc.next_timer() != Nanos::max())
-        cc_armed_[i >> 6] |= bit;
-    else
-        cc_armed_[i >> 6] &= ~bit;
+    set_bit(cc_armed_, static_cast<size_t>(&c - qps_.data()), c.cc.next_timer() != Nanos::max());
 }
 
 uint64_t EngineNic::step_bytes(const TxFlow& f) const {
@@ -255,20 +262,14 @@ void EngineNic::post_due(Nanos now) {
     post_due_ = false;
     // The flows whose start has come, and those marked (a completion, a
     // step opened), in tx_ order: no other flow has anything to post.
-    if (next_start_ <= now) {
+    if (next_start_ <= now)
         for (const uint32_t i : unstarted_)
-            if (tx_[i].start <= now) mark_due(tx_[i]);
-        post_due_ = false;  // mark_due asks for this very call
-    }
+            if (tx_[i].start <= now) set_bit(due_, i);
     bool started = false;
-    for (size_t w = 0; w < due_.size(); ++w) {
-        const uint64_t bits = due_[w];
-        due_[w] = 0;
-        for (uint64_t b = bits; b != 0; b &= b - 1) {
-            TxFlow& f = tx_[w * 64 + static_cast<size_t>(std::countr_zero(b))];
-            post_flow(f, now, started);
-        }
-    }
+    for_each_bit(due_, [&](size_t i) {
+        set_bit(due_, i, false);  // a failed post sets it again, for the next call
+        post_flow(tx_[i], now, started);
+    });
     if (started) prune_unstarted();
 }
 
@@ -292,8 +293,7 @@ void EngineNic::post_flow(TxFlow& f, Nanos now, bool& started) {
         if (eng_->post_send(f.qp, std::span(&w, 1), fx_).err) {
             ++c_.post_errors;
             // Tried again at the next post_due, as every flow is.
-            const auto i = static_cast<size_t>(&f - tx_.data());
-            due_[i >> 6] |= uint64_t{1} << (i & 63);
+            set_bit(due_, static_cast<size_t>(&f - tx_.data()));
             break;
         }
         f.posted += len;
@@ -352,14 +352,13 @@ void EngineNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
 }
 
 void EngineNic::on_timer(Nanos now) {
-    for (size_t w = 0; w < cc_armed_.size(); ++w)
-        for (uint64_t b = cc_armed_[w]; b != 0; b &= b - 1) {
-            QpCtx& q = qps_[w * 64 + static_cast<size_t>(std::countr_zero(b))];
-            if (q.cc.next_timer() > now) continue;
-            q.cc.on_timer(now);
-            eng_->set_next_send(q.qpn, q.cc.next_send_time());
-            cc_changed(q);
-        }
+    for_each_bit(cc_armed_, [&](size_t i) {
+        QpCtx& q = qps_[i];
+        if (q.cc.next_timer() > now) return;
+        q.cc.on_timer(now);
+        eng_->set_next_send(q.qpn, q.cc.next_send_time());
+        cc_changed(q);
+    });
     if (eng_->next_timer() <= now) eng_->on_timer(now, fx_);
     post_due_ |= next_start_ <= now;
     handle(now);
@@ -438,9 +437,7 @@ void EngineNic::send_pause(Nanos now) {
 
 void EngineNic::rearm(Nanos now) {
     Nanos t = eng_->next_timer();
-    for (size_t w = 0; w < cc_armed_.size(); ++w)
-        for (uint64_t b = cc_armed_[w]; b != 0; b &= b - 1)
-            t = std::min(t, qps_[w * 64 + static_cast<size_t>(std::countr_zero(b))].cc.next_timer());
+    for_each_bit(cc_armed_, [&](size_t i) { t = std::min(t, qps_[i].cc.next_timer()); });
     if (!unstarted_.empty()) t = std::min(t, std::max(now, next_start_));
     if (stuck_.next() != Nanos::max()) t = std::min(t, std::max({now, busy_until_, stuck_.next()}));
     if (eng_->tx_pending(now))

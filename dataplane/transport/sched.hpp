@@ -60,7 +60,6 @@ public:
         dirty_flag_[slot] = 1;
         dirty_.push_back(slot);
     }
-    bool marked(uint32_t slot) const { return dirty_flag_[slot] != 0; }
     bool marked_any() const { return !dirty_.empty(); }
 
     // Recomputes every marked slot: times(slot) returns its Times.
