@@ -183,7 +183,9 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
     for (size_t i = 0; i < sizes.size(); ++i) {
         const Bytes size = sizes[i];
         const std::vector<FlowSpec>& flows = flows_of[i];
-        const LiveTotals before = fab->totals(true);
+        const std::vector<std::string> ports_before = fab->switch_port_rows(true);
+        const std::vector<std::string> nics_before = fab->nic_rows();
+        const LiveTotals before = fab->totals(ports_before);
         std::vector<Sample> samples;
         const auto tick = [&](Nanos t, uint64_t done, uint64_t total) {
             if (!o.progress) return;
@@ -196,7 +198,8 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         };
         const WorkloadResult w = fab->run(flows, Nanos::from_s(o.timeout_s), Nanos::from_ms(250), tick,
                                           Nanos::from_ms(10), samples);
-        const LiveTotals d = fab->totals(true) - before;
+        std::vector<std::string> ports_after = fab->switch_port_rows(true);
+        const LiveTotals d = fab->totals(ports_after) - before;
         LiveRow row;
         row.live_time = w.time;
         row.complete = w.complete;
@@ -229,6 +232,14 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
             !o.split.clock ? (o.split.nic_devspecs.empty() ? "" : ", not shared with the switch nodes")
                            : fmt::format(", {:.1f} ms waiting for the switch nodes", w.waited.seconds() * 1e3),
             w.error.empty() ? "" : "; " + w.error));
+        if (r.drops) {
+            // Where and why, adding up to the drops column.
+            std::vector<DropCount> why = drops_between("switch", ports_before, ports_after);
+            for (DropCount& c : drops_between("nic", nics_before, fab->nic_rows())) why.push_back(std::move(c));
+            std::string list;
+            for (const DropCount& c : why) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", c.cause, c.count);
+            res.notes.push_back(fmt::format("{}: drops: {}", human_bytes(size.v), list.empty() ? "(none named)" : list));
+        }
         sweep_csv.push_back(fmt::format("{},{:.3f},{:.4f},{:.4f},{:.3f},{},{},{},{},{},{},{},{},{},{:g},{}", size.v,
                                         r.time.us(), r.algbw_gbs, r.busbw_gbs, w.time.us(), r.pfc, r.ecn, r.cnp,
                                         r.drops, row.lossless_drops, row.flows, row.verified, row.mismatched,
@@ -256,7 +267,7 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         write_csv(o.out_dir, prefix + "_totals.csv", ts, res.files);
         write_series(topo, flows, samples, res.scale, o.out_dir, prefix, res.files);
         std::vector<std::string> ports{"switch,port,counter,value"};
-        for (std::string& l : fab->switch_port_rows()) ports.push_back(std::move(l));
+        for (std::string& l : ports_after) ports.push_back(std::move(l));
         write_csv(o.out_dir, prefix + "_switch_ports.csv", ports, res.files);
         std::vector<std::string> nics{"nic,counter,value"};
         for (std::string& l : fab->nic_rows()) nics.push_back(std::move(l));

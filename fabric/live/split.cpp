@@ -352,6 +352,39 @@ SwitchRowTotals sum_rows(const std::vector<std::string>& rows) {
     return t;
 }
 
+std::vector<DropCount> drops_between(std::string_view side, const std::vector<std::string>& before,
+                                     const std::vector<std::string>& after) {
+    // A row's key (everything before the value) and its value.
+    const auto split_row = [](std::string_view r) -> std::pair<std::string_view, uint64_t> {
+        const size_t c = r.rfind(',');
+        uint64_t v = 0;
+        if (c == std::string_view::npos || std::from_chars(r.data() + c + 1, r.data() + r.size(), v).ec != std::errc{})
+            return {{}, 0};
+        return {r.substr(0, c), v};
+    };
+    std::map<std::string_view, uint64_t> was;
+    for (const std::string& r : before) {
+        const auto [key, v] = split_row(r);
+        if (!key.empty()) was[key] = v;
+    }
+    std::vector<DropCount> out;
+    for (const std::string& r : after) {
+        const auto [key, v] = split_row(r);
+        const size_t c = key.rfind(',');
+        if (c == std::string_view::npos) continue;
+        const std::string_view counter = key.substr(c + 1);
+        if (!counter.starts_with("drop_") || counter == "drop_stale_response" || counter == "drop_ghost_response")
+            continue;
+        const auto it = was.find(key);
+        const uint64_t from = it == was.end() ? 0 : it->second;
+        if (v <= from) continue;
+        std::string where(key.substr(0, c));
+        std::replace(where.begin(), where.end(), ',', ':');
+        out.push_back({fmt::format("{} {} {}", side, where, counter.substr(5)), v - from});
+    }
+    return out;
+}
+
 std::vector<std::string> node_eal_args(const std::vector<std::string>& eal, std::string_view node) {
     constexpr std::string_view kOpt = "--file-prefix";
     std::vector<std::string> out = eal;

@@ -170,6 +170,14 @@ struct SwitchRowTotals {
 };
 SwitchRowTotals sum_rows(const std::vector<std::string>& rows);
 
+// What was dropped between two snapshots of counter rows ("switch,port,
+// counter,value" or "nic,counter,value"): every drop_* counter that rose, as
+// "SIDE WHERE CAUSE" ("switch left:Ethernet2 not_ip") and by how much, in
+// `after`'s order; a requester's ignored responses (drop_stale_response,
+// drop_ghost_response) are not drops, as in LiveTotals.
+std::vector<DropCount> drops_between(std::string_view side, const std::vector<std::string>& before,
+                                     const std::vector<std::string>& after);
+
 // The EAL arguments of `node` in a run whose launcher got `eal`: a user's
 // --file-prefix X (either form) becomes X-<node>, since nodes sharing one
 // prefix would share one EAL runtime folder (a secondary process's, or a

@@ -185,6 +185,23 @@ TEST(FabricLiveSplit, RowsSumAsTheOneProcessTotals) {
     EXPECT_EQ(t.lossless_drops, 4u);
 }
 
+TEST(FabricLiveSplit, DropsBetweenSnapshotsNameWhereAndWhy) {
+    const std::vector<std::string> before{"left,Ethernet0,drop_not_ip,2", "left,Ethernet0,rx_frames,10",
+                                          "right,Ethernet4,drop_egress_queue_limit,5"};
+    const std::vector<std::string> after{"left,Ethernet0,drop_not_ip,3", "left,Ethernet0,rx_frames,90",
+                                         "right,Ethernet4,drop_egress_queue_limit,5",
+                                         "right,Ethernet8,drop_no_route,4"};
+    EXPECT_EQ(drops_between("switch", before, after),
+              (std::vector<DropCount>{{"switch left:Ethernet0 not_ip", 1}, {"switch right:Ethernet8 no_route", 4}}));
+    // NIC rows: ignored responses are not drops; a counter that fell (a
+    // restarted node) is not a drop either.
+    EXPECT_EQ(drops_between("nic", {"h0,drop_rnr,9"},
+                            {"h0,drop_stale_response,7", "h0,drop_ghost_response,1", "h1,drop_bad_icrc,2", "h0,drop_rnr,3"}),
+              (std::vector<DropCount>{{"nic h1 bad_icrc", 2}}));
+    EXPECT_TRUE(drops_between("switch", after, after).empty());
+    EXPECT_TRUE(drops_between("switch", {}, {"bad row", "x,drop_y,", "x,drop_y,z"}).empty());
+}
+
 TEST(FabricLiveSplit, HeadroomCoversAMemifRingAndTheRuntimesTxBuffer) {
     EXPECT_EQ(split_headroom_frames(), kLiveHeadroomFrames + (1u << kMemifLog2Ring) + 64);
     const Topology t = embedded("default");
