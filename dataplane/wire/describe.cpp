@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "dataplane/wire/l2.hpp"
 
 namespace rocemu::wire {
@@ -86,9 +88,29 @@ std::string describe_other(std::span<const uint8_t> frame) {
                 if (pfc.class_enable & (1 << i)) s += fmt::format(" p{}={}", i, pfc.quanta[i]);
             return s;
         }
-        default:
-            return fmt::format("{} ({} bytes, ethertype 0x{:04x})", to_string(kind), frame.size(), eth.l2.ethertype);
+        case FrameKind::Ipv4Other:
+            if (eth.l3_off && frame.size() >= eth.l3_off + 20u) {
+                const uint8_t* ip = frame.data() + eth.l3_off;
+                const auto v4 = [](const uint8_t* a) {
+                    return IpAddr::from_v4(uint32_t{a[0]} << 24 | uint32_t{a[1]} << 16 | uint32_t{a[2]} << 8 | a[3]);
+                };
+                return fmt::format("IPv4 {} > {} proto {} ttl {} ({} bytes)", format_ip(v4(ip + 12)),
+                                   format_ip(v4(ip + 16)), ip[9], ip[8], frame.size());
+            }
+            break;
+        case FrameKind::Ipv6Other:
+            if (eth.l3_off && frame.size() >= eth.l3_off + 40u) {
+                const uint8_t* ip = frame.data() + eth.l3_off;
+                IpAddr src, dst;
+                std::copy_n(ip + 8, 16, src.b.begin());
+                std::copy_n(ip + 24, 16, dst.b.begin());
+                return fmt::format("IPv6 {} > {} next header {} hop limit {} ({} bytes)", format_ip(src),
+                                   format_ip(dst), ip[6], ip[7], frame.size());
+            }
+            break;
+        default: break;
     }
+    return fmt::format("{} ({} bytes, ethertype 0x{:04x})", to_string(kind), frame.size(), eth.l2.ethertype);
 }
 
 }  // namespace rocemu::wire

@@ -30,6 +30,7 @@
 #include "fabric/live/nic_wire.hpp"
 #include "fabric/live/node.hpp"
 #include "fabric/live/split.hpp"
+#include "switch/dpdk/frame.hpp"
 #include "switch/dpdk/runtime.hpp"
 #include "switch/dpdk/stats.hpp"
 
@@ -445,6 +446,9 @@ int run_switch_node(const Topology& t, const std::string& name, const NodeOption
                                    relay->received(), relay->sent(), relay->ignored(), clock.jumped().seconds() * 1e3)
                      : std::string(),
                c.arp_replied, c.arp_taken, c.tx_full_turns);
+    for (const sw::live::DroppedFrame& d : node.rt->first_drops())
+        fmt::print("switch {}: {}: first frame dropped as {}: {}\n", name, node.core->config().ports[d.port].name,
+                   sw::live::to_string(d.why), sw::live::describe_head({d.head.data(), d.head_len}, d.len));
     std::fflush(stdout);
     capture.reset();
     // Closing a memif port whose peer has gone can block for seconds (seen:

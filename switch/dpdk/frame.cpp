@@ -1,8 +1,12 @@
 #include "switch/dpdk/frame.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
+#include <string>
 
 #include "dataplane/wire/bytes.hpp"
+#include "dataplane/wire/describe.hpp"
 #include "dataplane/wire/l2.hpp"
 
 namespace rocemu::sw::live {
@@ -96,6 +100,24 @@ size_t build_pfc(const PfcFrameDesc& pfc, const wire::MacAddr& src, std::span<ui
     p.class_enable = pfc.class_enable;
     p.quanta = pfc.quanta;
     return wire::encode_pfc(p, out);
+}
+
+std::string describe_head(std::span<const uint8_t> head, size_t len) {
+    if (wire::classify(head) != wire::FrameKind::Roce) {
+        std::string s = wire::describe_other(head);
+        if (len > head.size()) s += fmt::format(", {} bytes in all", len);
+        return s;
+    }
+    wire::RocePacket p;
+    const bool part = len > head.size();
+    const wire::ParseError e = part ? wire::parse_roce_split(head, len, p) : wire::parse_roce(head, p);
+    std::string s = e == wire::ParseError::SplitHeaders ? fmt::format("RoCEv2 ({} bytes)", len) : wire::describe_roce(p, e);
+    // Only the head was kept: its ICRC was not read.
+    if (part && s.ends_with(" icrc=ok")) s.replace(s.size() - 8, 8, " icrc not read");
+    const auto [l3, ethertype] = find_l3(head);
+    if (ethertype == wire::ethertype::kIpv4 && head.size() >= l3 + 9) s += fmt::format(" ttl {}", head[l3 + 8]);
+    if (ethertype == wire::ethertype::kIpv6 && head.size() >= l3 + 8) s += fmt::format(" hop limit {}", head[l3 + 7]);
+    return s;
 }
 
 }  // namespace rocemu::sw::live

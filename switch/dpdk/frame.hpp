@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "common/units.hpp"
@@ -169,6 +170,11 @@ inline RxKind parse_frame_general(std::span<const uint8_t> frame, PortId in_port
 bool rewrite_l2(std::span<uint8_t> frame, const std::array<uint8_t, 6>& dst, const wire::MacAddr& src);
 
 enum class TtlResult : uint8_t { Decremented, Expired, NotIp };
+// One line for a frame known by its first bytes `head` (all of it, or the
+// start) and its length: a RoCEv2 frame as `rocemu pcap` lists it, plus its
+// TTL or hop limit; anything else as wire::describe_other does.
+std::string describe_head(std::span<const uint8_t> head, size_t len);
+
 // Decrements the IPv4 TTL (keeping the header checksum right) or the IPv6
 // hop limit. A packet that arrives with 0 or 1 is Expired and left as is.
 TtlResult decrement_ttl(std::span<uint8_t> frame);

@@ -61,6 +61,9 @@ void print_report(const Switch& sw, const SwitchRuntime& rt, Nanos now) {
         }
         lossless += lossless_drops(sw, p);
     }
+    for (const DroppedFrame& d : rt.first_drops())
+        fmt::print("first frame dropped port={} {}: {}\n", sw.config().ports[d.port].name, to_string(d.why),
+                   describe_head({d.head.data(), d.head_len}, d.len));
     fmt::print("rocemu switch: lossless_drops {}\n", lossless);
 }
 

@@ -15,6 +15,9 @@ namespace rocemu::sw::live {
 namespace {
 // Handles cover every mbuf the ports' pools hold, so a received frame always gets one.
 constexpr std::size_t kHandlesPerPort = 8192;
+// What receive drops a frame for (each port keeps the first of each).
+constexpr std::array kReceiveDrops{RtStat::DropNotIp, RtStat::DropTruncated, RtStat::DropMultiSegment,
+                                   RtStat::DropNoHandle, RtStat::DropTtlExpired};
 
 // receive prefetches the headers of the frame this many ahead.
 constexpr uint16_t kAhead = 4;
@@ -102,7 +105,18 @@ SwitchRuntime::SwitchRuntime(Switch& sw, std::vector<dpdk::Port*> ports, std::ve
     free_.resize(handles_.size());
     for (std::size_t h = handles_.size(); h-- > 0;) free_[free_n_++] = static_cast<uint32_t>(h);
     scratch_.resize(port_counter_names().size());
+    first_drops_.reserve(ports_.size() * kReceiveDrops.size());
     if (const std::size_t nn = sw_.routes().num_neighbors()) l2_header(static_cast<uint32_t>(nn - 1));
+}
+
+void SwitchRuntime::keep_first_drop(PortId p, RtStat why, const rte_mbuf* m) {
+    if (first_drops_.size() == first_drops_.capacity()) return;
+    DroppedFrame& d = first_drops_.emplace_back();
+    d.port = p;
+    d.why = why;
+    d.len = rte_pktmbuf_pkt_len(m);
+    d.head_len = static_cast<uint16_t>(std::min<std::size_t>(rte_pktmbuf_data_len(m), DroppedFrame::kHead));
+    std::memcpy(d.head.data(), rte_pktmbuf_mtod(m, const uint8_t*), d.head_len);
 }
 
 SwitchRuntime::~SwitchRuntime() {
@@ -208,6 +222,7 @@ void SwitchRuntime::receive(PortId p, Nanos now) {
                 case RxKind::Truncated: drop = RtStat::DropTruncated; break;
             }
         }
+        if (r.st[drop] == 0) keep_first_drop(p, drop, m);
         r.st.add(drop);
         rte_pktmbuf_free(m);
     }

@@ -30,6 +30,18 @@ struct RuntimeOptions {
     bool telemetry = true;  // list the boards on the telemetry socket
 };
 
+// The first frame a port dropped on receipt for one reason (not_ip,
+// truncated, multi_segment, no_handle, ttl_expired): its first bytes, so a
+// log can say what it was.
+struct DroppedFrame {
+    static constexpr std::size_t kHead = 128;
+    PortId port = 0;
+    RtStat why = RtStat::kCount;
+    uint32_t len = 0;   // the frame's length
+    uint16_t head_len = 0;
+    std::array<uint8_t, kHead> head{};
+};
+
 class SwitchRuntime {
 public:
     static constexpr uint16_t kBurst = 32;
@@ -55,6 +67,8 @@ public:
     std::size_t held() const { return handles_.size() - free_n_ + delayed_ + buffered_; }
     // Frames (data and PFC) the devices accepted, over all ports.
     uint64_t frames_sent() const { return frames_sent_; }
+    // The first frame of each (port, reason) dropped on receipt, in the order dropped.
+    const std::vector<DroppedFrame>& first_drops() const { return first_drops_; }
 
 private:
     static constexpr uint16_t kTxCap = 2 * kBurst;
@@ -94,6 +108,7 @@ private:
     void flush(PortId p, Nanos now);
     void queue_tx(PortRt& r, rte_mbuf* m);
     rte_mbuf* take(uint32_t handle);
+    [[gnu::cold]] void keep_first_drop(PortId p, RtStat why, const rte_mbuf* m);
     using L2Header = std::array<uint8_t, 12>;
     const L2Header& l2_header(uint32_t neighbor);
 
@@ -116,6 +131,7 @@ private:
     std::array<uint32_t, kBurst> next_hop_{};  // on_burst's next hop of descs_[j]
     std::array<TxDesc, kBurst> txs_{};
     std::vector<L2Header> l2_;  // per neighbor id: its MAC, then its port's
+    std::vector<DroppedFrame> first_drops_;  // capacity for every (port, receive reason): never grows on the drop path
 };
 
 }  // namespace rocemu::sw::live

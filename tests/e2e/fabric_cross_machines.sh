@@ -191,11 +191,13 @@ its node run with --clock fabric" "$D/noclock.txt" || { cat "$D/noclock.txt"; fa
     "$D/rep_$name/live_incast_67108864B_rates.csv")
   echo "$name: samples' Gbit/s: $sums"
 }
-# gap SUMS: a sample below a twentieth of the largest between two above
-# half of it (true if there is one).
+# gap SUMS: a sample below a twentieth of the largest between two above a
+# quarter of it (true if there is one). A quarter, not half: on a loaded box
+# the rates can reach their peak only after the stop (seen with two copies of
+# this test on 2 cores).
 gap() {
   echo "$1" | tr ' ' '\n' | awk 'NF { s[++n] = $1; if ($1 > m) m = $1 }
-    END { for (i = 1; i <= n; i++) if (s[i] > m / 2) { if (!f) f = i; l = i }
+    END { for (i = 1; i <= n; i++) if (s[i] > m / 4) { if (!f) f = i; l = i }
           for (i = f; i < l; i++) if (s[i] < m / 20) exit 0; exit 1 }'
 }
 

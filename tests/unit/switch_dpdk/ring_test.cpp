@@ -302,5 +302,61 @@ TEST(SwitchDpdkRing, PfcStormComesOutOfThePort) {
     EXPECT_EQ(o.ingress[RtStat::TxPfc], 10u);
 }
 
+// Frames dropped on receipt: each port keeps the first of each reason, and
+// the log line says what it was (a stray IPv6 multicast with hop limit 1, as
+// a kernel's MLD report is, and a RoCE frame at TTL 1, under TTL decrement;
+// an LLDP frame, not IP).
+TEST(SwitchDpdkRing, KeepsTheFirstFrameOfEachReceiveDrop) {
+    SwitchConfig cfg = sonic_default_config(2, BitsPerSec::gbps(10));
+    Cable a("fd"), b("fe");
+    Switch sw(cfg);
+    sw.routes().learn_host_v4(kReceiverIp, 1, kReceiverMac);
+    RuntimeOptions ro;
+    ro.ttl_decrement = true;
+    SwitchRuntime rt(sw, {a.sw.get(), b.sw.get()}, {LinkConfig{}, LinkConfig{}}, nullptr, ro);
+    std::vector<uint8_t> mld(90, 0);
+    const uint8_t mld_head[] = {0x33, 0x33, 0, 0, 0, 0x16, 0x02, 0, 0, 0, 0, 0x0a, 0x86, 0xdd, 0x60, 0, 0, 0, 0, 36, 0, 1};
+    std::copy(std::begin(mld_head), std::end(mld_head), mld.begin());
+    mld[22] = 0xfe;
+    mld[23] = 0x80;
+    mld[38] = 0xff;
+    mld[39] = 0x02;
+    mld[53] = 0x16;
+    std::vector<uint8_t> lldp(60, 0);
+    lldp[12] = 0x88;
+    lldp[13] = 0xcc;
+    // As a frame that went round a routing loop: TTL 1, header checksum right.
+    const auto at_ttl1 = [](uint32_t psn) {
+        std::vector<uint8_t> f = roce_frame(psn, 512);
+        while (decrement_ttl(f) == TtlResult::Decremented) {}
+        EXPECT_EQ(f[14 + 8], 1);
+        return f;
+    };
+    const std::vector<uint8_t> ttl1 = at_ttl1(7), ttl1b = at_ttl1(8);
+    const std::vector<const std::vector<uint8_t>*> frames{&mld, &lldp, &ttl1, &lldp, &ttl1b};
+    for (const std::vector<uint8_t>* f : frames) {
+        rte_mbuf* m = rte_pktmbuf_alloc(a.host->pool());
+        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f->size())), f->data(), f->size());
+        ASSERT_EQ(rte_eth_tx_burst(a.host->id(), 0, &m, 1), 1);
+    }
+    rt.poll(1_us);
+    EXPECT_EQ(rt.stats(0)[RtStat::DropTtlExpired], 3u);
+    EXPECT_EQ(rt.stats(0)[RtStat::DropNotIp], 2u);
+    const std::vector<DroppedFrame>& d = rt.first_drops();
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(d[0].why, RtStat::DropTtlExpired);
+    EXPECT_EQ(d[0].port, 0);
+    EXPECT_EQ(d[0].len, 90u);
+    EXPECT_EQ(describe_head({d[0].head.data(), d[0].head_len}, d[0].len),
+              "IPv6 fe80:0:0:0:0:0:0:0 > ff02:0:0:0:0:0:0:16 next header 0 hop limit 1 (90 bytes)");
+    EXPECT_EQ(d[1].why, RtStat::DropNotIp);
+    EXPECT_EQ(describe_head({d[1].head.data(), d[1].head_len}, d[1].len), "other (60 bytes, ethertype 0x88cc)");
+    // The TTL-1 RoCE frame was the second of its reason: not kept; alone, its line.
+    const std::string roce = describe_head({ttl1.data(), DroppedFrame::kHead}, ttl1.size());
+    EXPECT_NE(roce.find("10.0.0.1:"), std::string::npos) << roce;
+    EXPECT_NE(roce.find("> 10.1.0.2 "), std::string::npos) << roce;
+    EXPECT_TRUE(roce.ends_with("icrc not read ttl 1")) << roce;
+}
+
 }  // namespace
 }  // namespace rocemu::sw::live
