@@ -505,7 +505,10 @@ void Topology::install_routes(uint32_t sw_index, sw::RouteTable& rt) const {
             up.emplace_back(l.a.index, l.b.port);
     }
     if (up.empty()) return;
-    if (me.role == Role::Spine) {
+    // A spine, or a dumbbell side (whose only neighbour is the other side: a
+    // default route each way would send a frame for any other address back
+    // and forth until its TTL ran out), routes each far subnet by itself.
+    if (me.role == Role::Spine || me.role == Role::Left || me.role == Role::Right) {
         for (const auto& [far, port] : up) {
             const uint32_t nb = rt.add_neighbor(port, peer_mac(sw_index, port));
             rt.add_route_v4(subnet_of(subnet_index(switches[far])), 24, rt.add_group({nb}));

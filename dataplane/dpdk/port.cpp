@@ -149,6 +149,19 @@ bool Port::start(const PortConfig& cfg, std::string& error) {
     const uint64_t deadline = rte_get_timer_cycles() + static_cast<uint64_t>(cfg.link_wait.seconds() * rte_get_timer_hz());
     while (!link_up() && rte_get_timer_cycles() < deadline) rte_delay_ms(10);
     if (!link_up()) spdlog::warn("{}: link still down after {} s; polling anyway", name_, cfg.link_wait.seconds());
+    if (drv == "net_af_packet") {
+        // Whatever the ring holds now was taken before the port started:
+        // mostly other interfaces' frames (discarded_at_start()).
+        rte_mbuf* rx[32];
+        for (uint16_t n; (n = rte_eth_rx_burst(id_, 0, rx, 32)) > 0;) {
+            rte_pktmbuf_free_bulk(rx, n);
+            discarded_at_start_ += n;
+        }
+        if (discarded_at_start_)
+            spdlog::info("{}: discarded {} frames taken before the port started (an af_packet socket sees every "
+                         "interface until it is bound to its own)",
+                         name_, discarded_at_start_);
+    }
     return true;
 }
 

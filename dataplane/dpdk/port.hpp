@@ -75,6 +75,12 @@ public:
     uint32_t zero_copy_default() const { return takes_chains_ && memif_ ? 1024 : 0; }
     // Accept frames to any MAC: needed when the host's MAC is not the device's.
     bool set_promiscuous(bool on);
+    // Frames discarded when the port started: an af_packet socket is opened
+    // for every interface of its network namespace and bound to its own only
+    // after its ring is set up (the PMD's order), so frames that crossed the
+    // namespace's other interfaces meanwhile (a control connection's TCP, a
+    // loopback flood) wait in its ring though none came in on this port.
+    uint64_t discarded_at_start() const { return discarded_at_start_; }
 
 private:
     Port() = default;
@@ -91,6 +97,7 @@ private:
     rte_mempool* pool_ = nullptr;
     bool takes_chains_ = false;
     bool memif_ = false;
+    uint64_t discarded_at_start_ = 0;
 };
 
 // Two rte_rings crossed between two ports (side 0 sends into the ring side
