@@ -7,6 +7,8 @@
 // quanta, 802.3x PAUSE, ARP and anything else, with input bytes overlaid.
 // Invariants (abort on failure):
 //   - parse_frame's IPv4 fast path agrees with parse_frame_general;
+//   - describe_head (a switch log's line for a dropped frame) says something
+//     of every frame's first 128 bytes, without reading past them;
 //   - every packet handed in is, by the end of that call, either enqueued or
 //     dropped, exactly once; a dequeue or a later drop names a queued packet
 //     on the port and queue it was enqueued to;
@@ -287,6 +289,12 @@ struct Harness {
             std::fprintf(stderr, " rx port %u: %zu bytes, kind %d, handle %u, dscp %u, dst %08x\n", port, frame.size(),
                          static_cast<int>(k), h, d.dscp, d.dst_v4);
         if (k != kg) fail("parse_frame and parse_frame_general classify differently");
+        // What a switch log says of a dropped frame: its first bytes, as the runtime keeps them.
+        if (k != live::RxKind::Pfc) {
+            // A buffer of its own: ASan catches a read past the head.
+            const std::vector<uint8_t> head(frame.begin(), frame.begin() + std::min<ptrdiff_t>(frame.size(), 128));
+            if (live::describe_head(head, frame.size()).empty()) fail("describe_head said nothing");
+        }
         if (k == live::RxKind::Data) {
             if (d.frame_len != g.frame_len || d.dscp != g.dscp || d.ecn != g.ecn || d.ip_proto != g.ip_proto ||
                 d.ipv6 != g.ipv6 || d.src_port != g.src_port || d.dst_port != g.dst_port ||
