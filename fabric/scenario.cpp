@@ -709,9 +709,7 @@ std::string format_sweep(Pattern p, std::span<const SweepRow> rows) {
     std::string causes;
     for (const SweepRow& r : rows) {
         if (r.drop_causes.empty()) continue;
-        std::string list;
-        for (const DropCount& d : r.drop_causes) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", d.cause, d.count);
-        causes += fmt::format("# drops at {} B: {}\n", r.size.v, list);
+        causes += fmt::format("# drops at {} B: {}\n", r.size.v, format_drop_counts(r.drop_causes));
     }
     return fmt::format("# {}\n{}{}", pattern_name(p), format_table(t), causes);
 }

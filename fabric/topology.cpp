@@ -558,4 +558,10 @@ std::string Topology::summary() const {
         nic_model_name(cfg.nic.model), cfg.nic.cc_name, cfg.nic.spraying ? "on" : "off", cfg.nic.mtu, cfg.nic.rdma_mtu(), cfg.sw.name);
 }
 
+std::string format_drop_counts(const std::vector<DropCount>& drops) {
+    std::string list;
+    for (const DropCount& d : drops) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", d.cause, d.count);
+    return list;
+}
+
 }  // namespace rocemu::fabric

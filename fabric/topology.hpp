@@ -163,5 +163,7 @@ struct DropCount {
     uint64_t count = 0;
     bool operator==(const DropCount&) const = default;
 };
+// "cause count, cause count, ...", as the lines under a sweep table list them.
+std::string format_drop_counts(const std::vector<DropCount>& drops);
 
 }  // namespace rocemu::fabric

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "dataplane/wire/bytes.hpp"
 #include "dataplane/wire/l2.hpp"
 
 namespace rocemu::wire {
@@ -91,11 +92,9 @@ std::string describe_other(std::span<const uint8_t> frame) {
         case FrameKind::Ipv4Other:
             if (eth.l3_off && frame.size() >= eth.l3_off + 20u) {
                 const uint8_t* ip = frame.data() + eth.l3_off;
-                const auto v4 = [](const uint8_t* a) {
-                    return IpAddr::from_v4(uint32_t{a[0]} << 24 | uint32_t{a[1]} << 16 | uint32_t{a[2]} << 8 | a[3]);
-                };
-                return fmt::format("IPv4 {} > {} proto {} ttl {} ({} bytes)", format_ip(v4(ip + 12)),
-                                   format_ip(v4(ip + 16)), ip[9], ip[8], frame.size());
+                return fmt::format("IPv4 {} > {} proto {} ttl {} ({} bytes)",
+                                   format_ip(IpAddr::from_v4(load_be32(ip + 12))),
+                                   format_ip(IpAddr::from_v4(load_be32(ip + 16))), ip[9], ip[8], frame.size());
             }
             break;
         case FrameKind::Ipv6Other:

@@ -236,9 +236,8 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
             // Where and why, adding up to the drops column.
             std::vector<DropCount> why = drops_between("switch", ports_before, ports_after);
             for (DropCount& c : drops_between("nic", nics_before, fab->nic_rows())) why.push_back(std::move(c));
-            std::string list;
-            for (const DropCount& c : why) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", c.cause, c.count);
-            res.notes.push_back(fmt::format("{}: drops: {}", human_bytes(size.v), list.empty() ? "(none named)" : list));
+            res.notes.push_back(fmt::format("{}: drops: {}", human_bytes(size.v),
+                                            why.empty() ? "(none named)" : format_drop_counts(why)));
         }
         sweep_csv.push_back(fmt::format("{},{:.3f},{:.4f},{:.4f},{:.3f},{},{},{},{},{},{},{},{},{},{:g},{}", size.v,
                                         r.time.us(), r.algbw_gbs, r.busbw_gbs, w.time.us(), r.pfc, r.ecn, r.cnp,
