@@ -178,16 +178,17 @@ void Fabric::start() {
 bool Fabric::all_done() const { return done_ == flows_.size(); }
 
 Nanos Fabric::run(Nanos limit, Nanos every, const std::function<void(Nanos)>& sample,
-                  const std::function<void(Nanos)>& tick) {
+                  const std::function<bool(Nanos)>& tick) {
     const bool sampling = every > Nanos{0} && sample;
     Nanos next_sample = sampling ? sim_.now() + every : Nanos::max();
     const bool has_flows = !flows_.empty();
     const bool ticking = static_cast<bool>(tick);
     uint32_t events = 0;
     // Checked after every event: the tick rides on it.
+    bool stopped = false;
     const auto finished = [&] {
-        if (ticking && ++events % kTickEvents == 0) tick(sim_.now());
-        return has_flows && all_done();
+        if (ticking && ++events % kTickEvents == 0 && tick(sim_.now())) stopped = true;
+        return stopped || (has_flows && all_done());
     };
     for (;;) {
         const Nanos stop_at = std::min(limit, next_sample);

@@ -66,11 +66,12 @@ public:
     // Runs until every flow has delivered all its bytes or `limit`, calling
     // `sample(now)` every `every` of virtual time (if set), and `tick(now)`
     // (if set) every kTickEvents events, for a caller that shows progress by
-    // its own clock. Returns the virtual time reached. stats() is complete at
-    // each sample and on return.
+    // its own clock; a tick that returns true stops the run there (a user's
+    // Ctrl-C). Returns the virtual time reached. stats() is complete at each
+    // sample and on return.
     static constexpr uint32_t kTickEvents = 1u << 16;
     Nanos run(Nanos limit, Nanos every = Nanos{0}, const std::function<void(Nanos)>& sample = {},
-              const std::function<void(Nanos)>& tick = {});
+              const std::function<bool(Nanos)>& tick = {});
     bool all_done() const;
 
     const Topology& topology() const { return topo_; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -117,12 +118,19 @@ public:
             opts_.progress(fmt::format("[{} / {}] {}, wall {:.1f} s", name_, v.label, what(),
                                        std::chrono::duration<double>(wall - wall0).count()));
         };
+        const auto stopped = [&] { return opts_.stop && opts_.stop(); };
+        const auto interrupted = [&](Nanos now) {
+            return Interrupted(fmt::format("{} stopped in {} at virtual {:.3f} ms", name_, v.label, now.ms()));
+        };
+        if (stopped()) throw interrupted(Nanos{0});  // also between runs shorter than a tick
         Fabric f(v.topo, seed);
         // A 256-NIC all-to-all connects 65280 flows (130560 QPs) first.
         for (std::size_t i = 0; i < v.flows.size(); ++i) {
             f.add_flow(v.flows[i]);
-            if (i % 1024 == 1023)
+            if (i % 1024 == 1023) {
                 say([&] { return fmt::format("connecting flows: {} of {}", i + 1, v.flows.size()); });
+                if (stopped()) throw interrupted(Nanos{0});
+            }
         }
         if (v.setup) v.setup(f);
         const std::string prefix = fmt::format("{}_{}", name_, v.label);
@@ -144,13 +152,19 @@ public:
         };
         f.start();
         // Between samples too: one 50 us sample of a 256-NIC fabric is seconds of wall time.
+        bool stop = false;
         f.run(
             v.limit, v.sample_every,
             [&](Nanos now) {
                 rec.sample(now);
                 running(now);
             },
-            opts_.progress ? std::function<void(Nanos)>(running) : std::function<void(Nanos)>{});
+            opts_.progress || opts_.stop ? std::function<bool(Nanos)>([&](Nanos now) {
+                running(now);
+                return stop = stopped();
+            })
+                                         : std::function<bool(Nanos)>{});
+        if (stop) throw interrupted(f.now());
         // The run's end, unless a sample fell on it: a run shorter than one
         // sampling period still has a row to plot, and every series ends
         // with the final totals.
@@ -665,12 +679,33 @@ ScenarioResult run_scenario(std::string_view name, const ScenarioOptions& opts) 
     return r;
 }
 
+namespace {
+
+// The sweep's rows so far, replacing the file whole (written aside, then
+// renamed), so that a sweep killed while writing leaves the previous rows.
+void write_sweep_csv(const std::string& path, std::span<const SweepRow> rows) {
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp);
+        out << "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes\n";
+        for (const SweepRow& r : rows)
+            out << fmt::format("{},{:.3f},{:.4f},{:.4f},{},{},{},{},\"{}\"\n", r.size.v, r.time.us(), r.algbw_gbs,
+                               r.busbw_gbs, r.pfc, r.ecn, r.cnp, r.drops, format_drop_counts(r.drop_causes));
+        if (!out.flush()) throw std::runtime_error(fmt::format("cannot write {}", tmp));
+    }
+    std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
 std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes,
                                 const ScenarioOptions& opts, std::vector<std::string>* files) {
     std::vector<SweepRow> rows;
     ScenarioResult sink;
     Runner run(std::string(pattern_name(p)), opts);
     const uint32_t ranks = collective_ranks(topo);
+    const std::string csv =
+        opts.out_dir.empty() ? "" : fmt::format("{}/{}_sweep.csv", opts.out_dir, pattern_name(p));
     for (const Bytes size : sizes) {
         Rng rng(opts.seed);
         Workload w;
@@ -678,7 +713,12 @@ std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const
         w.size = size;
         w.incast_target = topo.nic_count() - 1;
         Variant v{fmt::format("{}B", size.v), topo, make_flows(topo, w, rng), Nanos::from_s(1), Nanos::from_us(50)};
-        const Outcome out = run.run(v, sink);
+        Outcome out;
+        try {
+            out = run.run(v, sink);
+        } catch (const Interrupted&) {
+            break;
+        }
         SweepRow r;
         r.size = size;
         r.time = out.completion();
@@ -692,8 +732,12 @@ std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const
         r.drops = out.totals.switch_drops + out.totals.nic_drops;
         r.drop_causes = out.drop_causes;
         rows.push_back(r);
+        if (!csv.empty()) write_sweep_csv(csv, rows);
     }
-    if (files) files->insert(files->end(), sink.files.begin(), sink.files.end());
+    if (files) {
+        files->insert(files->end(), sink.files.begin(), sink.files.end());
+        if (!rows.empty() && !csv.empty()) files->push_back(csv);
+    }
     return rows;
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,6 +27,15 @@ struct ScenarioOptions {
     std::optional<FabricConfig> fabric;  // replaces the scenario's own fabric where one applies
     // Receives a progress line now and then (overwrite-style, no newline).
     std::function<void(const std::string&)> progress;
+    // Polled while flows connect and every Fabric::kTickEvents events of a
+    // run: true stops the run in progress (a user's Ctrl-C). run_sweep then
+    // returns the sizes finished before it; run_scenario throws Interrupted.
+    std::function<bool()> stop;
+};
+
+// A run stopped by ScenarioOptions::stop.
+struct Interrupted : std::runtime_error {
+    explicit Interrupted(const std::string& what) : std::runtime_error(what) {}
 };
 
 struct ScenarioResult {
@@ -55,7 +65,11 @@ struct SweepRow {
     uint64_t drops = 0;
     std::vector<DropCount> drop_causes;  // `drops` by cause
 };
-// `files` (if set) receives the report files the sweep wrote.
+// `files` (if set) receives the report files the sweep wrote. With an
+// out_dir, <workload>_sweep.csv holds the rows (the table's columns, then
+// the drops by cause), rewritten after each size, so a stopped or killed
+// sweep keeps the sizes it finished. A sweep stopped by opts.stop returns
+// the rows of the sizes before the one it stopped in.
 std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes,
                                 const ScenarioOptions& opts, std::vector<std::string>* files = nullptr);
 std::string format_sweep(Pattern p, std::span<const SweepRow> rows);

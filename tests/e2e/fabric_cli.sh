@@ -6,7 +6,8 @@
 #   file count it prints is what the folder holds;
 # - `rocemu fabric run` sweeps sizes into nccl-tests rows and captures a
 #   named link; the same seed twice gives byte-identical CSVs and pcaps, and
-#   another seed a different capture; every ICRC in it verifies;
+#   another seed a different capture; every ICRC in it verifies; its rows
+#   are also a CSV; Ctrl-C in a long size keeps the sizes before it;
 # - bad input is refused with exit status 2, a message naming the problem
 #   and nothing on stdout (no fabric summary before the refusal), also a
 #   live or split option given without --live or --processes.
@@ -58,6 +59,43 @@ for f in "$OUT"/a/*.csv "$OUT/a/$pcap"; do
 done
 echo "seed 7 twice: $ncsv files byte-identical"
 cmp -s "$OUT/a/$pcap" "$OUT/c/$pcap" && fail "seeds 7 and 8 captured the same bytes"
+
+# The sweep's rows as a CSV: a row per size, the times the table prints.
+csv=$OUT/a/ring_allreduce_sweep.csv
+[ "$(head -1 "$csv")" = "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes" ] ||
+  fail "sweep CSV header: $(head -1 "$csv")"
+[ "$(tail -n +2 "$csv" | cut -d, -f1 | tr '\n' ' ')" = "65536 1048576 " ] || fail "sweep CSV rows: $(cat "$csv")"
+for size in 65536 1048576; do
+  in_csv=$(awk -F, -v s=$size '$1 == s { printf "%.1f", $2 }' "$csv")
+  in_table=$(awk -v s=$size '$1 == s { print $2 }' "$OUT/a.txt")
+  [ -n "$in_csv" ] && [ "$in_csv" = "$in_table" ] || fail "size $size: CSV time $in_csv, table $in_table"
+done
+echo "sweep CSV: $(($(wc -l <"$csv") - 1)) rows, the table's times"
+
+# Ctrl-C in a long sweep: the sizes that finished are printed and kept, the
+# one running is named, exit status 130. The 4 GiB ring all-reduce takes
+# seconds; SIGINT goes once the 64 KiB row is on disk.
+set -m  # a job of its own: without job control a script's background jobs ignore SIGINT
+"$ROCEMU" fabric run -c "$ROOT/configs/fabrics/default.yaml" -w ring_allreduce --sizes 64K,4G -o "$OUT/int" \
+  >"$OUT/int.txt" 2>"$OUT/int.err" &
+pid=$!
+set +m
+for _ in $(seq 600); do
+  [ -s "$OUT/int/ring_allreduce_sweep.csv" ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
+kill -INT $pid
+wait $pid
+rc=$?
+cat "$OUT/int.txt"
+[ $rc -eq 130 ] || { cat "$OUT/int.err"; fail "interrupted sweep: exit status $rc"; }
+grep -qE "^ +65536 +[0-9.]+ " "$OUT/int.txt" || fail "interrupted sweep: no 65536 row"
+grep -qxF "# interrupted by SIGINT in the 4294967296 B run: 1 of 2 sizes finished" "$OUT/int.txt" ||
+  fail "interrupted sweep: no line naming the size it stopped in"
+[ "$(wc -l <"$OUT/int/ring_allreduce_sweep.csv")" -eq 2 ] || fail "interrupted sweep CSV: $(cat "$OUT/int/ring_allreduce_sweep.csv")"
+said=$(sed -n "s|^report: $OUT/int (\([0-9]*\) files.*|\1|p" "$OUT/int.txt")
+[ "$said" = "$(ls "$OUT/int" | wc -l)" ] || fail "interrupted sweep: says $said files, its folder has $(ls "$OUT/int")"
 
 # Refusals: exit 2, the reason on stderr, nothing on stdout.
 printf 'topology: {kind: leaf_spine, leafs: 2}\n' >"$OUT/badkey.yaml"

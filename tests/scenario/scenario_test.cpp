@@ -199,5 +199,61 @@ TEST(FabricScenario, ASweepShorterThanASamplePeriodStillWritesARow) {
     EXPECT_EQ(svg.find(">f32_"), std::string::npos);
 }
 
+// The sweep's rows go to <workload>_sweep.csv as each size finishes, in the
+// table's columns; a sweep stopped in a size (a user's Ctrl-C) returns the
+// sizes before it, and its CSV holds exactly those, the same as a sweep of
+// those sizes alone.
+TEST(FabricSweep, WritesItsRowsAsTheyFinishAndAStopKeepsTheFinishedSizes) {
+    const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "fabric_sweep_csv";
+    const Topology topo = generate(*default_fabric_config().config);
+    const auto sweep = [&](std::span<const Bytes> sizes, const std::function<bool()>& stop,
+                           std::vector<std::string>* files) {
+        std::filesystem::remove_all(dir);
+        ScenarioOptions o;
+        o.out_dir = dir.string();
+        o.stop = stop;
+        return run_sweep(topo, Pattern::RingAllReduce, sizes, o, files);
+    };
+    const std::filesystem::path csv = dir / "ring_allreduce_sweep.csv";
+    const auto line = [](const SweepRow& r) {
+        return fmt::format("{},{:.3f},{:.4f},{:.4f},{},{},{},{},\"{}\"", r.size.v, r.time.us(), r.algbw_gbs,
+                           r.busbw_gbs, r.pfc, r.ecn, r.cnp, r.drops, format_drop_counts(r.drop_causes));
+    };
+    const std::string header = "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes\n";
+
+    const Bytes two[] = {Bytes{64 << 10}, Bytes{1 << 20}};
+    std::vector<std::string> files;
+    const auto full = sweep(two, {}, &files);
+    ASSERT_EQ(full.size(), 2u);
+    EXPECT_EQ(slurp(csv), header + line(full[0]) + "\n" + line(full[1]) + "\n");
+    EXPECT_NE(std::find(files.begin(), files.end(), csv.string()), files.end());
+    EXPECT_FALSE(std::filesystem::exists(csv.string() + ".tmp"));
+
+    // Stopped in the 64 MiB run, at its first tick: the first poll after the
+    // first size's row is on disk is the run's start, the second its tick.
+    const Bytes longer[] = {Bytes{64 << 10}, Bytes{64 << 20}};
+    int polls_after_row = 0;
+    const auto stop = [&] { return std::filesystem::exists(csv) && ++polls_after_row == 2; };
+    const auto stopped = sweep(longer, stop, nullptr);
+    ASSERT_EQ(stopped.size(), 1u);
+    EXPECT_EQ(polls_after_row, 2);
+    EXPECT_EQ(line(stopped[0]), line(full[0]));
+    EXPECT_EQ(slurp(csv), header + line(full[0]) + "\n");
+    EXPECT_FALSE(std::filesystem::exists(dir / "ring_allreduce_67108864B_flows.csv"));
+}
+
+// A scenario stopped in a run throws Interrupted, naming where it stopped.
+TEST(FabricScenario, AStopEndsAScenarioWithInterrupted) {
+    ScenarioOptions o;
+    o.reduced = true;
+    o.stop = [] { return true; };
+    try {
+        run_scenario("mtu", o);
+        FAIL() << "no Interrupted";
+    } catch (const Interrupted& e) {
+        EXPECT_NE(std::string(e.what()).find("mtu stopped in "), std::string::npos) << e.what();
+    }
+}
+
 }  // namespace
 }  // namespace rocemu::fabric

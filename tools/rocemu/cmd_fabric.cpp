@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -165,6 +166,46 @@ void progress_line(const std::string& line) {
 void clear_progress() {
     if (stderr_is_terminal()) fmt::print(stderr, "\r{:<110}\r", "");
 }
+
+// Ctrl-C (SIGINT) or SIGTERM during a virtual-time run: the run stops at its
+// next tick (Fabric::kTickEvents events), and what finished is printed and
+// kept; a second signal ends the process at once. A SIGINT the process was
+// started ignoring (a shell's background job) stays ignored.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+    if (g_stop_signal != 0) {
+        std::signal(sig, SIG_DFL);
+        std::raise(sig);
+        return;
+    }
+    g_stop_signal = sig;
+}
+
+class StopOnSignal {
+public:
+    StopOnSignal() {
+        g_stop_signal = 0;
+        old_term_ = std::signal(SIGTERM, on_stop_signal);
+        old_int_ = std::signal(SIGINT, SIG_IGN);
+        if (old_int_ != SIG_IGN) std::signal(SIGINT, on_stop_signal);
+    }
+    ~StopOnSignal() {
+        std::signal(SIGTERM, old_term_);
+        std::signal(SIGINT, old_int_);
+    }
+    StopOnSignal(const StopOnSignal&) = delete;
+    StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+    static bool requested() { return g_stop_signal != 0; }
+    static const char* name() { return g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM"; }
+    // What a shell reports for a process its signal ended.
+    static int exit_status() { return 128 + g_stop_signal; }
+
+private:
+    void (*old_term_)(int) = SIG_DFL;
+    void (*old_int_)(int) = SIG_DFL;
+};
 
 // Draws a run's plots and names its report folder and what the run wrote there.
 void print_report(const std::string& dir, std::vector<std::string> files) {
@@ -455,13 +496,21 @@ int run_scenario_cli(const std::string& name, const ScenarioOptions& o) {
     }
     bool all_pass = true;
     std::vector<std::string> files;
+    const StopOnSignal stop;
     for (const std::string& n : names) {
         fmt::print("== scenario {}: {}\n", n, scenario_description(n));
         ScenarioResult r;
         try {
             ScenarioOptions with_progress = o;
             with_progress.progress = progress_line;
+            with_progress.stop = &StopOnSignal::requested;
             r = run_scenario(n, with_progress);
+        } catch (const Interrupted& e) {
+            clear_progress();
+            std::fflush(stdout);
+            fmt::print(stderr, "rocemu scenario: interrupted by {}: {}; no verdict\n", StopOnSignal::name(), e.what());
+            print_report(o.out_dir, files);
+            return StopOnSignal::exit_status();
         } catch (const std::exception& e) {
             clear_progress();
             fmt::print(stderr, "rocemu scenario: {}\n", e.what());
@@ -822,6 +871,8 @@ void add_fabric_command(CLI::App& app, int& status) {
         std::fflush(stdout);  // before the progress lines, also when stdout is a pipe or a CI log
         std::vector<SweepRow> rows;
         std::vector<std::string> files;
+        const StopOnSignal stop;
+        o.stop = &StopOnSignal::requested;
         try {
             rows = run_sweep(t, *p, *sizes, o, &files);
         } catch (const std::exception& e) {
@@ -832,8 +883,13 @@ void add_fabric_command(CLI::App& app, int& status) {
         }
         clear_progress();
         fmt::print("{}", format_sweep(*p, rows));
-        print_report(o.out_dir, files);
         status = 0;
+        if (rows.size() < sizes->size()) {
+            fmt::print("# interrupted by {} in the {} B run: {} of {} sizes finished\n", StopOnSignal::name(),
+                       (*sizes)[rows.size()].v, rows.size(), sizes->size());
+            status = StopOnSignal::exit_status();
+        }
+        print_report(o.out_dir, files);
     });
 #ifdef ROCEMU_WITH_DPDK
     add_node_subcommand(*fab, status);

@@ -447,6 +447,7 @@ TEST(FabricRun, TicksEveryKTickEventsAndChangesNothing) {
                 EXPECT_GE(now, last);
                 last = now;
                 ++ticks;
+                return false;
             });
         }
         totals[run] = f.totals();
@@ -455,6 +456,29 @@ TEST(FabricRun, TicksEveryKTickEventsAndChangesNothing) {
     EXPECT_EQ(totals[0], totals[1]);
     ASSERT_GT(events, 2 * uint64_t{Fabric::kTickEvents});
     EXPECT_EQ(ticks, events / Fabric::kTickEvents);
+}
+
+// A tick that returns true stops the run right there (a user's Ctrl-C): the
+// third tick's event is the last one run, the flows are not done, and the
+// virtual time reached is the third tick's.
+TEST(FabricRun, ATickThatReturnsTrueStopsTheRun) {
+    const Topology topo = make(std::string(kLeafSpine));
+    Fabric f(topo, 7);
+    for (uint32_t s = 0; s < 4; ++s)
+        f.add_flow(FlowSpec{s, (s + 2) % 4, Bytes{16 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + 17 * s)});
+    f.start();
+    const uint64_t before = f.totals().sim_events;
+    int ticks = 0;
+    Nanos third{};
+    const Nanos reached = f.run(Nanos::from_ms(20), Nanos{0}, {}, [&](Nanos now) {
+        third = now;
+        return ++ticks == 3;
+    });
+    EXPECT_EQ(ticks, 3);
+    EXPECT_EQ(f.totals().sim_events - before, 3 * uint64_t{Fabric::kTickEvents});
+    EXPECT_EQ(reached, third);
+    EXPECT_LT(reached, Nanos::from_ms(20));
+    EXPECT_FALSE(f.all_done());
 }
 
 // The RC model counts a flow's receive side at its receiving QP: every data
