@@ -449,7 +449,9 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     lo.pcap_link = o.pcap_link;
     if (!o.pcap_link.empty()) lo.pcap_path = capture_path(o.link_dir, o.pcap_link, kHostsNode);
     LiveResult r = run_live_sweep(t, p, sizes, lo);
-    if (r.error.empty()) {
+    // Stopped (SIGTERM from the launcher when another node failed, or a
+    // user's Ctrl-C): the switch nodes may be gone, so no clock probes.
+    if (r.error.empty() && !r.stopped_in) {
         for (SwitchSource& s : cache->sources) s.probe_clock(kClockProbes);
         print_clocks(t, cache->sources, o);
         if (!o.pcap_link.empty()) merge_captures(t, cache->sources, o, p, lo.out_dir, r.files);

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 
 #include "fabric/live/monotonic.hpp"
@@ -28,6 +30,13 @@ struct Child {
     bool running = false;
     int status = 0;
 };
+
+// Where DPDK puts the EAL runtime folders (eal_create_runtime_dir): under
+// /var/run for root, else under $XDG_RUNTIME_DIR or /tmp.
+std::filesystem::path eal_runtime_base() {
+    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+    return std::filesystem::path(getuid() == 0 ? "/var/run" : xdg ? xdg : "/tmp") / "dpdk";
+}
 
 double seconds_since(int64_t t0_ns) { return static_cast<double>(monotonic_ns() - t0_ns) / 1e9; }
 
@@ -167,6 +176,15 @@ LaunchResult launch_nodes(const std::vector<NodeCommand>& nodes, double timeout_
         pause_step();
     }
     stop_all(kids);
+    // A node ended by a signal (killed, crashed, or SIGKILL after the grace)
+    // could not remove its EAL runtime folder: with rocemu's own prefix
+    // (rocemu-<pid>) it is this node's alone, so it goes here.
+    for (size_t i = 0; i < kids.size(); ++i) {
+        if (!nodes[i].own_eal_prefix || kids[i].pid <= 0 || kids[i].running || !WIFSIGNALED(kids[i].status))
+            continue;
+        std::error_code ec;
+        std::filesystem::remove_all(eal_runtime_base() / fmt::format("rocemu-{}", kids[i].pid), ec);
+    }
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     if (!r.error.empty()) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -104,6 +105,9 @@ struct LiveOptions {
     std::vector<std::string> eal_args;
     // Receives a progress line now and then (overwrite-style, no newline).
     std::function<void(const std::string&)> progress;
+    // Polled with the progress (every 250 ms): true stops the size in
+    // progress (a user's Ctrl-C); the sweep keeps the sizes before it.
+    std::function<bool()> stop;
     // Sleep this long after 64 loop turns without work (0: spin). Separate
     // processes sharing few cores need it; one process does not.
     Nanos idle_sleep{};
@@ -140,6 +144,8 @@ struct LiveResult {
     std::vector<std::string> files;  // report files written
     std::vector<std::string> notes;  // what the run reports beyond the table (loop speed, headroom)
     std::string error;               // set when the fabric could not be built or run
+    std::size_t sizes = 0;            // sizes asked for
+    std::optional<Bytes> stopped_in;  // the size LiveOptions::stop stopped (no row)
 };
 
 // nccl-tests style: one workload per size on one live fabric (built once,

@@ -588,6 +588,12 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
     }
     if (!m.hosts.empty()) m.hosts.front().ctx->progress();
     for (const auto& key : fresh) {
+        // Split, each QP's connect waits for ARP through the switch nodes:
+        // seconds for a fabric's QPs, so a stop is heard between them.
+        if (m.opts.stop && m.opts.stop()) {
+            error = "stopped while connecting the QPs";
+            return false;
+        }
         const auto& [src, dst, sport] = key;
         auto c = std::make_unique<Conn>();
         c->src = src;
@@ -686,7 +692,7 @@ void LiveFabric::Impl::post(std::vector<FlowRun>& runs, uint32_t f, Nanos now) {
 }
 
 WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout, Nanos every,
-                               const std::function<void(Nanos, uint64_t, uint64_t)>& tick, Nanos sample_every,
+                               const std::function<bool(Nanos, uint64_t, uint64_t)>& tick, Nanos sample_every,
                                std::vector<Sample>& samples) {
     Impl& m = *impl_;
     WorkloadResult res;
@@ -789,7 +795,10 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
             break;
         }
         if (real >= next_tick) {
-            if (tick) tick(real - real_start, done_bytes, total);
+            if (tick && tick(real - real_start, done_bytes, total)) {
+                res.stopped = true;
+                break;
+            }
             next_tick = real + every;
         }
         for (Host& h : m.hosts)

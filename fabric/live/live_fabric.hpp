@@ -49,6 +49,7 @@ struct WorkloadResult {
     uint64_t held_back_turns = 0;
     Nanos held_back{};
     Nanos waited{};  // fabric time held back because another process sharing the clock was behind
+    bool stopped = false;  // a tick returned true
     std::string error;
 };
 
@@ -80,13 +81,15 @@ public:
     // every flow the fabric will run, in one call: their ACK timeout covers
     // the busiest NIC's window over all of them, so a second call is refused
     // (its QPs would raise the bound the earlier ones were made with). False
-    // and `error` on failure.
+    // and `error` on failure, or when LiveOptions::stop, polled between
+    // flows, says to stop.
     bool connect(const std::vector<FlowSpec>& flows, std::string& error);
     // Runs the flows (connected first) until all complete or `timeout`;
-    // calls `tick` about every `every` with the bytes completed so far, and
-    // samples the totals into `samples` every `sample_every`.
+    // calls `tick` about every `every` with the bytes completed so far (a
+    // tick that returns true stops the run: `stopped`), and samples the
+    // totals into `samples` every `sample_every`.
     WorkloadResult run(const std::vector<FlowSpec>& flows, Nanos timeout, Nanos every,
-                       const std::function<void(Nanos, uint64_t, uint64_t)>& tick, Nanos sample_every,
+                       const std::function<bool(Nanos, uint64_t, uint64_t)>& tick, Nanos sample_every,
                        std::vector<Sample>& samples);
     // `fresh`: a split fabric's switch counters from snapshots taken after
     // the call (slower; for the counters of a size, not for progress).

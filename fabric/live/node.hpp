@@ -71,6 +71,10 @@ struct NodeCommand {
     std::string name;
     std::vector<std::string> argv;
     std::string log;
+    // The node's EAL takes rocemu's own prefix, rocemu-<pid> (no --file-prefix
+    // or --in-memory among its EAL arguments): if a signal ends it, the
+    // launcher removes that runtime folder, which the node no longer can.
+    bool own_eal_prefix = false;
 };
 
 struct LaunchResult {

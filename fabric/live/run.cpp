@@ -106,6 +106,7 @@ void write_series(const Topology& topo, const std::vector<FlowSpec>& flows, cons
 
 LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes, const LiveOptions& o) {
     LiveResult res;
+    res.sizes = sizes.size();
     res.ranks = collective_ranks(topo);
     res.scale = o.scale > 0 ? o.scale : default_scale(topo);
     Topology live;
@@ -169,7 +170,10 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         every_flow.insert(every_flow.end(), flows_of.back().begin(), flows_of.back().end());
     }
     if (!fab->connect(every_flow, error)) {
-        res.error = error;
+        if (o.stop && o.stop() && !sizes.empty())
+            res.stopped_in = sizes.front();
+        else
+            res.error = error;
         return res;
     }
     res.rc_timeout = fab->rc_timeout();
@@ -188,16 +192,22 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         const LiveTotals before = fab->totals(ports_before);
         std::vector<Sample> samples;
         const auto tick = [&](Nanos t, uint64_t done, uint64_t total) {
-            if (!o.progress) return;
+            if (o.stop && o.stop()) return true;
+            if (!o.progress) return false;
             const LiveTotals now = fab->totals() - before;
             o.progress(fmt::format("live {} {}: {} of {} ({:.0f}%) {:.1f} s, pfc {} ecn {} cnp {} drops {}, turn {:.1f} us",
                                    pattern_name(p), human_bytes(size.v), human_bytes(done), human_bytes(total),
                                    total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
                                    t.seconds(), now.pfc_frames, now.ecn_marks, now.cnps,
                                    now.switch_drops + now.nic_drops, fab->mean_turn().us()));
+            return false;
         };
         const WorkloadResult w = fab->run(flows, Nanos::from_s(o.timeout_s), Nanos::from_ms(250), tick,
                                           Nanos::from_ms(10), samples);
+        if (w.stopped) {
+            res.stopped_in = size;
+            break;
+        }
         std::vector<std::string> ports_after = fab->switch_port_rows(true);
         const LiveTotals d = fab->totals(ports_after) - before;
         LiveRow row;
@@ -244,6 +254,9 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
                                         r.drops, row.lossless_drops, row.flows, row.verified, row.mismatched,
                                         row.complete ? 1 : 0, res.scale, row.nic_drops));
         if (o.out_dir.empty()) continue;
+        // As each size finishes: a run killed later keeps these rows.
+        std::vector<std::string> listed_at_the_end;
+        write_csv(o.out_dir, fmt::format("live_{}_sweep.csv", pattern_name(p)), sweep_csv, listed_at_the_end);
         const std::string prefix = fmt::format("live_{}_{}B", pattern_name(p), size.v);
         std::vector<std::string> fl{"flow,src,dst,bytes,first_post_us,last_cqe_us,goodput_gbps,done,verified"};
         for (size_t i = 0; i < w.flows.size(); ++i) {

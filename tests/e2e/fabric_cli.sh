@@ -75,19 +75,9 @@ echo "sweep CSV: $(($(wc -l <"$csv") - 1)) rows, the table's times"
 # Ctrl-C in a long sweep: the sizes that finished are printed and kept, the
 # one running is named, exit status 130. The 4 GiB ring all-reduce takes
 # seconds; SIGINT goes once the 64 KiB row is on disk.
-set -m  # a job of its own: without job control a script's background jobs ignore SIGINT
-"$ROCEMU" fabric run -c "$ROOT/configs/fabrics/default.yaml" -w ring_allreduce --sizes 64K,4G -o "$OUT/int" \
-  >"$OUT/int.txt" 2>"$OUT/int.err" &
-pid=$!
-set +m
-for _ in $(seq 600); do
-  [ -s "$OUT/int/ring_allreduce_sweep.csv" ] && break
-  kill -0 $pid 2>/dev/null || break
-  sleep 0.1
-done
-kill -INT $pid
-wait $pid
-rc=$?
+interrupt_at "$OUT/int/ring_allreduce_sweep.csv" 2 "$OUT/int" -- "$ROCEMU" fabric run \
+  -c "$ROOT/configs/fabrics/default.yaml" -w ring_allreduce --sizes 64K,4G -o "$OUT/int"
+rc=$interrupted_rc
 cat "$OUT/int.txt"
 [ $rc -eq 130 ] || { cat "$OUT/int.err"; fail "interrupted sweep: exit status $rc"; }
 grep -qE "^ +65536 +[0-9.]+ " "$OUT/int.txt" || fail "interrupted sweep: no 65536 row"

@@ -6,8 +6,8 @@
 # their share, senders paused, a queue built) and plots, --pcap h1-left captures that
 # cable and only it, no QP retransmits (the ACK timeout follows the scaled
 # round trip) while the unscaled exponent (14, 67 ms) makes the same incast
-# retransmit, and bad options (an unknown --pcap link) are
-# refused.
+# retransmit, SIGINT in a long size keeps the sizes before it, and bad
+# options (an unknown --pcap link) are refused.
 # Usage: fabric_live.sh ROCEMU REPO_ROOT
 set -uo pipefail
 ROCEMU=$1
@@ -48,6 +48,20 @@ check_incast_time "$sweep" 8 100
   -- --log-level lib.eal:error >"$OUT/two.txt" 2>&1 || { cat "$OUT/two.txt"; fail "two sizes: exit status $?"; }
 check_incast_series "$OUT/rep_two/live_incast_4194304B"
 check_incast_time "$OUT/rep_two/live_incast_sweep.csv" 8 100
+# Ctrl-C in a long size: the finished size is printed and kept, the one
+# running is named, the EAL's runtime folder is removed, exit status 130.
+# SIGINT goes once the 1 MiB row is on disk (the 1 GiB incast takes minutes).
+interrupt_at "$OUT/rep_int/live_incast_sweep.csv" 2 "$OUT/int" -- "$ROCEMU" fabric run --live \
+  -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 1M,1G --qps 8 -o "$OUT/rep_int" -- --log-level lib.eal:error
+rc=$interrupted_rc
+pid=$interrupted_pid
+cat "$OUT/int.txt"
+[ $rc -eq 130 ] || { cat "$OUT/int.err"; fail "interrupted: exit status $rc"; }
+grep -qE "^ +1048576 .* 8/8$" "$OUT/int.txt" || fail "interrupted: no verified 1048576 row"
+grep -qxF "# interrupted by SIGINT in the 1073741824 B run: 1 of 2 sizes finished" "$OUT/int.txt" ||
+  fail "interrupted: no line naming the size it stopped in"
+[ "$(wc -l <"$OUT/rep_int/live_incast_sweep.csv")" = 2 ] || fail "interrupted: $(cat "$OUT/rep_int/live_incast_sweep.csv")"
+[ ! -e "/var/run/dpdk/rocemu-$pid" ] || fail "interrupted: its EAL folder /var/run/dpdk/rocemu-$pid is left"
 # Few QPs a sender (2), so each QP's window is most of the NIC's traffic.
 "$ROCEMU" fabric run --live -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 1M --qps 2 -o "$OUT/rep2" \
   -- --log-level lib.eal:error >"$OUT/out2.txt" 2>&1

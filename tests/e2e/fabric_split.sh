@@ -15,7 +15,7 @@
 # by the hosts node, as is an option of the other kind of node; a hosts
 # node started 8 s before its switch nodes measures true times;
 # then a switch node killed mid-run makes the launcher fail, naming it, and
-# leaves no node behind.
+# leaves no node behind, nor an EAL runtime folder of one.
 # Usage: fabric_split.sh ROCEMU REPO_ROOT
 set -uo pipefail
 ROCEMU=$1
@@ -143,6 +143,7 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 victim=$(cat "$OUT/kill/right.ready" 2>/dev/null) || fail "switch right never became ready"
+node_pids=$(pgrep -f -- "--link-dir $OUT/kill" | grep -vx "$bg")
 kill -9 "$victim"
 for _ in $(seq 300); do kill -0 "$bg" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$bg" 2>/dev/null && fail "the launcher still runs 30 s after node right was killed"
@@ -153,6 +154,14 @@ cat "$OUT/kill.txt"
 [ $rc -eq 2 ] || fail "exit status $rc after a node was killed"
 grep -q "node right (pid $victim) was killed by signal 9" "$OUT/kill.txt" || fail "the message does not name node right"
 pgrep -f -- "--link-dir $OUT/kill" >/dev/null && fail "a node of the killed run is still running"
+# Nor an EAL runtime folder: the killed node's, and those of nodes that
+# needed SIGKILL after the grace, go with the launcher.
+runtime=/var/run/dpdk
+[ "$(id -u)" = 0 ] || runtime=${XDG_RUNTIME_DIR:-/tmp}/dpdk
+for p in $node_pids; do
+  [ ! -e "$runtime/rocemu-$p" ] || fail "node pid $p of the killed run left $runtime/rocemu-$p"
+done
+echo "killed run: no EAL folder left of nodes $(echo $node_pids)"
 
 # Switch nodes started by hand from a file with another switch profile (QoS
 # and buffers): the hosts node refuses them, naming both fabrics.

@@ -36,6 +36,28 @@ stop_host() {
   wait "$1"
 }
 
+# interrupt_at CSV LINES OUT -- COMMAND...: runs COMMAND (stdout OUT.txt,
+# stderr OUT.err) as a job of its own (without job control a script's
+# background jobs ignore SIGINT), sends it SIGINT once CSV has LINES lines
+# (60 s at most), and sets $interrupted_pid and its exit status
+# $interrupted_rc.
+interrupt_at() {
+  local csv=$1 lines=$2 out=$3
+  shift 4
+  set -m
+  "$@" >"$out.txt" 2>"$out.err" &
+  interrupted_pid=$!
+  set +m
+  for _ in $(seq 600); do
+    [ "$(wc -l 2>/dev/null <"$csv")" = "$lines" ] && break
+    kill -0 "$interrupted_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -INT "$interrupted_pid"
+  wait "$interrupted_pid"
+  interrupted_rc=$?
+}
+
 # netns_setup PREFIX NS...: a scratch folder $D and network namespaces NS,
 # removed at exit together with the processes left in the array `pids`.
 netns_setup() {

@@ -26,6 +26,7 @@
 #include "tools/rocemu/commands.hpp"
 #ifdef ROCEMU_WITH_DPDK
 #include "dataplane/dpdk/eal.hpp"
+#include "dataplane/dpdk/eal_args.hpp"
 #include "fabric/live/live.hpp"
 #include "fabric/live/node.hpp"
 #include "fabric/live/split.hpp"
@@ -327,7 +328,11 @@ int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a, const
         fmt::print(stderr, "{}: {}\n", me, r.error);
         return 2;
     }
+    if (r.stopped_in)
+        fmt::print("# interrupted by {} in the {} B run: {} of {} sizes finished\n", StopOnSignal::name(),
+                   r.stopped_in->v, r.rows.size(), r.sizes);
     print_report(a.out, r.files);
+    if (r.stopped_in) return StopOnSignal::exit_status();
     for (const live::LiveRow& row : r.rows)
         if (!row.complete || row.mismatched || row.lossless_drops) return 1;
     return 0;
@@ -404,11 +409,12 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
             c.argv.insert(c.argv.end(), {"--switch", n});
             c.log = (std::filesystem::path(dir) / (n + ".log")).string();
         }
-        if (!l.eal_args.empty()) {
-            const std::vector<std::string> eal = live::node_eal_args(l.eal_args, n);
+        const std::vector<std::string> eal = live::node_eal_args(l.eal_args, n);
+        if (!eal.empty()) {
             c.argv.push_back("--");
             c.argv.insert(c.argv.end(), eal.begin(), eal.end());
         }
+        c.own_eal_prefix = dpdk::make_eal_args(eal, 1).file_prefix == "rocemu-1";
         cmds.push_back(std::move(c));
     }
     fmt::print("{}\nsplit: {} processes (hosts + {} switches) over memif, scale 1:{:g}, folder {}\n", t.summary(),
@@ -452,8 +458,11 @@ int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& s
     if (l.processes) return launch_split(*t, p, a, l);
     fmt::print("{}\n", t->summary());
     live::LiveResult r;
+    const StopOnSignal stop;
+    live::LiveOptions o = live_options(a, l);
+    o.stop = &StopOnSignal::requested;
     try {
-        r = live::run_live_sweep(*t, p, sizes, live_options(a, l));
+        r = live::run_live_sweep(*t, p, sizes, o);
     } catch (const std::exception& e) {
         r.error = e.what();
     }
@@ -466,8 +475,11 @@ int run_hosts_node_cli(const FabricConfig& cfg, Pattern p, const std::vector<Byt
     const std::optional<Topology> t = live_topology(cfg, a, l);
     if (!t || !workload_fits(*t, p, sizes, "rocemu fabric node")) return 2;
     live::LiveResult r;
+    const StopOnSignal stop;
+    live::LiveOptions o = live_options(a, l);
+    o.stop = &StopOnSignal::requested;
     try {
-        r = live::run_hosts_node(*t, p, sizes, live_options(a, l), n);
+        r = live::run_hosts_node(*t, p, sizes, o, n);
     } catch (const std::exception& e) {
         r.error = e.what();
     }

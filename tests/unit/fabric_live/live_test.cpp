@@ -101,6 +101,36 @@ TEST(FabricLive, DumbbellIncastDeliversEveryByteAndTheLeafSendsPfc) {
     EXPECT_NE(text.find(",pfc_tx_xoff_p3,"), std::string::npos);
 }
 
+// A stop (a user's Ctrl-C) ends the size in progress at its next tick: the
+// sweep returns the sizes before it, names the one it stopped, and its CSV,
+// written as each size finishes, holds exactly those rows.
+TEST(FabricLive, AStopEndsTheSweepAndKeepsTheSizesBefore) {
+    const Topology t = topology(kDumbbell);
+    LiveOptions o = options();
+    const std::string dir = ::testing::TempDir() + "fabric_live_stop";
+    std::filesystem::remove_all(dir);
+    o.out_dir = dir;
+    const std::string csv = dir + "/live_incast_sweep.csv";
+    int polls_after_row = 0;
+    o.stop = [&] { return std::filesystem::exists(csv) && ++polls_after_row == 1; };
+    const Bytes sizes[] = {Bytes{256u << 10}, Bytes{256u << 20}, Bytes{1u << 20}};
+    const LiveResult r = run_live_sweep(t, Pattern::Incast, sizes, o);
+    expect_clean(r);
+    ASSERT_EQ(r.rows.size(), 1u);
+    EXPECT_EQ(r.rows[0].row.size, Bytes{256u << 10});
+    ASSERT_TRUE(r.stopped_in);
+    EXPECT_EQ(*r.stopped_in, Bytes{256u << 20});
+    EXPECT_EQ(r.sizes, 3u);
+    EXPECT_EQ(polls_after_row, 1);
+    std::ifstream in(csv);
+    std::string header, row, more;
+    EXPECT_TRUE(std::getline(in, header));
+    EXPECT_TRUE(std::getline(in, row));
+    EXPECT_TRUE(row.starts_with("262144,")) << row;
+    EXPECT_FALSE(std::getline(in, more)) << more;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/live_incast_268435456B_flows.csv"));
+}
+
 // Every frame a switch sends carries its port's MAC as the source. The
 // switch ports are ring ethdevs, whose driver has no mac_addr_set: the MAC
 // stayed 00:00:00:00:00:00, and a Linux bridge between a switch node and a
