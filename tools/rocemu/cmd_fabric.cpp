@@ -168,10 +168,11 @@ void clear_progress() {
     if (stderr_is_terminal()) fmt::print(stderr, "\r{:<110}\r", "");
 }
 
-// Ctrl-C (SIGINT) or SIGTERM during a virtual-time run: the run stops at its
-// next tick (Fabric::kTickEvents events), and what finished is printed and
-// kept; a second signal ends the process at once. A SIGINT the process was
-// started ignoring (a shell's background job) stays ignored.
+// Ctrl-C (SIGINT) or SIGTERM during a run: it stops at its next progress
+// tick (virtual time: Fabric::kTickEvents events; live: 250 ms), and what
+// finished is printed and kept; a second signal ends the process at once. A
+// SIGINT the process was started ignoring (a shell's background job) stays
+// ignored.
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void on_stop_signal(int sig) {
