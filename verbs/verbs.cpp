@@ -537,6 +537,9 @@ int resolve(Context::Impl& m, AddressVector& av, uint64_t cookie) {
         const Nanos retry = m.clock->now() + kArpRetry;
         bool learned = false;
         while (!learned && m.clock->now() < retry) {
+            if (m.opts.interrupted && m.opts.interrupted())
+                return m.fail(EINTR, fmt::format("interrupted while waiting for the ARP reply for {}",
+                                                 wire::format_ip(av.dgid)));
             m.wait_turn();
             if (av.dgid.is_v4())
                 m.run_ctl([&] { learned = m.stack->arp().lookup(av.dgid.v4(), m.nic->now()).has_value(); });

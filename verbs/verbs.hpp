@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -76,6 +77,10 @@ struct DeviceOptions {
     Nanos link_wait = Nanos::from_s(3);
     uint32_t max_qp = 1024;
     uint32_t max_cqe = 65536;
+    // Checked on every turn of a call that waits for the network (a QP's or
+    // AH's address waiting for an ARP reply): true fails the call with EINTR,
+    // so a stop (Ctrl-C) is not held up by a peer that never answers.
+    std::function<bool()> interrupted;
     // A received PFC pause of `pfc_priority` holds the NIC's RoCE traffic for
     // quanta x 512 bit times at `link_speed` (a live fabric runs its links
     // slower than 100G).

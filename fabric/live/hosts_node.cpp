@@ -463,7 +463,7 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     }
     // A fabric that failed to come up leaves its ports open (LiveFabric::build)
     // for the caller's _Exit: what a close would have removed from disk goes here.
-    if (!r.error.empty()) remove_server_sockets(ends);
+    if (!r.error.empty() || !r.fabric_up) remove_server_sockets(ends);
     return r;
 }
 

@@ -112,8 +112,9 @@ void reap(std::vector<Child>& kids) {
     }
 }
 
-// SIGTERM to every running child, SIGKILL to those still there after the grace.
-void stop_all(std::vector<Child>& kids) {
+// SIGTERM to every running child, SIGKILL to those still there after the
+// grace; returns the indices of those.
+std::vector<size_t> stop_all(std::vector<Child>& kids) {
     for (const Child& c : kids)
         if (c.running) kill(c.pid, SIGTERM);
     const int64_t t0 = monotonic_ns();
@@ -121,14 +122,19 @@ void stop_all(std::vector<Child>& kids) {
         reap(kids);
         bool any = false;
         for (const Child& c : kids) any = any || c.running;
-        if (!any) return;
+        if (!any) return {};
         if (seconds_since(t0) > kStopGrace.seconds()) break;
         pause_step();
     }
-    for (Child& c : kids)
-        if (c.running) kill(c.pid, SIGKILL);
+    std::vector<size_t> killed;
+    for (size_t i = 0; i < kids.size(); ++i) {
+        if (!kids[i].running) continue;
+        kill(kids[i].pid, SIGKILL);
+        killed.push_back(i);
+    }
     for (Child& c : kids)
         if (c.running && waitpid(c.pid, &c.status, 0) == c.pid) c.running = false;
+    return killed;
 }
 
 }  // namespace
@@ -175,7 +181,8 @@ LaunchResult launch_nodes(const std::vector<NodeCommand>& nodes, double timeout_
         }
         pause_step();
     }
-    stop_all(kids);
+    for (const size_t i : stop_all(kids))
+        r.killed_after_grace.push_back(fmt::format("{} (pid {})", nodes[i].name, kids[i].pid));
     // A node ended by a signal (killed, crashed, or SIGKILL after the grace)
     // could not remove its EAL runtime folder: with rocemu's own prefix
     // (rocemu-<pid>) it is this node's alone, so it goes here.

@@ -146,6 +146,10 @@ struct LiveResult {
     std::string error;               // set when the fabric could not be built or run
     std::size_t sizes = 0;            // sizes asked for
     std::optional<Bytes> stopped_in;  // the size LiveOptions::stop stopped (no row)
+    // LiveFabric::build succeeded. A split hosts node whose fabric did not
+    // come up (refused, timed out or stopped) has its ports left open and
+    // leaves with _Exit (LiveFabric::build says why).
+    bool fabric_up = false;
 };
 
 // nccl-tests style: one workload per size on one live fabric (built once,

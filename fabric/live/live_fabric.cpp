@@ -304,6 +304,12 @@ bool LiveFabric::Impl::build(std::string& error) {
     return true;
 }
 
+// A stop heard while the split fabric comes up (LiveOptions::stop).
+static bool stopped(std::string& error) {
+    error = "stopped while waiting for the switch nodes";
+    return false;
+}
+
 // The hosts node of a split fabric: every NIC on its cable end's device,
 // no switch and no MAC here (the switch nodes run them, and answer ARP).
 // Returns once every NIC's link is up and every switch node is ready, so
@@ -329,7 +335,8 @@ bool LiveFabric::Impl::build_split(std::string& error) {
     }
     for (uint32_t n = 0; n < topo.nics.size(); ++n) {
         if (sp.nic_peer_marks[n].empty()) continue;
-        if (!wait_for_file(sp.nic_peer_marks[n], sp.link_wait)) {
+        if (!wait_for_file(sp.nic_peer_marks[n], sp.link_wait, opts.stop)) {
+            if (opts.stop && opts.stop()) return stopped(error);
             error = fmt::format("NIC {}: no {} within {:.0f} s: is its switch node running?", topo.nics[n].name,
                                 sp.nic_peer_marks[n], sp.link_wait.seconds());
             return false;
@@ -370,6 +377,7 @@ bool LiveFabric::Impl::build_split(std::string& error) {
             }
         }
         if (missing.empty()) return true;
+        if (opts.stop && opts.stop()) return stopped(error);
         clock->advance();
         if (clock->real() > deadline) {
             error = fmt::format("after {:.0f} s still waiting for {}{}", sp.link_wait.seconds(), missing.front(),
@@ -404,6 +412,9 @@ bool LiveFabric::Impl::open_nic(uint32_t n, int attach_port, const std::string& 
     // A lossless fabric stalls a NIC's TX for as long as PFC pauses it; the
     // switches' PFC watchdog bounds that, not a NIC TX timeout.
     o.nic.tx_timeout = Nanos{0};
+    // Split, a QP's connect waits for ARP through the switch nodes, and
+    // forever (5 s a QP) when one of them is gone: a stop ends that wait.
+    o.interrupted = opts.stop;
     // net_ring cannot set an MTU and carries any frame: the port's
     // warning that it assumes the MTU is expected here.
     const spdlog::level::level_enum level = spdlog::get_level();
@@ -589,7 +600,8 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
     if (!m.hosts.empty()) m.hosts.front().ctx->progress();
     for (const auto& key : fresh) {
         // Split, each QP's connect waits for ARP through the switch nodes:
-        // seconds for a fabric's QPs, so a stop is heard between them.
+        // seconds for a fabric's QPs, so a stop is heard between them (and
+        // within one, through DeviceOptions::interrupted).
         if (m.opts.stop && m.opts.stop()) {
             error = "stopped while connecting the QPs";
             return false;

@@ -80,6 +80,10 @@ struct NodeCommand {
 struct LaunchResult {
     int status = 0;      // the first node's exit status (0 or 1) when every node ran to the end; else 2
     std::string error;   // which node failed and why
+    // Nodes still running 5 s after their SIGTERM, ended with SIGKILL: "name
+    // (pid N)". A node should stop within a progress tick; one listed here
+    // was stuck somewhere a stop is not heard.
+    std::vector<std::string> killed_after_grace;
 };
 
 // Starts every node (fork + exec), waits for the first one (the hosts node)

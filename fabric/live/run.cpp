@@ -144,9 +144,13 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
     std::string error;
     std::unique_ptr<LiveFabric> fab = LiveFabric::build(live, opts, res.scale, error);
     if (!fab) {
-        res.error = error;
+        if (o.stop && o.stop() && !sizes.empty())
+            res.stopped_in = sizes.front();
+        else
+            res.error = error;
         return res;
     }
+    res.fabric_up = true;
     if (fab->clock_jumped() > Nanos{})
         res.notes.push_back(fmt::format("fabric clock: jumped {:.1f} ms ahead to the switch nodes' time, which ran "
                                         "before they heard of this node",

@@ -113,10 +113,11 @@ bool make_link_dir(const std::string& link_dir, std::string& error) {
     return !ec;
 }
 
-bool wait_for_file(const std::string& path, Nanos timeout) {
+bool wait_for_file(const std::string& path, Nanos timeout, const std::function<bool()>& stop) {
     constexpr timespec kStep{0, 10000000};
     for (Nanos waited{}; waited <= timeout; waited += Nanos::from_ms(10)) {
         if (std::filesystem::exists(path)) return true;
+        if (stop && stop()) return false;
         nanosleep(&kStep, nullptr);
     }
     return false;

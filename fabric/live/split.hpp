@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -84,8 +85,9 @@ bool is_memif_client(const CableEnd& e);
 std::string servers_path(const std::string& link_dir, std::string_view node);
 // Makes the link folder of a node started by hand; false and `error` if it cannot.
 bool make_link_dir(const std::string& link_dir, std::string& error);
-// Waits (polling every 10 ms) until `path` exists, at most `timeout`.
-bool wait_for_file(const std::string& path, Nanos timeout);
+// Waits (polling every 10 ms) until `path` exists, at most `timeout`, or
+// until `stop` returns true.
+bool wait_for_file(const std::string& path, Nanos timeout, const std::function<bool()>& stop = {});
 
 // "KEY=VALUE" with neither side empty, split at the first '='.
 std::optional<std::pair<std::string, std::string>> split_assignment(std::string_view v);

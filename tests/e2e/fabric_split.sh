@@ -154,6 +154,9 @@ cat "$OUT/kill.txt"
 [ $rc -eq 2 ] || fail "exit status $rc after a node was killed"
 grep -q "node right (pid $victim) was killed by signal 9" "$OUT/kill.txt" || fail "the message does not name node right"
 pgrep -f -- "--link-dir $OUT/kill" >/dev/null && fail "a node of the killed run is still running"
+# Every other node stopped on its SIGTERM, the hosts node too (it may be
+# connecting the QPs, waiting for ARP through the killed switch).
+grep -q "ended with SIGKILL" "$OUT/kill.txt" && fail "a node of the killed run did not stop on SIGTERM"
 # Nor an EAL runtime folder: the killed node's, and those of nodes that
 # needed SIGKILL after the grace, go with the launcher.
 runtime=/var/run/dpdk

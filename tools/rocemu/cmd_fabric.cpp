@@ -430,6 +430,8 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
         for (std::string line; std::getline(f, line);)
             if (line.rfind("switch ", 0) == 0) fmt::print("  {}\n", line);
     }
+    for (const std::string& n : r.killed_after_grace)
+        fmt::print(stderr, "{}: node {} did not stop within 5 s of SIGTERM: ended with SIGKILL\n", me, n);
     if (!r.error.empty()) {
         fmt::print(stderr, "{}: {}\n  logs and counters kept in {}\n", me, r.error, dir);
         return r.status;
@@ -484,10 +486,11 @@ int run_hosts_node_cli(const FabricConfig& cfg, Pattern p, const std::vector<Byt
     } catch (const std::exception& e) {
         r.error = e.what();
     }
-    if (r.error.empty()) return report_live(p, r, a, "rocemu fabric node --hosts");
-    // Its memif ports may be left open (LiveFabric::build says why): the EAL's
-    // cleanup closes started ports and would crash as a close would. Like a
-    // switch node, leave without it; the socket files are already removed.
+    if (r.error.empty() && r.fabric_up) return report_live(p, r, a, "rocemu fabric node --hosts");
+    // Its memif ports may be left open (LiveFabric::build says why; also when
+    // stopped while the fabric came up): the EAL's cleanup closes started
+    // ports and would crash as a close would. Like a switch node, leave
+    // without it; the socket files are already removed.
     const int status = report_live(p, r, a, "rocemu fabric node --hosts", false);
     std::fflush(nullptr);
     dpdk::Eal::remove_own_runtime_dir();

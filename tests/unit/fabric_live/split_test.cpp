@@ -2,11 +2,17 @@
 // alone: node names, memif roles and sockets, device overrides, ethdev
 // budgets, and the counter snapshots they exchange. No DPDK ports needed.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <set>
 #include <stdexcept>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dataplane/pcap/pcap.hpp"
 #include "fabric/embedded.hpp"
@@ -326,6 +332,24 @@ TEST(FabricLiveSplit, LauncherPassesOnAFinishedSweepsStatusAndNamesASwitchThatDi
     EXPECT_EQ(died.status, 2);
     EXPECT_NE(died.error.find("node leaf0"), std::string::npos) << died.error;
     EXPECT_NE(died.error.find("exited with status 4 before the run ended"), std::string::npos) << died.error;
+}
+
+// A node that ignores SIGTERM is ended with SIGKILL after the grace and
+// named; one that stops on SIGTERM is not.
+TEST(FabricLiveSplit, LauncherNamesANodeThatNeededSigkill) {
+    // The hosts node gives up once leaf1 ignores SIGTERM (a FIFO orders them).
+    const std::string fifo = fmt::format("/tmp/rocemu_launcher_test_{}.fifo", getpid());
+    ::unlink(fifo.c_str());
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+    const LaunchResult r =
+        launch_nodes({{"hosts", {"/bin/sh", "-c", "read x < " + fifo + "; exit 3"}, ""},
+                      {"leaf0", {"/bin/sh", "-c", "exec sleep 60"}, ""},
+                      {"leaf1", {"/bin/sh", "-c", "trap '' TERM; echo ready > " + fifo + "; exec sleep 60"}, ""}},
+                     30);
+    ::unlink(fifo.c_str());
+    EXPECT_EQ(r.status, 2);
+    ASSERT_EQ(r.killed_after_grace.size(), 1u);
+    EXPECT_EQ(r.killed_after_grace[0].rfind("leaf1 (pid ", 0), 0u) << r.killed_after_grace[0];
 }
 
 // --pcap split: the files of the link's two owners are found by name and

@@ -85,6 +85,7 @@ protected:
             o.host.ip = fmt_ip(i) + "/24";
             o.host.mac = "02:00:00:00:10:0" + std::to_string(i + 1);
             o.nic.zero_copy_min = zero_copy_min();
+            if (i == 0) o.interrupted = [this] { return stop_asked_ && ++stop_polls_ > 3; };
             n[i].ip = 0x0A0A0001u + static_cast<uint32_t>(i);
             n[i].ctx = Context::open(o, kEal, error);
             ASSERT_TRUE(n[i].ctx) << error;
@@ -169,6 +170,9 @@ protected:
     rte_ring* ab_ = nullptr;
     rte_ring* ba_ = nullptr;
     Side n[2];
+    // Side 0's DeviceOptions::interrupted: true from its 4th call once asked.
+    bool stop_asked_ = false;
+    int stop_polls_ = 0;
 };
 
 TEST_P(VerbsRing, QueriesDescribeTheDeviceLikeIbverbs) {
@@ -239,6 +243,34 @@ TEST_P(VerbsRing, ErrorsAreErrnoValuesWithAMessage) {
     EXPECT_STREQ(wc_status_str(WcStatus::WrFlushErr), "Work Request Flushed Error");
     EXPECT_STREQ(wc_status_str(WcStatus::RetryExcErr), "transport retry counter exceeded");
     EXPECT_STREQ(wc_status_str(WcStatus::GeneralErr), "general error");
+}
+
+// An address nobody answers waits for ARP (5 s, then ETIMEDOUT), turning
+// the poll loops; DeviceOptions::interrupted ends that wait with EINTR, and
+// the QP stays as it was: the same call to a peer that answers succeeds.
+TEST_P(VerbsRing, AnInterruptEndsAWaitForAnArpReplyWithEintr) {
+    create_qps(QpType::Rc);
+    Side& a = n[0];
+    QpAttr attr;
+    attr.qp_state = QpState::Init;
+    attr.qp_access_flags = kAllAccess;
+    ASSERT_EQ(a.ctx->modify_qp(a.qpn, attr, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags), 0);
+    attr.qp_state = QpState::Rtr;
+    attr.dest_qp_num = n[1].qpn;
+    attr.path_mtu = PathMtu::Mtu1024;
+    attr.ah_attr.dgid = wire::IpAddr::from_v4(0x0A0A004Du);  // 10.10.0.77: on the subnet, nobody's
+    attr.ah_attr.sgid_index = 3;
+    const uint32_t rtr = kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
+                         kAttrMinRnrTimer;
+    stop_asked_ = true;
+    EXPECT_EQ(a.ctx->modify_qp(a.qpn, attr, rtr), EINTR);
+    EXPECT_EQ(stop_polls_, 4);
+    EXPECT_NE(a.ctx->last_error().find("interrupted while waiting for the ARP reply for 10.10.0.77"),
+              std::string::npos)
+        << a.ctx->last_error();
+    stop_asked_ = false;
+    attr.ah_attr.dgid = wire::IpAddr::from_v4(n[1].ip);
+    EXPECT_EQ(a.ctx->modify_qp(a.qpn, attr, rtr), 0) << a.ctx->last_error();
 }
 
 TEST_P(VerbsRing, RcEveryOpMovesTheRightBytes) {
