@@ -19,11 +19,19 @@
 // cheapest of each, since other load on the machine only adds time. `all` is
 // 16, 64 and 256 hosts; `sweep` every size from 16 to 256, doubling, to see
 // where the cost per packet-hop starts to grow.
+//
+// The scaling figure depends on the core's caches (the 256-host fabric's hot
+// state is about 1 MiB), so the bench first prints them (sysfs) and the
+// latency of a dependent load over working sets from 64 KiB to 16 MiB, the
+// baseline the per-hop costs are read against.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <numeric>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -148,6 +156,58 @@ double permutation(int hosts, NicModel model, int mtu, Nanos span) {
     return cost;
 }
 
+// The core's caches as sysfs describes them: "L1d 48K 12-way, L2 2048K 16-way, ...".
+std::string cache_levels() {
+    std::string out;
+    for (int i = 0; i < 8; ++i) {
+        const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", i);
+        const auto read = [&](const char* name) {
+            std::ifstream f(dir + name);
+            std::string v;
+            std::getline(f, v);
+            return v;
+        };
+        const std::string level = read("level");
+        if (level.empty()) break;
+        const std::string type = read("type");
+        if (type == "Instruction") continue;
+        out += fmt::format("{}L{}{} {} {}-way", out.empty() ? "" : ", ", level, type == "Data" ? "d" : "", read("size"),
+                           read("ways_of_associativity"));
+    }
+    return out.empty() ? "unknown (no sysfs cache description)" : out;
+}
+
+// ns per load of a pointer chase over `bytes` (one pointer a cache line, in
+// a random cycle): the cost of a miss that nothing overlaps, as a hop's walk
+// event -> link -> node -> port -> queue pays it.
+double chase_ns(size_t bytes) {
+    constexpr size_t kLine = 64 / sizeof(size_t);
+    const size_t n = bytes / 64;
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin() + 1, order.end(), std::mt19937_64(1));
+    std::vector<size_t> next(n * kLine);
+    for (size_t i = 0; i < n; ++i) next[order[i] * kLine] = order[(i + 1) % n] * kLine;
+    size_t p = 0;
+    for (size_t i = 0; i < 2 * n; ++i) p = next[p];  // warm
+    constexpr size_t kLoads = 2'000'000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < kLoads; ++i) p = next[p];
+    const auto t1 = std::chrono::steady_clock::now();
+    if (p == 1) std::puts("");  // keeps the chase
+    return std::chrono::duration<double, std::nano>(t1 - t0).count() / kLoads;
+}
+
+void print_caches() {
+    fmt::print("caches: {}\ndependent load latency (cheapest of 3):", cache_levels());
+    for (const size_t kib : {64, 256, 512, 1024, 1536, 2048, 4096, 16384}) {
+        double ns = 1e300;
+        for (int r = 0; r < 3; ++r) ns = std::min(ns, chase_ns(kib * 1024));
+        fmt::print(" {} KiB {:.1f} ns{}", kib, ns, kib == 16384 ? "\n" : ",");
+    }
+    std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -209,6 +269,7 @@ int main(int argc, char** argv) {
         }
     }
 
+    print_caches();
     if (run_incast)
         for (const NicModel m : models) incast(incast_s, m);
     for (const NicModel m : models) {
