@@ -72,11 +72,14 @@ SwitchNode::SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_in
       fx_(scratch != nullptr ? *scratch : *own_fx_),
       rng_(seed),
       tx_at_(topo.switches[sw_index].cfg.ports.size(), Nanos::max()),
-      tx_armed_((tx_at_.size() + 63) / 64, 0),
+      tx_due_((tx_at_.size() + 63) / 64, 0),
       port_mac_(topo.switches[sw_index].port_mac),
       sw_(topo.switches[sw_index].cfg),
       name_(topo.switches[sw_index].name) {
     topo.install_routes(sw_index, sw_.routes());
+    // A port has one live entry; stale ones (a time lowered while armed)
+    // are few. The heap grows past this only if they pile up.
+    tx_heap_.reserve(2 * tx_at_.size() + 16);
 }
 
 sim::NodeId SwitchNode::attach() {
@@ -146,23 +149,27 @@ void SwitchNode::send_pfc(sim::PortId port, const sw::PfcFrameDesc& d) {
 }
 
 void SwitchNode::apply(Nanos now) {
+    // The armed ports whose time has come.
+    while (!tx_heap_.empty() && tx_heap_.front().at <= now) {
+        const TxAt e = tx_heap_.front();
+        std::pop_heap(tx_heap_.begin(), tx_heap_.end(), later);
+        tx_heap_.pop_back();
+        if (tx_at_[e.port] == e.at) tx_due_[e.port >> 6] |= uint64_t{1} << (e.port & 63);
+    }
     // Dequeues append to the same buffer, so it is walked by index until
     // no port is due any more.
     std::size_t i = 0;
     for (;;) {
         for (; i < fx_.size(); ++i) apply_one(fx_[i], now);
         bool dequeued = false;
-        // Armed ports in ascending order, the bitmap read live: a dequeue
-        // may arm ports after the one it served, and they are served in the
-        // same pass. (Walked here word by word: a call per armed port, as
-        // this was, cost ~350 instructions a packet-hop at 256 hosts.)
-        for (std::size_t w = 0; w < tx_armed_.size(); ++w) {
-            for (uint64_t bits = tx_armed_[w]; bits != 0;) {
+        // Due ports in ascending order, the bitmap read live: a dequeue may
+        // make ports after the one it served due, and they are served in
+        // the same pass.
+        for (std::size_t w = 0; w < tx_due_.size(); ++w) {
+            for (uint64_t bits = tx_due_[w]; bits != 0;) {
                 const std::size_t p = (w << 6) | static_cast<std::size_t>(std::countr_zero(bits));
-                bits &= bits - 1;
-                if (tx_at_[p] > now) continue;
                 tx_at_[p] = Nanos::max();
-                tx_armed_[w] &= ~(uint64_t{1} << (p & 63));
+                tx_due_[w] &= ~(uint64_t{1} << (p & 63));
                 dequeued = true;
                 const auto tx = sw_.dequeue(static_cast<sw::PortId>(p), now, rng_, fx_);
                 // Dequeue-stage CE marks land before the frame meets the wire
@@ -170,7 +177,7 @@ void SwitchNode::apply(Nanos now) {
                 for (; i < fx_.size(); ++i) apply_one(fx_[i], now);
                 if (tx) sim_.transmit(id_, static_cast<sim::PortId>(p), sim::FrameHandle{tx->handle});
                 // Two shifts: p & 63 may be 63.
-                bits = tx_armed_[w] & ((~uint64_t{0} << (p & 63)) << 1);
+                bits = tx_due_[w] & ((~uint64_t{0} << (p & 63)) << 1);
             }
         }
         if (!dequeued) break;
@@ -197,8 +204,14 @@ void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
             send_pfc(e.port, e.pfc);
             break;
         case sw::EffectKind::TxReady:
-            tx_at_[e.port] = std::min(tx_at_[e.port], e.at);
-            tx_armed_[e.port >> 6] |= uint64_t{1} << (e.port & 63);
+            if (e.at >= tx_at_[e.port]) break;  // armed already, as early or earlier
+            tx_at_[e.port] = e.at;
+            if (e.at <= now) {
+                tx_due_[e.port >> 6] |= uint64_t{1} << (e.port & 63);
+            } else {
+                tx_heap_.push_back(TxAt{e.at, e.port});
+                std::push_heap(tx_heap_.begin(), tx_heap_.end(), later);
+            }
             break;
         case sw::EffectKind::WatchdogStorm:
         case sw::EffectKind::WatchdogRestore:
@@ -208,11 +221,15 @@ void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
 }
 
 void SwitchNode::rearm() {
-    // The core caches its next deadline, so asking after every event is cheap.
+    // The core caches its next deadline, so asking after every event is
+    // cheap. No port is due between events: the heap's first live entry is
+    // the earliest armed port.
     Nanos t = sw_.next_timer();
-    for (std::size_t w = 0; w < tx_armed_.size(); ++w)
-        for (uint64_t bits = tx_armed_[w]; bits != 0; bits &= bits - 1)
-            t = std::min(t, tx_at_[(w << 6) | static_cast<std::size_t>(std::countr_zero(bits))]);
+    while (!tx_heap_.empty() && tx_at_[tx_heap_.front().port] != tx_heap_.front().at) {
+        std::pop_heap(tx_heap_.begin(), tx_heap_.end(), later);
+        tx_heap_.pop_back();
+    }
+    if (!tx_heap_.empty()) t = std::min(t, tx_heap_.front().at);
     if (t == Nanos::max())
         sim_.cancel_timer(id_);
     else if (t != sim_.timer(id_))
