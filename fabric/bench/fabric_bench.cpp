@@ -9,12 +9,20 @@
 // The sizes compare like with like: every size is built from the same
 // leaves (8 hosts and 8 spine uplinks each, 1:1, 100 Gbit/s everywhere), so
 // only the number of leaves (2, 8, 32) and the spines' port count grow; every
-// host starts one flow of the permutation; and every size runs the same
-// warm-up and the same timed span of virtual time, so each host sends the
-// same number of packets at any size.
+// host starts one flow; and every size runs the same warm-up and the same
+// timed span of virtual time. Two sets of flows (--flows):
+//  - random: a random permutation (Pattern::Permutation), as a user's run
+//    would have it. Its traffic is not the same at every size: at 16 hosts
+//    7 of a host's 15 peers share its leaf (two-hop paths), at 256 hosts 7
+//    of 255, and more flows meet on the spines as the fabric grows;
+//  - shift: host i sends to host i + 8, on the next leaf, so every flow
+//    crosses the spines on a four-hop path and every size carries the same
+//    traffic per host (packet-hops and frames in flight per host equal):
+//    only the fabric's size differs, which is what the scaling target asks.
 //
 // Usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both]
-//            [--hosts 16|32|64|128|256|all|sweep] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]
+//            [--hosts 16|32|64|128|256|all|sweep] [--flows random|shift|both] [--repeat N] [--span-us N]
+//            [--mtu 1500|4200|9000] [--no-incast]
 // --repeat runs the sizes N times interleaved (default 3) and keeps the
 // cheapest of each, since other load on the machine only adds time. `all` is
 // 16, 64 and 256 hosts; `sweep` every size from 16 to 256, doubling, to see
@@ -94,9 +102,11 @@ Figures timed_run(Fabric& f, Nanos warmup, Nanos span) {
 
 constexpr std::string_view kUsage =
     "usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both] "
-    "[--hosts 16|32|64|128|256|all|sweep] [--repeat N] [--span-us N] [--mtu 1500|4200|9000] [--no-incast]\n"
-    "  the 2:1 incast (INCAST_SECONDS simulated, default 1) on each model, then a permutation at each host count,\n"
-    "  CPU ns per packet-hop and each size's ratio to 16 hosts (fabric/README.md, Speed)\n";
+    "[--hosts 16|32|64|128|256|all|sweep] [--flows random|shift|both] [--repeat N] [--span-us N] "
+    "[--mtu 1500|4200|9000] [--no-incast]\n"
+    "  the 2:1 incast (INCAST_SECONDS simulated, default 1) on each model, then at each host count a random\n"
+    "  permutation and (shift) every host sending to the same host of the next leaf, CPU ns per packet-hop and\n"
+    "  each size's ratio to 16 hosts (fabric/README.md, Speed)\n";
 
 void usage_error(std::string_view msg) {
     fmt::print(stderr, "rocemu_fabric_bench: {}\n{}", msg, kUsage);
@@ -126,8 +136,12 @@ void incast(double seconds, NicModel model) {
 constexpr int kHostsPerLeaf = 8;
 constexpr int kSpines = 8;
 
-// CPU ns per packet-hop of a permutation on `hosts` hosts.
-double permutation(int hosts, NicModel model, int mtu, Nanos span) {
+enum class Flows { Random, Shift };
+
+const char* flows_name(Flows f) { return f == Flows::Random ? "random permutation" : "shift to the next leaf"; }
+
+// CPU ns per packet-hop of one flow per host on `hosts` hosts.
+double permutation(int hosts, NicModel model, int mtu, Nanos span, Flows flows) {
     const int leaves = hosts / kHostsPerLeaf;
     const Topology topo =
         make(fmt::format("topology: {{kind: leaf_spine, leaves: {}, hosts_per_leaf: {}, spines: {}}}\n"
@@ -139,17 +153,23 @@ double permutation(int hosts, NicModel model, int mtu, Nanos span) {
     Workload w;
     w.pattern = Pattern::Permutation;
     w.size = Bytes{1ull << 40};
-    for (const FlowSpec& fl : make_flows(topo, w, rng)) f.add_flow(fl);
+    if (flows == Flows::Random) {
+        for (const FlowSpec& fl : make_flows(topo, w, rng)) f.add_flow(fl);
+    } else {
+        for (int i = 0; i < hosts; ++i)
+            f.add_flow(FlowSpec{static_cast<uint32_t>(i), static_cast<uint32_t>((i + kHostsPerLeaf) % hosts), w.size,
+                                Nanos{0}, static_cast<uint16_t>(0xC000 | i)});
+    }
     // The warm-up lets the queues and the frame pool reach their steady
     // state before the timed span.
     const Nanos warmup = Nanos::from_us(500);
     const Figures r = timed_run(f, warmup, span);
     const double cost = r.cpu_s * 1e9 / static_cast<double>(r.packets);
     fmt::print(
-        "[{}] {:>3} hosts ({} leaves, {} spines), MTU {}, permutation: {:.1f} simulated ms (after {:.1f} ms warm-up) in "
+        "[{}] {:>3} hosts ({} leaves, {} spines), MTU {}, {}: {:.1f} simulated ms (after {:.1f} ms warm-up) in "
         "{:.2f} s wall, {:.2f} s CPU, {} packet-hops ({:.0f} per host), {:.2f} events each, {} page faults, {} frame "
         "buffers ({} in use, {:.1f} per host), {:.0f} CPU ns per packet-hop\n",
-        nic_model_name(model), hosts, leaves, kSpines, mtu, span.ms(), warmup.ms(), r.wall_s, r.cpu_s, r.packets,
+        nic_model_name(model), hosts, leaves, kSpines, mtu, flows_name(flows), span.ms(), warmup.ms(), r.wall_s, r.cpu_s, r.packets,
         static_cast<double>(r.packets) / hosts, static_cast<double>(r.events) / r.packets, r.page_faults, r.frames,
         r.in_use, static_cast<double>(r.in_use) / hosts, cost);
     std::fflush(stdout);
@@ -217,6 +237,7 @@ int main(int argc, char** argv) {
     int mtu = 4200;
     std::vector<NicModel> models{NicModel::Rc, NicModel::Generator};
     std::vector<int> hosts{16, 64, 256};
+    std::vector<Flows> flow_sets{Flows::Random, Flows::Shift};
     Nanos span = Nanos::from_us(2000);
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
@@ -244,6 +265,14 @@ int main(int argc, char** argv) {
                 hosts = {16, 32, 64, 128, 256};
             else if (v != "all")
                 usage_error(fmt::format("--hosts: '{}' is not 16, 32, 64, 128, 256, all or sweep", v));
+        } else if (a == "--flows") {
+            const std::string_view v = value();
+            if (v == "random")
+                flow_sets = {Flows::Random};
+            else if (v == "shift")
+                flow_sets = {Flows::Shift};
+            else if (v != "both")
+                usage_error(fmt::format("--flows: '{}' is not random, shift or both", v));
         } else if (a == "--repeat") {
             const std::string v(value());
             repeat = std::atoi(v.c_str());
@@ -275,14 +304,17 @@ int main(int argc, char** argv) {
     for (const NicModel m : models) {
         // Interleaved rounds, the cheapest of each size kept: other load on
         // a shared machine only ever adds time.
-        std::vector<double> cost(hosts.size(), 1e300);
+        std::vector<std::vector<double>> cost(flow_sets.size(), std::vector<double>(hosts.size(), 1e300));
         for (int round = 0; round < repeat; ++round)
             for (std::size_t i = 0; i < hosts.size(); ++i)
-                cost[i] = std::min(cost[i], permutation(hosts[i], m, mtu, span));
-        for (std::size_t i = 1; i < hosts.size(); ++i)
-            fmt::print("[{}] CPU cost per packet-hop, {} vs {} hosts: {:.0f} vs {:.0f} ns, {:.2f}x (target within "
-                       "1.30x)\n",
-                       nic_model_name(m), hosts[i], hosts[0], cost[i], cost[0], cost[i] / cost[0]);
+                for (std::size_t k = 0; k < flow_sets.size(); ++k)
+                    cost[k][i] = std::min(cost[k][i], permutation(hosts[i], m, mtu, span, flow_sets[k]));
+        for (std::size_t k = 0; k < flow_sets.size(); ++k)
+            for (std::size_t i = 1; i < hosts.size(); ++i)
+                fmt::print("[{}] CPU cost per packet-hop, {}, {} vs {} hosts: {:.0f} vs {:.0f} ns, {:.2f}x (target "
+                           "within 1.30x)\n",
+                           nic_model_name(m), flows_name(flow_sets[k]), hosts[i], hosts[0], cost[k][i], cost[k][0],
+                           cost[k][i] / cost[k][0]);
     }
     return 0;
 }
