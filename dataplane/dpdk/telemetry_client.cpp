@@ -124,12 +124,6 @@ bool walk(const std::string& prefix, std::string& error, F&& on_reply) {
 
 }  // namespace
 
-std::filesystem::path dpdk_runtime_base() {
-    if (getuid() == 0) return "/var/run/dpdk";
-    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-    return std::filesystem::path(xdg ? xdg : "/tmp") / "dpdk";
-}
-
 std::filesystem::path telemetry_socket(const std::string& file_prefix) {
     return dpdk_runtime_base() / file_prefix / "dpdk_telemetry.v2";
 }

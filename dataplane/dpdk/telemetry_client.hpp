@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "dataplane/dpdk/runtime_base.hpp"
+
 namespace rocemu::dpdk {
 
 using Fields = std::vector<std::pair<std::string, std::string>>;  // name, value as printed
@@ -26,9 +28,6 @@ struct PortReport {
     std::vector<QpReport> qps;
 };
 
-// Where the EAL keeps runtime directories: /var/run/dpdk for root, else
-// $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk.
-std::filesystem::path dpdk_runtime_base();
 std::filesystem::path telemetry_socket(const std::string& file_prefix);
 
 // Every port of the process with that file prefix. nullopt and `error` when

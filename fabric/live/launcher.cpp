@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 
+#include "dataplane/dpdk/runtime_base.hpp"
 #include "fabric/live/monotonic.hpp"
 #include "fabric/live/node.hpp"
 
@@ -19,7 +19,6 @@ namespace rocemu::fabric::live {
 
 namespace {
 
-constexpr Nanos kStopGrace = Nanos::from_s(5);
 constexpr Nanos kWaitStep = Nanos::from_ms(20);
 
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -30,13 +29,6 @@ struct Child {
     bool running = false;
     int status = 0;
 };
-
-// Where DPDK puts the EAL runtime folders (eal_create_runtime_dir): under
-// /var/run for root, else under $XDG_RUNTIME_DIR or /tmp.
-std::filesystem::path eal_runtime_base() {
-    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-    return std::filesystem::path(getuid() == 0 ? "/var/run" : xdg ? xdg : "/tmp") / "dpdk";
-}
 
 double seconds_since(int64_t t0_ns) { return static_cast<double>(monotonic_ns() - t0_ns) / 1e9; }
 
@@ -123,7 +115,7 @@ std::vector<size_t> stop_all(std::vector<Child>& kids) {
         bool any = false;
         for (const Child& c : kids) any = any || c.running;
         if (!any) return {};
-        if (seconds_since(t0) > kStopGrace.seconds()) break;
+        if (seconds_since(t0) > kNodeStopGrace.seconds()) break;
         pause_step();
     }
     std::vector<size_t> killed;
@@ -190,7 +182,7 @@ LaunchResult launch_nodes(const std::vector<NodeCommand>& nodes, double timeout_
         if (!nodes[i].own_eal_prefix || kids[i].pid <= 0 || kids[i].running || !WIFSIGNALED(kids[i].status))
             continue;
         std::error_code ec;
-        std::filesystem::remove_all(eal_runtime_base() / fmt::format("rocemu-{}", kids[i].pid), ec);
+        std::filesystem::remove_all(dpdk::dpdk_runtime_base() / fmt::format("rocemu-{}", kids[i].pid), ec);
     }
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);

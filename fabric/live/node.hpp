@@ -77,10 +77,13 @@ struct NodeCommand {
     bool own_eal_prefix = false;
 };
 
+// How long a node has to stop after SIGTERM before the launcher sends SIGKILL.
+constexpr Nanos kNodeStopGrace = Nanos::from_s(5);
+
 struct LaunchResult {
     int status = 0;      // the first node's exit status (0 or 1) when every node ran to the end; else 2
     std::string error;   // which node failed and why
-    // Nodes still running 5 s after their SIGTERM, ended with SIGKILL: "name
+    // Nodes still running kNodeStopGrace after their SIGTERM, ended with SIGKILL: "name
     // (pid N)". A node should stop within a progress tick; one listed here
     // was stuck somewhere a stop is not heard.
     std::vector<std::string> killed_after_grace;

@@ -142,14 +142,17 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
                               fmt::format("live_{}_{}.pcap", pattern_name(p), o.pcap_link)).string();
     }
     std::string error;
-    std::unique_ptr<LiveFabric> fab = LiveFabric::build(live, opts, res.scale, error);
-    if (!fab) {
+    // Building and connecting end early, with an error, when a stop is
+    // heard: then it is the stop, in the first size, not an error.
+    const auto failed = [&] {
         if (o.stop && o.stop() && !sizes.empty())
             res.stopped_in = sizes.front();
         else
             res.error = error;
         return res;
-    }
+    };
+    std::unique_ptr<LiveFabric> fab = LiveFabric::build(live, opts, res.scale, error);
+    if (!fab) return failed();
     res.fabric_up = true;
     if (fab->clock_jumped() > Nanos{})
         res.notes.push_back(fmt::format("fabric clock: jumped {:.1f} ms ahead to the switch nodes' time, which ran "
@@ -173,13 +176,7 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
         flows_of.push_back(flows_for(topo, p, size, o.seed));
         every_flow.insert(every_flow.end(), flows_of.back().begin(), flows_of.back().end());
     }
-    if (!fab->connect(every_flow, error)) {
-        if (o.stop && o.stop() && !sizes.empty())
-            res.stopped_in = sizes.front();
-        else
-            res.error = error;
-        return res;
-    }
+    if (!fab->connect(every_flow, error)) return failed();
     res.rc_timeout = fab->rc_timeout();
     const Nanos rto = rc_timeout_time(res.rc_timeout);
     res.notes.push_back(

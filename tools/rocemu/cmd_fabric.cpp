@@ -209,6 +209,12 @@ private:
     void (*old_int_)(int) = SIG_DFL;
 };
 
+// The line under a sweep's table when a stop ended it in `size`.
+void print_interrupted(Bytes size, std::size_t finished, std::size_t asked) {
+    fmt::print("# interrupted by {} in the {} B run: {} of {} sizes finished\n", StopOnSignal::name(), size.v, finished,
+               asked);
+}
+
 // Draws a run's plots and names its report folder and what the run wrote there.
 void print_report(const std::string& dir, std::vector<std::string> files) {
     if (dir.empty() || files.empty()) return;
@@ -329,9 +335,7 @@ int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a, const
         fmt::print(stderr, "{}: {}\n", me, r.error);
         return 2;
     }
-    if (r.stopped_in)
-        fmt::print("# interrupted by {} in the {} B run: {} of {} sizes finished\n", StopOnSignal::name(),
-                   r.stopped_in->v, r.rows.size(), r.sizes);
+    if (r.stopped_in) print_interrupted(*r.stopped_in, r.rows.size(), r.sizes);
     print_report(a.out, r.files);
     if (r.stopped_in) return StopOnSignal::exit_status();
     for (const live::LiveRow& row : r.rows)
@@ -431,7 +435,8 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
             if (line.rfind("switch ", 0) == 0) fmt::print("  {}\n", line);
     }
     for (const std::string& n : r.killed_after_grace)
-        fmt::print(stderr, "{}: node {} did not stop within 5 s of SIGTERM: ended with SIGKILL\n", me, n);
+        fmt::print(stderr, "{}: node {} did not stop within {:g} s of SIGTERM: ended with SIGKILL\n", me, n,
+                   live::kNodeStopGrace.seconds());
     if (!r.error.empty()) {
         fmt::print(stderr, "{}: {}\n  logs and counters kept in {}\n", me, r.error, dir);
         return r.status;
@@ -901,8 +906,7 @@ void add_fabric_command(CLI::App& app, int& status) {
         fmt::print("{}", format_sweep(*p, rows));
         status = 0;
         if (rows.size() < sizes->size()) {
-            fmt::print("# interrupted by {} in the {} B run: {} of {} sizes finished\n", StopOnSignal::name(),
-                       (*sizes)[rows.size()].v, rows.size(), sizes->size());
+            print_interrupted((*sizes)[rows.size()], rows.size(), sizes->size());
             status = StopOnSignal::exit_status();
         }
         print_report(o.out_dir, files);
