@@ -22,11 +22,18 @@ count_ctest() {  # reads a ctest log, adds its totals
   failed=$((failed + f))
 }
 step() { echo; echo "=== $* ==="; }
+# What the console shows of a ctest run: the totals, each failed test, and why
+# it failed (a shell test's 'FAIL:' line, a sanitizer's report line, a GoogleTest
+# failure and the 4 lines after it); the whole output stays in the log.
+ctest_summary() {
+  awk '/tests passed|Failed|\*\*\*|Total Test|^FAIL: |ERROR: AddressSanitizer|runtime error: /{print; fflush(); next}
+       /: Failure$/{n=5} n>0{print; fflush(); n--}'
+}
 
 step "build (release)"
 if bash scripts/build.sh release; then
   step "tests (release)"
-  ctest --test-dir build --output-on-failure -j2 --timeout 900 2>&1 | tee build/ctest.log | grep -E "tests passed|Failed|\*\*\*|Total Test"
+  ctest --test-dir build --output-on-failure -j2 --timeout 900 2>&1 | tee build/ctest.log | ctest_summary
   count_ctest build/ctest.log
 else
   echo "release build FAILED"; failed=$((failed + 1))
@@ -36,7 +43,7 @@ step "build (ASan+UBSan)"
 if bash scripts/build.sh asan; then
   step "tests (ASan+UBSan)"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j2 --timeout 1800 -LE 'slow|netns|dpdk' 2>&1 | tee build-asan/ctest.log | grep -E "tests passed|Failed|\*\*\*|Total Test"
+    ctest --test-dir build-asan --output-on-failure -j2 --timeout 1800 -LE 'slow|netns|dpdk' 2>&1 | tee build-asan/ctest.log | ctest_summary
   count_ctest build-asan/ctest.log
 else
   echo "asan build FAILED"; failed=$((failed + 1))
