@@ -91,15 +91,18 @@ bool Engine::resp_build(Qp& qp, TxFrame& f) {
     uint64_t src = 0;
     const Mr* lent_mr = nullptr;
     switch (it.kind) {
+        // ACKs carry the QP's traffic class, ECN bits included, as every
+        // packet of the QP does (rxe builds them from the QP's address
+        // vector): a not-ECT ACK on a lossless class is what a SONiC switch's
+        // WRED (ecn_all) drops once the queue passes its green minimum, and a
+        // lost last ACK costs the requester a retransmit timeout.
         case RespItem::Kind::Ack:
         case RespItem::Kind::Nak:
-            p.l3.ecn = ecn::kNotEct;
             p.bth.opcode = op::ACKNOWLEDGE;
             p.bth.psn = it.psn;
             p.bth.becn = it.ce_echo;
             break;
         case RespItem::Kind::AtomicAck:
-            p.l3.ecn = ecn::kNotEct;
             p.bth.opcode = op::ATOMIC_ACKNOWLEDGE;
             p.bth.psn = it.psn;
             p.atomic_ack = it.orig;

@@ -93,5 +93,67 @@ TEST(TransportCc, CnpsCutTheRateAndPaceTheQp) {
     EXPECT_GT(marked.took, clean.took);  // paced below line rate
 }
 
+// Every packet of a QP carries its traffic class, ECN bits included: the
+// responder's ACKs and atomic ACKs as well as the requester's data (a
+// not-ECT ACK is what a switch's WRED drops on a congested lossless queue).
+// CNPs alone are not ECT.
+TEST(TransportCc, AcksCarryTheQpsEcnBitsAndCnpsAreNotEct) {
+    Loop L;
+    L.keep_log = true;
+    QpInitAttr t;
+    t.peer_accepts_cnp = true;
+    Side s[2];
+    std::vector<uint8_t> mem[2];
+    MrHandle mr[2];
+    const uint32_t acc = kLocalWrite | kRemoteWrite | kRemoteAtomic;
+    for (int i = 0; i < 2; ++i) {
+        s[i] = make_side(L[i], t);
+        mem[i].assign(64 << 10, static_cast<uint8_t>(i));
+        mr[i] = L[i].reg_mr(s[i].pd, mem[i].data(), mem[i].size(), acc).value;
+    }
+    ConnectOpts o;
+    o.traffic_class = static_cast<uint8_t>(26 << 2 | wire::ecn::kEct0);
+    connect(L, s, o);
+    L.filter = [&](int from, const wire::RocePacket&, uint64_t) {
+        Delivery d;
+        d.ce = from == 0;  // every request arrives CE-marked: the responder owes CNPs
+        return d;
+    };
+    SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem[0].data(), 32 << 10, mr[0].lkey);
+    w.remote_addr = reinterpret_cast<uint64_t>(mem[1].data());
+    w.rkey = mr[1].rkey;
+    SendWr a = make_wr(2, WrOpcode::AtomicFetchAndAdd, mem[0].data() + (40 << 10), 8, mr[0].lkey);
+    a.remote_addr = reinterpret_cast<uint64_t>(mem[1].data() + (40 << 10));
+    a.rkey = mr[1].rkey;
+    a.compare_add = 1;
+    EXPECT_FALSE(L[0].post_send(s[0].qpn, std::array{w, a}, L.fx[0]));
+    size_t done = 0;
+    EXPECT_TRUE(L.run([&] { return (done += drain(L[0], s[0].scq).size()) == 2; }));
+    L.settle();
+
+    uint32_t data = 0, acks = 0, atomic_acks = 0, cnps = 0;
+    for (int side = 0; side < 2; ++side) {
+        for (const std::vector<uint8_t>& f : L.sent[side]) {
+            wire::RocePacket p;
+            ASSERT_EQ(wire::parse_roce(f, p), wire::ParseError::Ok);
+            if (p.bth.opcode == wire::op::CNP) {
+                EXPECT_EQ(side, 1);
+                EXPECT_EQ(p.l3.ecn, wire::ecn::kNotEct);
+                ++cnps;
+                continue;
+            }
+            EXPECT_EQ(p.l3.ecn, wire::ecn::kEct0) << "opcode " << int{p.bth.opcode} << " from side " << side;
+            EXPECT_EQ(p.l3.dscp, 26) << "opcode " << int{p.bth.opcode} << " from side " << side;
+            acks += p.bth.opcode == wire::op::ACKNOWLEDGE;
+            atomic_acks += p.bth.opcode == wire::op::ATOMIC_ACKNOWLEDGE;
+            data += side == 0;
+        }
+    }
+    EXPECT_GT(data, 8u);
+    EXPECT_GT(acks, 0u);
+    EXPECT_EQ(atomic_acks, 1u);
+    EXPECT_GT(cnps, 0u);
+}
+
 }  // namespace
 }  // namespace rocemu::transport::test

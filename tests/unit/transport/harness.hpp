@@ -211,6 +211,7 @@ struct ConnectOpts {
     uint8_t min_rnr_timer = 1;  // 10 us
     uint8_t max_rd_atomic = 16;
     uint32_t access = kRemoteWrite | kRemoteRead | kRemoteAtomic;
+    uint8_t traffic_class = 0;  // DSCP << 2 | ECN of every packet of the QPs
 };
 
 // Moves both QPs RESET -> INIT -> RTR -> RTS, each pointing at the other.
@@ -239,6 +240,7 @@ void connect(Loops& L, const Side s[2], const ConnectOpts& o = {}) {
         a.min_rnr_timer = o.min_rnr_timer;
         a.ah_attr.dgid = ip_of(1 - i);
         a.ah_attr.dmac = mac_of(1 - i);
+        a.ah_attr.traffic_class = o.traffic_class;
         m = ud ? kAttrState
                : kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn |
                      (rc ? kAttrMaxDestRdAtomic | kAttrMinRnrTimer : 0);
