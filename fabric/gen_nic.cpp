@@ -1,6 +1,8 @@
 #include "fabric/gen_nic.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "dataplane/wire/bytes.hpp"
 #include "dataplane/wire/crc_zero.hpp"
@@ -69,7 +71,37 @@ void GenNic::add_tx_flow(uint32_t flow, const FlowSpec& f, const NicSpec& dst) {
     p.bth.dqpn = Qpn{kFlowQpnBase + flow};
     p.reth.rkey = 0x1000 + flow;
     p.reth.dma_len = static_cast<uint32_t>(std::min<uint64_t>(f.size.v, UINT32_MAX));
+    const auto slot = static_cast<uint32_t>(tx_.size());
     tx_.push_back(TxFlow{flow, Psn{0}, 0, f, cc::QpCc(profile_.cc, line_rate_), p});
+    tx_by_flow_.insert(std::lower_bound(tx_by_flow_.begin(), tx_by_flow_.end(), std::pair{flow, 0u}),
+                       std::pair{flow, slot});
+    sched_.resize(slot + 1);
+    sched_.mark(slot);
+}
+
+GenNic::TxFlow* GenNic::find_tx(uint32_t flow) {
+    const auto it = std::lower_bound(tx_by_flow_.begin(), tx_by_flow_.end(), std::pair{flow, 0u});
+    return it != tx_by_flow_.end() && it->first == flow ? &tx_[it->second] : nullptr;
+}
+
+const GenNic::TxFlow* GenNic::find_tx(uint32_t flow) const { return const_cast<GenNic*>(this)->find_tx(flow); }
+
+GenNic::Sched::Times GenNic::times(const TxFlow& t) const {
+    Sched::Times r = Sched::kNever;
+    r[kTimerKey] = t.cc.next_timer();
+    if (t.sent < t.spec.size.v) r[kSendKey] = std::max(t.spec.start, t.cc.next_send_time());
+    return r;
+}
+
+void GenNic::flush_sched() {
+    sched_.flush([&](uint32_t slot) { return times(tx_[slot]); });
+#ifndef NDEBUG
+    for (uint32_t i = 0; i < tx_.size(); ++i)
+        if (sched_.at(i) != times(tx_[i])) {
+            std::fprintf(stderr, "fabric: generator flow slot %u changed unmarked\n", i);
+            std::abort();
+        }
+#endif
 }
 
 void GenNic::add_rx_flow(uint32_t flow, const FlowSpec& f) {
@@ -85,14 +117,17 @@ void GenNic::stall_from(Nanos at) { stall_at_ = at; }
 void GenNic::start() { rearm(sim_.now()); }
 
 BitsPerSec GenNic::flow_rate(uint32_t flow) const {
-    for (const TxFlow& t : tx_)
-        if (t.flow == flow) return t.cc.rate();
-    return BitsPerSec{0};
+    const TxFlow* t = find_tx(flow);
+    return t != nullptr ? t->cc.rate() : BitsPerSec{0};
 }
 
 void GenNic::on_timer(Nanos now) {
-    for (TxFlow& t : tx_)
-        if (t.cc.next_timer() <= now) t.cc.on_timer(now);
+    flush_sched();
+    sched_.for_due(kTimerKey, now, 0, static_cast<uint32_t>(tx_.size()), [&](uint32_t slot) {
+        tx_[slot].cc.on_timer(now);
+        sched_.mark(slot);
+        return true;
+    });
     if (stall_at_ <= now && stuck_.next() == Nanos::max()) stuck_.start(now);
     try_send(now);
     rearm(now);
@@ -151,14 +186,15 @@ bool GenNic::icrc_ok(const wire::RocePacket& p, sim::FrameHandle h) const {
 void GenNic::receive_roce(const wire::RocePacket& p, Nanos now) {
     const uint32_t flow = p.bth.dqpn.v - kFlowQpnBase;
     if (p.bth.opcode == wire::op::CNP) {
-        for (TxFlow& t : tx_) {
-            if (t.flow != flow) continue;
-            t.cc.on_cnp(now);
-            ++stats_[flow].cnp_rx;
-            ++c_.cnp_rx;
+        TxFlow* t = find_tx(flow);
+        if (t == nullptr) {
+            ++c_.unknown_qp_drops;
             return;
         }
-        ++c_.unknown_qp_drops;
+        t->cc.on_cnp(now);
+        sched_.mark(static_cast<uint32_t>(t - tx_.data()));
+        ++stats_[flow].cnp_rx;
+        ++c_.cnp_rx;
         return;
     }
     if (flow >= rx_index_.size() || rx_index_[flow] == UINT32_MAX) {
@@ -252,19 +288,21 @@ bool GenNic::send_cnp(Nanos now) {
     return true;
 }
 
+// The first flow from rr_ on (round robin) with bytes left whose start and
+// pacing have passed sends one packet.
 bool GenNic::send_data(Nanos now) {
-    const std::size_t n = tx_.size();
-    for (std::size_t k = 0; k < n; ++k) {
-        const std::size_t i = (rr_ + k) % n;
+    flush_sched();
+    const auto n = static_cast<uint32_t>(tx_.size());
+    bool sent = false;
+    const auto send_from = [&](uint32_t i) {
         TxFlow& t = tx_[i];
-        if (t.sent >= t.spec.size.v || t.spec.start > now || t.cc.next_send_time() > now) continue;
         sim::FramePool& pool = sim_.pool();
         const sim::FrameHandle h = pool.alloc();
         if (!h.valid()) {
             ++c_.pool_empty_drops;
             return false;
         }
-        rr_ = static_cast<uint32_t>((i + 1) % n);
+        rr_ = (i + 1) % n;
         const uint64_t left = t.spec.size.v - t.sent;
         const auto len = static_cast<uint32_t>(std::min<uint64_t>(rdma_mtu_, left));
         const bool first = t.sent == 0;
@@ -296,6 +334,7 @@ bool GenNic::send_data(Nanos now) {
         t.cc.on_tx(wire_bytes, now);
         t.sent += len;
         ++t.psn;
+        sched_.mark(i);
         FlowStats& s = stats_[t.flow];
         if (first) s.first_tx = now;
         s.tx_bytes += len;
@@ -303,9 +342,11 @@ bool GenNic::send_data(Nanos now) {
         ++c_.tx_frames;
         c_.tx_bytes += frame_len;
         sim_.transmit(id_, 0, h);
-        return true;
-    }
-    return false;
+        sent = true;
+        return false;  // one packet
+    };
+    if (sched_.for_due(kSendKey, now, rr_, n, send_from)) sched_.for_due(kSendKey, now, 0, rr_, send_from);
+    return sent;
 }
 
 void GenNic::rearm(Nanos now) {
@@ -314,12 +355,10 @@ void GenNic::rearm(Nanos now) {
     if (stall_at_ != Nanos::max()) t = std::max(free_at, stuck_.next() == Nanos::max() ? stall_at_ : stuck_.next());
     const bool stalled = now >= stall_at_;
     if (!stalled && cnp_head_ < cnp_queue_.size()) t = std::min(t, free_at);
-    for (const TxFlow& f : tx_) {
-        t = std::min(t, f.cc.next_timer());
-        if (stalled || f.sent >= f.spec.size.v) continue;
-        Nanos ready = std::max({f.spec.start, f.cc.next_send_time(), pause_.until(), free_at});
-        t = std::min(t, ready);
-    }
+    flush_sched();
+    t = std::min(t, sched_.min(kTimerKey));
+    if (!stalled && sched_.min(kSendKey) != Nanos::max())
+        t = std::min(t, std::max({sched_.min(kSendKey), pause_.until(), free_at}));
     if (t == Nanos::max())
         sim_.cancel_timer(id_);
     else if (t != sim_.timer(id_))

@@ -19,6 +19,7 @@
 
 #include "cc/cc.hpp"
 #include "cc/dcqcn_np.hpp"
+#include "common/slot_sched.hpp"
 #include "common/units.hpp"
 #include "dataplane/wire/packet.hpp"
 #include "dataplane/wire/pause.hpp"
@@ -156,6 +157,18 @@ private:
         wire::IpAddr peer_ip;
     };
 
+    // Per tx flow (slot i is tx_[i]), when on_timer must look at it (its
+    // congestion control's timer) and when send_data may send from it (its
+    // start and pacing passed, bytes left): the scans visit only those due,
+    // in flow order, not all of a NIC's flows (255 in a 256-NIC
+    // all-to-all). Whatever changes a flow's cc or bytes sent marks its slot.
+    enum SchedKey : uint8_t { kTimerKey, kSendKey, kSchedKeys };
+    using Sched = SlotSched<kSchedKeys>;
+    Sched::Times times(const TxFlow& t) const;
+    void flush_sched();
+    TxFlow* find_tx(uint32_t flow);
+    const TxFlow* find_tx(uint32_t flow) const;
+
     void try_send(Nanos now);
     bool send_cnp(Nanos now);
     bool send_data(Nanos now);
@@ -185,6 +198,8 @@ private:
     StuckPause stuck_;
     std::vector<uint32_t> rx_index_;  // flow -> index into rx_, or UINT32_MAX
     std::vector<uint32_t> cnp_queue_;  // flows owed a CNP, FIFO
+    Sched sched_;
+    std::vector<std::pair<uint32_t, uint32_t>> tx_by_flow_;  // (flow, index into tx_), sorted
     NicPause pause_;
     NicCounters c_;
     const NicSpec spec_;

@@ -1,31 +1,18 @@
-// When each QP slot of an engine next has something for each of the engine's
-// scans to do, in a min tree over the slots.
+// The transport engine's slot times (common/slot_sched.hpp), one slot per QP.
 //
 // The engine answers next_timer() and tx_pending() after every event, and
 // on_timer() and tx_burst() act on a few QPs each; a fabric NIC may hold
-// hundreds of QPs. Per slot and per key the tree keeps a time from which
-// that scan must look at the slot (Nanos::max(): never), a pure function of
-// the QP's state. Whoever may change a QP marks its slot; the engine
-// recomputes the marked slots (flush) before it reads the tree. Then
-// min(key) is the earliest such time over all slots, and for_due() visits
-// the slots whose time has come, in slot order, as a scan of every slot
-// would: a slot the walk passes by is one the scan would have found nothing
-// to do at.
-//
-// Plain data: no allocation but when the slot count grows (create_qp).
+// hundreds of QPs. Whoever may change a QP marks its slot; the engine
+// recomputes the marked slots before it reads the tree.
 #pragma once
 
-#include <algorithm>
-#include <array>
 #include <cstdint>
-#include <vector>
 
-#include "common/units.hpp"
+#include "common/slot_sched.hpp"
 
 namespace rocemu::transport {
 
-class QpSched {
-public:
+struct QpSchedKeys {
     enum Key : uint8_t {
         Timer,    // next_timer()'s contribution
         Wake,     // on_timer() has something to do
@@ -34,87 +21,8 @@ public:
         Send,     // tx_burst()'s data round has something to do (send, or see a pacing gate pass)
         kKeys
     };
-    using Times = std::array<Nanos, kKeys>;
-    static constexpr Nanos kAlways{INT64_MIN};
-    static constexpr Times kNever{Nanos::max(), Nanos::max(), Nanos::max(), Nanos::max(), Nanos::max()};
-
-    QpSched() { resize(1); }
-
-    // Room for `slots` slots (never shrinks); new slots are never due.
-    void resize(uint32_t slots) {
-        if (slots <= leaves_) return;
-        uint32_t p = leaves_ ? leaves_ : 1;
-        while (p < slots) p *= 2;
-        std::vector<Times> old(2 * size_t{p}, kNever);
-        old.swap(tree_);
-        for (uint32_t s = 0; s < leaves_; ++s) tree_[p + s] = old[leaves_ + s];
-        for (uint32_t i = p - 1; i >= 1; --i) tree_[i] = lower(tree_[2 * i], tree_[2 * i + 1]);
-        leaves_ = p;
-        dirty_flag_.resize(p, 0);
-        dirty_.reserve(p);
-    }
-
-    // The slot's QP may have changed (or is gone): recompute it at the next flush.
-    void mark(uint32_t slot) {
-        if (dirty_flag_[slot]) return;
-        dirty_flag_[slot] = 1;
-        dirty_.push_back(slot);
-    }
-    bool marked_any() const { return !dirty_.empty(); }
-
-    // Recomputes every marked slot: times(slot) returns its Times.
-    template <typename F>
-    void flush(F&& times) {
-        for (const uint32_t s : dirty_) {
-            dirty_flag_[s] = 0;
-            set(s, times(s));
-        }
-        dirty_.clear();
-    }
-
-    Nanos min(Key k) const { return tree_[1][k]; }
-    const Times& at(uint32_t slot) const { return tree_[leaves_ + slot]; }
-
-    // Calls f(slot) for each slot in [lo, hi) whose time for `k` is <= now,
-    // in slot order, until f returns false (then returns false). The times
-    // are those of the last flush.
-    template <typename F>
-    bool for_due(Key k, Nanos now, uint32_t lo, uint32_t hi, F&& f) const {
-        if (lo >= hi || tree_[1][k] > now) return true;
-        return walk(k, 1, 0, leaves_, now, lo, hi, f);
-    }
-
-private:
-    static Times lower(const Times& a, const Times& b) {
-        Times m;
-        for (int k = 0; k < kKeys; ++k) m[k] = std::min(a[k], b[k]);
-        return m;
-    }
-
-    void set(uint32_t slot, const Times& t) {
-        uint32_t i = leaves_ + slot;
-        if (tree_[i] == t) return;
-        tree_[i] = t;
-        // Up while a minimum changes.
-        for (i /= 2; i >= 1; i /= 2) {
-            const Times m = lower(tree_[2 * i], tree_[2 * i + 1]);
-            if (tree_[i] == m) break;
-            tree_[i] = m;
-        }
-    }
-
-    template <typename F>
-    bool walk(Key k, uint32_t node, uint32_t nlo, uint32_t nhi, Nanos now, uint32_t lo, uint32_t hi, F& f) const {
-        if (nhi <= lo || nlo >= hi || tree_[node][k] > now) return true;
-        if (nhi - nlo == 1) return f(nlo);
-        const uint32_t mid = nlo + (nhi - nlo) / 2;
-        return walk(k, 2 * node, nlo, mid, now, lo, hi, f) && walk(k, 2 * node + 1, mid, nhi, now, lo, hi, f);
-    }
-
-    uint32_t leaves_ = 0;      // a power of two
-    std::vector<Times> tree_;  // node i's children are 2i and 2i+1; slot s is node leaves_ + s
-    std::vector<uint8_t> dirty_flag_;
-    std::vector<uint32_t> dirty_;
 };
+
+class QpSched : public QpSchedKeys, public SlotSched<QpSchedKeys::kKeys> {};
 
 }  // namespace rocemu::transport
