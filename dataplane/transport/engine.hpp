@@ -350,7 +350,8 @@ private:
     void flush_sched() const;
     void check_sched() const;
     uint32_t qp_count_ = 0;
-    uint32_t tx_rr_ = 0;
+    uint32_t ctl_rr_ = 0;   // tx_burst's round robins: the slot after the last QP that sent control,
+    uint32_t data_rr_ = 0;  // and data
     uint8_t key_gen_ = 0;
     wire::RocePacket rx_pkt_, tx_pkt_;  // scratch: the frame being parsed, the frame being built
     wire::AckIcrc rx_ack_icrc_;

@@ -169,22 +169,30 @@ uint32_t Engine::tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx) {
     uint32_t n = 0;
     const uint32_t nq = static_cast<uint32_t>(qps_.size());
     if (nq == 0) return 0;
-    const uint32_t start = tx_rr_++ % nq;
+    // Round robin, control and data each on its own: from the QP after the
+    // last that sent one of its kind. (A start that moved one slot per call
+    // gave a NIC that sends a frame per call to the first busy QP after every
+    // idle slot: with a fabric NIC's receiving QPs after its sending ones,
+    // its first flow took most of its line rate and the all-to-all became a
+    // rolling incast; a shared pointer moved by ACKs did the same.)
     sync();
-    // Round-robin from `start` over the slots due for `k`, as a pass over
+    // Round-robin from `rr` over the slots due for `k`, as a pass over
     // every slot in that order would find them (the times are those at the
     // call: a QP changes only when visited, and visiting one more is harmless).
-    const auto rotate = [&](QpSched::Key k, auto&& f) {
+    const auto rotate = [&](QpSched::Key k, uint32_t& rr, auto&& f) {
+        const uint32_t start = rr % nq;
         const auto g = [&](uint32_t slot) {
             if (n >= frames.size()) return false;
             touch(slot);
+            const uint32_t before = n;
             f(*qps_[slot]);
+            if (n != before) rr = slot + 1;
             return true;
         };
         sched_.for_due(k, now, start, nq, g) && sched_.for_due(k, now, 0, start, g);
     };
     // Control first: it is small and unblocks the peer's requester.
-    rotate(QpSched::Control, [&](Qp& qp) {
+    rotate(QpSched::Control, ctl_rr_, [&](Qp& qp) {
         while (n < frames.size()) {
             if (qp.cnp_pending) {
                 if (!build_cnp(qp, frames[n])) break;
@@ -200,7 +208,7 @@ uint32_t Engine::tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx) {
     bool progress = true;
     while (progress && n < frames.size()) {
         progress = false;
-        rotate(QpSched::Send, [&](Qp& qp) {
+        rotate(QpSched::Send, data_rr_, [&](Qp& qp) {
             if (now < qp.next_send) return;
             qp.gate_armed = false;
             bool sent = false;

@@ -616,6 +616,57 @@ TEST_F(TransportRc, CeMarkedPacketsTriggerRateLimitedCnp) {
 // EngineConfig::cached_write_max) or streaming ones: a WRITE ONLY (placed
 // after its ICRC check) and FIRST, MIDDLE and LAST packets (the continuations
 // placed while their ICRC is computed), with the bytes around them untouched.
+// A NIC that takes one frame per tx_burst call (the fabric's, and a paced
+// DPDK NIC's) shares its line evenly among its busy QPs, whatever idle QPs
+// follow them: the round robin goes on from the QP after the last that sent.
+// (A start that moved one slot per call gave the first busy QP every call
+// that started among the idle ones: 7 frames in 8 here.)
+TEST(TransportTx, OneFramePerCallAlternatesBetweenTheBusyQps) {
+    Loop L;
+    Side a[2], b[2];
+    std::vector<uint8_t> mem[2];
+    MrHandle mr[2];
+    // Another QP on a side's PD and CQs.
+    const auto another = [&](int i) {
+        QpInitAttr ia;
+        ia.pd = a[i].pd;
+        ia.send_cq = a[i].scq;
+        ia.recv_cq = a[i].rcq;
+        auto r = L[i].create_qp(ia);
+        EXPECT_TRUE(r.ok()) << r.error.msg;
+        return Side{a[i].pd, a[i].scq, a[i].rcq, r.value};
+    };
+    for (int i = 0; i < 2; ++i) {
+        a[i] = make_side(L[i]);
+        b[i] = another(i);
+        mem[i].assign(1 << 20, static_cast<uint8_t>(i));
+        mr[i] = L[i].reg_mr(a[i].pd, mem[i].data(), mem[i].size(), kLocalWrite | kRemoteWrite).value;
+    }
+    connect(L, a);
+    connect(L, b);
+    for (int k = 0; k < 6; ++k) another(0);  // idle slots after the busy ones: never due
+    for (const Side* s : {a, b}) {
+        SendWr w = make_wr(1, WrOpcode::RdmaWrite, mem[0].data(), 64 << 10, mr[0].lkey);
+        w.remote_addr = reinterpret_cast<uint64_t>(mem[1].data());
+        w.rkey = mr[1].rkey;
+        ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    }
+    std::vector<uint8_t> buf(Engine::kMinTxBuf);
+    uint32_t from_a = 0, from_b = 0;
+    Qpn last{};
+    for (int call = 0; call < 40; ++call) {
+        TxFrame fr;
+        fr.buf = buf;
+        ASSERT_EQ(L[0].tx_burst(std::span(&fr, 1), L.now, L.fx[0]), 1u);
+        EXPECT_NE(fr.qpn, last) << "call " << call;
+        last = fr.qpn;
+        from_a += fr.qpn == a[0].qpn;
+        from_b += fr.qpn == b[0].qpn;
+    }
+    EXPECT_EQ(from_a, 20u);
+    EXPECT_EQ(from_b, 20u);
+}
+
 TEST(TransportWrite, PlainAndStreamingStoresPlaceTheSameBytes) {
     constexpr size_t kMem = 1 << 16;
     for (const uint64_t cached_max : {uint64_t{0}, uint64_t{1} << 30}) {
