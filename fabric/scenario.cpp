@@ -687,16 +687,30 @@ void write_sweep_csv(const std::string& path, std::span<const SweepRow> rows) {
     const std::string tmp = path + ".tmp";
     {
         std::ofstream out(tmp);
-        out << "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes\n";
+        out << "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes,unfinished_flows\n";
         for (const SweepRow& r : rows)
-            out << fmt::format("{},{:.3f},{:.4f},{:.4f},{},{},{},{},\"{}\"\n", r.size.v, r.time.us(), r.algbw_gbs,
-                               r.busbw_gbs, r.pfc, r.ecn, r.cnp, r.drops, format_drop_counts(r.drop_causes));
+            out << fmt::format("{},{:.3f},{:.4f},{:.4f},{},{},{},{},\"{}\",{}\n", r.size.v, r.time.us(), r.algbw_gbs,
+                               r.busbw_gbs, r.pfc, r.ecn, r.cnp, r.drops, format_drop_counts(r.drop_causes),
+                               r.unfinished);
         if (!out.flush()) throw std::runtime_error(fmt::format("cannot write {}", tmp));
     }
     std::filesystem::rename(tmp, path);
 }
 
 }  // namespace
+
+SweepLimits sweep_limits(const Topology& topo, std::span<const FlowSpec> flows) {
+    std::vector<uint64_t> sent(topo.nic_count()), received(topo.nic_count());
+    uint64_t busiest = 0;
+    for (const FlowSpec& f : flows) {
+        busiest = std::max(busiest, sent[f.src] += f.size.v);
+        busiest = std::max(busiest, received[f.dst] += f.size.v);
+    }
+    const Nanos at_line_rate = topo.cfg.host_link.speed.serialise(Bytes{busiest});
+    const Nanos tick = Nanos::from_us(50);
+    if (at_line_rate <= Nanos::from_ms(100)) return {Nanos::from_s(1), tick};
+    return {at_line_rate * 10, Nanos{std::max<int64_t>(1, at_line_rate.v / 200 / tick.v) * tick.v}};
+}
 
 std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes,
                                 const ScenarioOptions& opts, std::vector<std::string>* files) {
@@ -712,7 +726,9 @@ std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const
         w.pattern = p;
         w.size = size;
         w.incast_target = topo.nic_count() - 1;
-        Variant v{fmt::format("{}B", size.v), topo, make_flows(topo, w, rng), Nanos::from_s(1), Nanos::from_us(50)};
+        std::vector<FlowSpec> flows = make_flows(topo, w, rng);
+        const SweepLimits lim = sweep_limits(topo, flows);
+        Variant v{fmt::format("{}B", size.v), topo, std::move(flows), lim.limit, lim.sample_every};
         Outcome out;
         try {
             out = run.run(v, sink);
@@ -722,7 +738,11 @@ std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const
         SweepRow r;
         r.size = size;
         r.time = out.completion();
-        const double secs = r.time.seconds();
+        r.flows = static_cast<uint32_t>(out.stats.size());
+        r.limit = lim.limit;
+        for (const FlowStats& s : out.stats) r.unfinished += s.done ? 0 : 1;
+        if (r.unfinished != 0) r.time = out.end;
+        const double secs = r.unfinished != 0 ? 0 : r.time.seconds();
         const double moved = p == Pattern::Incast ? static_cast<double>(out.rx_bytes()) : static_cast<double>(size.v);
         r.algbw_gbs = secs > 0 ? moved / secs / 1e9 : 0;
         r.busbw_gbs = r.algbw_gbs * busbw_factor(p, ranks);
@@ -752,6 +772,11 @@ std::string format_sweep(Pattern p, std::span<const SweepRow> rows) {
     // `nic drop_stale_response`), on a lossy one the switches' queues.
     std::string causes;
     for (const SweepRow& r : rows) {
+        if (r.unfinished != 0)
+            causes += fmt::format(
+                "# {} B did not finish: {} of {} flows still incomplete at the {:.0f} ms simulated limit (algbw and "
+                "busbw left at 0)\n",
+                r.size.v, r.unfinished, r.flows, r.limit.ms());
         if (r.drop_causes.empty()) continue;
         causes += fmt::format("# drops at {} B: {}\n", r.size.v, format_drop_counts(r.drop_causes));
     }

@@ -64,7 +64,22 @@ struct SweepRow {
     uint64_t pfc = 0, ecn = 0, cnp = 0;
     uint64_t drops = 0;
     std::vector<DropCount> drop_causes;  // `drops` by cause
+    // Flows whose last byte had not arrived when the run reached its
+    // simulated-time limit (`limit`): then time is the limit and algbw and
+    // busbw are 0, not a rate of bytes that never arrived.
+    uint32_t unfinished = 0;
+    uint32_t flows = 0;
+    Nanos limit{};
 };
+// The simulated-time limit of a sweep's run and its sampling period: at least
+// 1 s and 50 us, and for sizes whose busiest NIC needs longer at line rate
+// than 100 ms, 10 times that time and a 200th of it (64 GiB ring all-reduce
+// on 100G: 90 s, 45 ms).
+struct SweepLimits {
+    Nanos limit;
+    Nanos sample_every;
+};
+SweepLimits sweep_limits(const Topology& topo, std::span<const FlowSpec> flows);
 // `files` (if set) receives the report files the sweep wrote. With an
 // out_dir, <workload>_sweep.csv holds the rows (the table's columns, then
 // the drops by cause), rewritten after each size, so a stopped or killed

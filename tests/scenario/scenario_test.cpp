@@ -155,6 +155,77 @@ TEST(FabricScenario, TheSweepTableNamesWhatTheDropsWere) {
     EXPECT_EQ(t.find("# drops at 65536"), std::string::npos) << t;
 }
 
+// A size that does not finish within the run's simulated-time limit says
+// so under the table and in the CSV, with algbw and busbw at 0, instead of a
+// rate computed from the limit (a 64 GiB ring all-reduce on the default
+// fabric printed 68.72 GB/s at the old fixed 1 s limit). Here the stuck
+// receiver of the PFC storm never lets a flow finish.
+TEST(FabricScenario, AnUnfinishedSizeIsReportedAsSuchNotAsARate) {
+    SweepRow stuck;
+    stuck.size = Bytes{1 << 20};
+    stuck.time = Nanos::from_s(1);
+    stuck.unfinished = 3;
+    stuck.flows = 56;
+    stuck.limit = Nanos::from_s(1);
+    const SweepRow rows[] = {stuck};
+    const std::string t = format_sweep(Pattern::RingAllReduce, rows);
+    EXPECT_NE(t.find("\n# 1048576 B did not finish: 3 of 56 flows still incomplete at the 1000 ms simulated limit "
+                     "(algbw and busbw left at 0)\n"),
+              std::string::npos)
+        << t;
+
+    // Spine links at 1 Gbit/s under 100G hosts: the limit (from the hosts'
+    // line rate) comes long before 1 GiB has crossed them.
+    FabricConfig cfg = *parse_fabric_config(slurp(ROCEMU_SOURCE_DIR "/configs/fabrics/default.yaml"), "default.yaml")
+                            .config;
+    cfg.fabric_link.speed = BitsPerSec::gbps(1);
+    const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "fabric_unfinished";
+    std::filesystem::remove_all(dir);
+    ScenarioOptions o;
+    o.out_dir = dir.string();
+    const Bytes sizes[] = {Bytes{64 << 10}, Bytes{1 << 30}};
+    const auto got = run_sweep(generate(cfg), Pattern::RingAllReduce, sizes, o);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].unfinished, 0u);
+    EXPECT_GT(got[0].algbw_gbs, 0);
+    EXPECT_EQ(got[1].unfinished, 8u);
+    EXPECT_EQ(got[1].flows, 8u);
+    EXPECT_GT(got[1].limit, Nanos::from_s(1));
+    EXPECT_EQ(got[1].time, got[1].limit);
+    EXPECT_EQ(got[1].algbw_gbs, 0);
+    EXPECT_EQ(got[1].busbw_gbs, 0);
+    const std::string csv = slurp(dir / "ring_allreduce_sweep.csv");
+    EXPECT_NE(csv.find("\n1073741824,"), std::string::npos) << csv;
+    EXPECT_EQ(csv.substr(csv.size() - 3), ",8\n") << csv;
+    EXPECT_NE(format_sweep(Pattern::RingAllReduce, got).find("# 1073741824 B did not finish: 8 of 8 flows"),
+              std::string::npos);
+}
+
+// The limits scale with the busiest NIC's bytes at line rate: small sizes
+// keep 1 s and 50 us samples; a 64 GiB ring all-reduce on the default fabric
+// (8 ranks, 112 GiB through each NIC at 100 Gbit/s, about 9.6 s) gets ten
+// times that and 200 samples' worth.
+TEST(FabricSweep, LimitsGrowWithTheBusiestNicsBytes) {
+    const FabricConfig cfg = *parse_fabric_config(slurp(ROCEMU_SOURCE_DIR "/configs/fabrics/default.yaml"),
+                                                  "default.yaml")
+                                  .config;
+    const Topology topo = generate(cfg);
+    Rng rng(1);
+    Workload w;
+    w.pattern = Pattern::RingAllReduce;
+    w.size = Bytes{16 << 20};
+    const SweepLimits small = sweep_limits(topo, make_flows(topo, w, rng));
+    EXPECT_EQ(small.limit, Nanos::from_s(1));
+    EXPECT_EQ(small.sample_every, Nanos::from_us(50));
+    w.size = Bytes{uint64_t{64} << 30};
+    const SweepLimits big = sweep_limits(topo, make_flows(topo, w, rng));
+    const Nanos line = cfg.host_link.speed.serialise(Bytes{(uint64_t{64} << 30) / 8 * 14});  // 2(n-1) steps of size/n
+    EXPECT_EQ(big.limit, line * 10);
+    EXPECT_GE(big.sample_every.v, line.v / 200 - 50000);
+    EXPECT_LE(big.sample_every.v, line.v / 200);
+    EXPECT_EQ(big.sample_every.v % 50000, 0);
+}
+
 // A size that completes in less than one sampling period (64 KiB all-to-all
 // over 400 Gbit/s: about 9 us, samples every 50 us) still gets a row, at the
 // run's end, in every CSV, so its plots have data to draw; and a plot of
@@ -265,10 +336,10 @@ TEST(FabricSweep, WritesItsRowsAsTheyFinishAndAStopKeepsTheFinishedSizes) {
     };
     const std::filesystem::path csv = dir / "ring_allreduce_sweep.csv";
     const auto line = [](const SweepRow& r) {
-        return fmt::format("{},{:.3f},{:.4f},{:.4f},{},{},{},{},\"{}\"", r.size.v, r.time.us(), r.algbw_gbs,
-                           r.busbw_gbs, r.pfc, r.ecn, r.cnp, r.drops, format_drop_counts(r.drop_causes));
+        return fmt::format("{},{:.3f},{:.4f},{:.4f},{},{},{},{},\"{}\",{}", r.size.v, r.time.us(), r.algbw_gbs,
+                           r.busbw_gbs, r.pfc, r.ecn, r.cnp, r.drops, format_drop_counts(r.drop_causes), r.unfinished);
     };
-    const std::string header = "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes\n";
+    const std::string header = "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes,unfinished_flows\n";
 
     const Bytes two[] = {Bytes{64 << 10}, Bytes{1 << 20}};
     std::vector<std::string> files;
