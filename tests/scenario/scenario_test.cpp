@@ -23,6 +23,33 @@ ScenarioResult run(std::string_view name, uint64_t seed) {
     return run_scenario(name, o);
 }
 
+std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// A fabric of configs/fabrics/.
+FabricConfig shipped(const std::string& file) {
+    return *parse_fabric_config(slurp(ROCEMU_SOURCE_DIR "/configs/fabrics/" + file), file).config;
+}
+
+// One all-to-all of `size` on an RC fabric, then on the same fabric with the
+// generator NIC model (no ACKs, flows strictly in turn).
+struct BothModels {
+    SweepRow rc, gen;
+};
+BothModels all_to_all_on_both_models(const std::string& file, Bytes size) {
+    FabricConfig cfg = shipped(file);
+    EXPECT_EQ(cfg.nic.model, NicModel::Rc);
+    const Bytes sizes[] = {size};
+    const auto rc = run_sweep(generate(cfg), Pattern::AllToAll, sizes, {});
+    cfg.nic.model = NicModel::Generator;
+    const auto gen = run_sweep(generate(cfg), Pattern::AllToAll, sizes, {});
+    EXPECT_EQ(rc.size(), 1u);
+    EXPECT_EQ(gen.size(), 1u);
+    return rc.empty() || gen.empty() ? BothModels{} : BothModels{rc[0], gen[0]};
+}
+
 // Seeds 1-8 and 34: with one draw of source ports, seed 34 put every
 // reduced-size flow on its own spine (ECMP 97.8%, verdict FAIL); the mean of
 // the scenario's draws is what the claim is about.
@@ -107,11 +134,6 @@ TEST(FabricScenario, RailOptimisedRingsStayOffTheSpines) {
     }
 }
 
-std::string slurp(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
-
 TEST(FabricScenario, SameSeedGivesByteIdenticalReportsAndPcaps) {
     const std::filesystem::path base = std::filesystem::path(::testing::TempDir()) / "fabric_scenario_det";
     std::filesystem::remove_all(base);
@@ -176,8 +198,7 @@ TEST(FabricScenario, AnUnfinishedSizeIsReportedAsSuchNotAsARate) {
 
     // Spine links at 1 Gbit/s under 100G hosts: the limit (from the hosts'
     // line rate) comes long before 1 GiB has crossed them.
-    FabricConfig cfg = *parse_fabric_config(slurp(ROCEMU_SOURCE_DIR "/configs/fabrics/default.yaml"), "default.yaml")
-                            .config;
+    FabricConfig cfg = shipped("default.yaml");
     cfg.fabric_link.speed = BitsPerSec::gbps(1);
     const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "fabric_unfinished";
     std::filesystem::remove_all(dir);
@@ -206,9 +227,7 @@ TEST(FabricScenario, AnUnfinishedSizeIsReportedAsSuchNotAsARate) {
 // (8 ranks, 112 GiB through each NIC at 100 Gbit/s, about 9.6 s) gets ten
 // times that and 200 samples' worth.
 TEST(FabricSweep, LimitsGrowWithTheBusiestNicsBytes) {
-    const FabricConfig cfg = *parse_fabric_config(slurp(ROCEMU_SOURCE_DIR "/configs/fabrics/default.yaml"),
-                                                  "default.yaml")
-                                  .config;
+    const FabricConfig cfg = shipped("default.yaml");
     const Topology topo = generate(cfg);
     Rng rng(1);
     Workload w;
@@ -233,9 +252,7 @@ TEST(FabricSweep, LimitsGrowWithTheBusiestNicsBytes) {
 TEST(FabricScenario, ASweepShorterThanASamplePeriodStillWritesARow) {
     const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "fabric_short_sweep";
     std::filesystem::remove_all(dir);
-    const FabricConfig cfg = *parse_fabric_config(slurp(ROCEMU_SOURCE_DIR "/configs/fabrics/leaf-spine-400g.yaml"),
-                                                  "leaf-spine-400g.yaml")
-                                  .config;
+    const FabricConfig cfg = shipped("leaf-spine-400g.yaml");
     ScenarioOptions o;
     o.out_dir = dir.string();
     const Bytes sizes[] = {Bytes{64 << 10}};
@@ -278,22 +295,11 @@ TEST(FabricScenario, ASweepShorterThanASamplePeriodStillWritesARow) {
 // duplicates answered showed as ghost responses. Held against the
 // generator model (no ACKs) on the same fabric and flows.
 TEST(FabricScenario, AnRcAllToAllOnTheOversubscribedFabricLosesNoAck) {
-    FabricConfig cfg = *parse_fabric_config(slurp(ROCEMU_SOURCE_DIR "/configs/fabrics/leaf-spine-400g.yaml"),
-                                            "leaf-spine-400g.yaml")
-                            .config;
-    ASSERT_EQ(cfg.nic.model, NicModel::Rc);
-    const Bytes sizes[] = {Bytes{4 << 20}};
-    const auto rc = run_sweep(generate(cfg), Pattern::AllToAll, sizes, {});
-    cfg.nic.model = NicModel::Generator;
-    const auto gen = run_sweep(generate(cfg), Pattern::AllToAll, sizes, {});
-    ASSERT_EQ(rc.size(), 1u);
-    ASSERT_EQ(gen.size(), 1u);
-    EXPECT_GT(rc[0].ecn, 0u);  // the queues did reach WRED's range
-    EXPECT_EQ(rc[0].drops, 0u);
-    std::string causes;
-    for (const auto& d : rc[0].drop_causes) causes += fmt::format("{} {}; ", d.cause, d.count);
-    EXPECT_TRUE(rc[0].drop_causes.empty()) << causes;
-    EXPECT_LT(rc[0].time.v, 2 * gen[0].time.v) << rc[0].time.us() << " us against the generator's " << gen[0].time.us();
+    const BothModels m = all_to_all_on_both_models("leaf-spine-400g.yaml", Bytes{4 << 20});
+    EXPECT_GT(m.rc.ecn, 0u);  // the queues did reach WRED's range
+    EXPECT_EQ(m.rc.drops, 0u);
+    EXPECT_EQ(format_drop_counts(m.rc.drop_causes), "");
+    EXPECT_LT(m.rc.time.us(), 2 * m.gen.time.us());
 }
 
 // On a non-blocking fabric an RC all-to-all runs as fast as the generator's
@@ -304,19 +310,11 @@ TEST(FabricScenario, AnRcAllToAllOnTheOversubscribedFabricLosesNoAck) {
 // instead of 1207 here (PFC 0 but 15390 ECN marks; 64 hosts: 2.2x and
 // 108412 pauses).
 TEST(FabricScenario, AnRcAllToAllKeepsPaceWithTheGenerator) {
-    FabricConfig cfg = *parse_fabric_config(slurp(ROCEMU_SOURCE_DIR "/configs/fabrics/default.yaml"), "default.yaml")
-                            .config;
-    ASSERT_EQ(cfg.nic.model, NicModel::Rc);
-    const Bytes sizes[] = {Bytes{16 << 20}};
-    const auto rc = run_sweep(generate(cfg), Pattern::AllToAll, sizes, {});
-    cfg.nic.model = NicModel::Generator;
-    const auto gen = run_sweep(generate(cfg), Pattern::AllToAll, sizes, {});
-    ASSERT_EQ(rc.size(), 1u);
-    ASSERT_EQ(gen.size(), 1u);
-    EXPECT_LT(rc[0].time.us(), 1.05 * gen[0].time.us());
-    EXPECT_EQ(rc[0].pfc, 0u);
-    EXPECT_LT(rc[0].ecn, 100u);
-    EXPECT_EQ(rc[0].drops, 0u);
+    const BothModels m = all_to_all_on_both_models("default.yaml", Bytes{16 << 20});
+    EXPECT_LT(m.rc.time.us(), 1.05 * m.gen.time.us());
+    EXPECT_EQ(m.rc.pfc, 0u);
+    EXPECT_LT(m.rc.ecn, 100u);
+    EXPECT_EQ(m.rc.drops, 0u);
 }
 
 // The sweep's rows go to <workload>_sweep.csv as each size finishes, in the
