@@ -228,26 +228,28 @@ void Fabric::for_each_drop(F&& f) const {
         for (std::size_t p = 0; p < core.num_ports(); ++p) {
             const sw::PortCounters& pc = core.port_counters(static_cast<sw::PortId>(p));
             for (std::size_t r = 0; r < pc.drops.size(); ++r)
-                f("switch", sw::drop_reason_name(static_cast<sw::DropReason>(r)), pc.drops[r]);
+                f("switch", sw::drop_reason_name(static_cast<sw::DropReason>(r)), pc.drops[r], false);
         }
-        f("switch", "not_ip", s->counters().not_ip_drops);
-        f("switch", "bad_pfc", s->counters().bad_pfc_drops);
-        f("switch", "pool_empty", s->counters().pool_empty_drops);
+        f("switch", "not_ip", s->counters().not_ip_drops, false);
+        f("switch", "bad_pfc", s->counters().bad_pfc_drops, false);
+        f("switch", "pool_empty", s->counters().pool_empty_drops, false);
     }
     for (const auto& n : rc_nics_) {
         const transport::Counters& e = n->engine().counters();
-        for (std::size_t r = 0; r < e.drops.size(); ++r)
-            f("nic", transport::to_string(static_cast<transport::DropReason>(r)), e.drops[r]);
-        f("nic", "pool_empty", n->counters().pool_empty_drops);
-        f("nic", "stalled", n->counters().stalled_drops);
+        for (std::size_t r = 0; r < e.drops.size(); ++r) {
+            const auto why = static_cast<transport::DropReason>(r);
+            f("nic", transport::to_string(why), e.drops[r], transport::is_ignored_response(why));
+        }
+        f("nic", "pool_empty", n->counters().pool_empty_drops, false);
+        f("nic", "stalled", n->counters().stalled_drops, false);
     }
     for (const auto& n : nics_) {
         const NicCounters& c = n->counters();
-        f("nic", "bad_frame", c.bad_frame_drops);
-        f("nic", "unknown_qp", c.unknown_qp_drops);
-        f("nic", "stalled", c.stalled_drops);
-        f("nic", "pool_empty", c.pool_empty_drops);
-        f("nic", "cnp_queue", c.cnp_queue_drops);
+        f("nic", "bad_frame", c.bad_frame_drops, false);
+        f("nic", "unknown_qp", c.unknown_qp_drops, false);
+        f("nic", "stalled", c.stalled_drops, false);
+        f("nic", "pool_empty", c.pool_empty_drops, false);
+        f("nic", "cnp_queue", c.cnp_queue_drops, false);
     }
 }
 
@@ -285,17 +287,17 @@ Totals Fabric::totals() const {
             if (topo_.links[i].fabric) t.fabric_link_bytes += lc.tx_bytes;
         }
     }
-    for_each_drop([&](std::string_view side, std::string_view, uint64_t n) {
-        (side == "switch" ? t.switch_drops : t.nic_drops) += n;
+    for_each_drop([&](std::string_view side, std::string_view, uint64_t n, bool ignored) {
+        (ignored ? t.ignored_responses : side == "switch" ? t.switch_drops : t.nic_drops) += n;
     });
     t.sim_events = sim_.counters().events;
     return t;
 }
 
-std::vector<DropCount> Fabric::drop_reasons() const {
+std::vector<DropCount> Fabric::drop_reasons(bool ignored) const {
     std::vector<DropCount> out;
-    for_each_drop([&](std::string_view side, std::string_view cause, uint64_t n) {
-        if (n == 0) return;
+    for_each_drop([&](std::string_view side, std::string_view cause, uint64_t n, bool is_ignored) {
+        if (n == 0 || is_ignored != ignored) return;
         const std::string name = fmt::format("{} {}", side, cause);
         for (DropCount& d : out)
             if (d.cause == name) {

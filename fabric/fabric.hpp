@@ -31,6 +31,7 @@ struct Totals {
     uint64_t switch_drops = 0;    // every reason
     uint64_t watchdog_drops = 0;  // PFC watchdog's share of switch_drops
     uint64_t nic_drops = 0;
+    uint64_t ignored_responses = 0;  // ACKs RC requesters discarded (late duplicates): nothing lost, not drops
     uint64_t fabric_link_bytes = 0;  // bytes carried by switch-to-switch links, both directions
     uint64_t sim_events = 0;
     uint64_t frames_delivered = 0;  // over every link
@@ -95,12 +96,15 @@ public:
     // Every switch's watchdog events, in time order.
     std::vector<SwitchEvent> events() const;
     // The drops of totals() by cause, causes with none left out, in a fixed
-    // order (switch causes, then the RC engines', then the NIC adapters').
-    std::vector<DropCount> drop_reasons() const;
+    // order (switch causes, then the RC engines', then the NIC adapters');
+    // with `ignored`, the responses RC requesters ignored instead
+    // (Totals::ignored_responses, "nic drop_ghost_response" ...).
+    std::vector<DropCount> drop_reasons(bool ignored = false) const;
 
 private:
-    // Calls f(side, cause, count) for every drop counter of the fabric, side
-    // "switch" or "nic": totals() sums them, drop_reasons() names them.
+    // Calls f(side, cause, count, ignored) for every drop counter of the
+    // fabric, side "switch" or "nic", `ignored` for the responses an RC
+    // requester ignores: totals() sums them, drop_reasons() names them.
     template <typename F>
     void for_each_drop(F&& f) const;
     void on_step_done(uint32_t flow, Nanos now) override;

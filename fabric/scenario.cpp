@@ -41,6 +41,7 @@ struct Outcome {
     std::string label;
     Totals totals;
     std::vector<DropCount> drop_causes;
+    std::vector<DropCount> ignored_causes;  // responses RC requesters ignored
     std::vector<FlowSpec> flows;
     std::vector<FlowStats> stats;
     Nanos end{};
@@ -173,6 +174,7 @@ public:
         o.label = v.label;
         o.totals = f.totals();
         o.drop_causes = f.drop_reasons();
+        o.ignored_causes = f.drop_reasons(true);
         o.flows = f.flows();
         o.stats = f.stats();
         o.end = f.now();
@@ -687,11 +689,12 @@ void write_sweep_csv(const std::string& path, std::span<const SweepRow> rows) {
     const std::string tmp = path + ".tmp";
     {
         std::ofstream out(tmp);
-        out << "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes,unfinished_flows\n";
+        out << "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes,ignored_responses,"
+               "unfinished_flows\n";
         for (const SweepRow& r : rows)
-            out << fmt::format("{},{:.3f},{:.4f},{:.4f},{},{},{},{},\"{}\",{}\n", r.size.v, r.time.us(), r.algbw_gbs,
-                               r.busbw_gbs, r.pfc, r.ecn, r.cnp, r.drops, format_drop_counts(r.drop_causes),
-                               r.unfinished);
+            out << fmt::format("{},{:.3f},{:.4f},{:.4f},{},{},{},{},\"{}\",{},{}\n", r.size.v, r.time.us(),
+                               r.algbw_gbs, r.busbw_gbs, r.pfc, r.ecn, r.cnp, r.drops,
+                               format_drop_counts(r.drop_causes), r.ignored_responses, r.unfinished);
         if (!out.flush()) throw std::runtime_error(fmt::format("cannot write {}", tmp));
     }
     std::filesystem::rename(tmp, path);
@@ -751,6 +754,8 @@ std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const
         r.cnp = out.totals.cnps;
         r.drops = out.totals.switch_drops + out.totals.nic_drops;
         r.drop_causes = out.drop_causes;
+        r.ignored_responses = out.totals.ignored_responses;
+        r.ignored_causes = out.ignored_causes;
         rows.push_back(r);
         if (!csv.empty()) write_sweep_csv(csv, rows);
     }
@@ -767,9 +772,8 @@ std::string format_sweep(Pattern p, std::span<const SweepRow> rows) {
     for (const SweepRow& r : rows)
         t.push_back({num(r.size.v), fmt::format("{:.1f}", r.time.us()), fmt::format("{:.2f}", r.algbw_gbs),
                      fmt::format("{:.2f}", r.busbw_gbs), num(r.pfc), num(r.ecn), num(r.cnp), num(r.drops)});
-    // What the #drops were: on a lossless fabric they are mostly benign (a
-    // spraying requester's late duplicate ACKs: `nic drop_ghost_response`,
-    // `nic drop_stale_response`), on a lossy one the switches' queues.
+    // What the #drops were, and apart from them the responses RC requesters
+    // ignored (a spraying requester's late duplicate ACKs: nothing lost).
     std::string causes;
     for (const SweepRow& r : rows) {
         if (r.unfinished != 0)
@@ -777,8 +781,11 @@ std::string format_sweep(Pattern p, std::span<const SweepRow> rows) {
                 "# {} B did not finish: {} of {} flows still incomplete at the {:.0f} ms simulated limit (algbw and "
                 "busbw left at 0)\n",
                 r.size.v, r.unfinished, r.flows, r.limit.ms());
-        if (r.drop_causes.empty()) continue;
-        causes += fmt::format("# drops at {} B: {}\n", r.size.v, format_drop_counts(r.drop_causes));
+        if (!r.drop_causes.empty())
+            causes += fmt::format("# drops at {} B: {}\n", r.size.v, format_drop_counts(r.drop_causes));
+        if (!r.ignored_causes.empty())
+            causes += fmt::format("# ignored ACKs at {} B: {} (late duplicates the requesters discarded; nothing lost)\n",
+                                  r.size.v, format_drop_counts(r.ignored_causes));
     }
     return fmt::format("# {}\n{}{}", pattern_name(p), format_table(t), causes);
 }

@@ -64,6 +64,11 @@ struct SweepRow {
     uint64_t pfc = 0, ecn = 0, cnp = 0;
     uint64_t drops = 0;
     std::vector<DropCount> drop_causes;  // `drops` by cause
+    // Responses RC requesters ignored (late duplicate ACKs of a spraying
+    // fabric: drop_ghost_response, drop_stale_response): nothing was lost,
+    // so not in `drops`.
+    uint64_t ignored_responses = 0;
+    std::vector<DropCount> ignored_causes;
     // Flows whose last byte had not arrived when the run reached its
     // simulated-time limit (`limit`): then time is the limit and algbw and
     // busbw are 0, not a rate of bytes that never arrived.

@@ -233,6 +233,12 @@ enum class DropReason : uint8_t {
     kCount,
 };
 const char* to_string(DropReason r);
+// A response the requester ignores (a late duplicate ACK, one for PSNs
+// already completed): counted as a drop reason, but nothing was lost. Run
+// reports keep these apart from drops.
+constexpr bool is_ignored_response(DropReason r) {
+    return r == DropReason::StaleResponse || r == DropReason::GhostResponse;
+}
 
 // Names and meaning follow rxe's hw_counters plus the mlx5 CNP counters.
 struct Counters {

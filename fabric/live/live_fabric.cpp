@@ -903,8 +903,7 @@ LiveTotals LiveFabric::totals(const std::vector<std::string>& rows) {
         // An ACK the requester ignores (a duplicate, or one for PSNs already
         // completed) loses nothing: counted apart.
         for (size_t i = 0; i < c.drops.size(); ++i) {
-            const bool ignored = i == static_cast<size_t>(transport::DropReason::StaleResponse) ||
-                                 i == static_cast<size_t>(transport::DropReason::GhostResponse);
+            const bool ignored = transport::is_ignored_response(static_cast<transport::DropReason>(i));
             (ignored ? t.ignored_responses : t.nic_drops) += c.drops[i];
         }
         for (const auto& [name, v] : h.ctx->port_counters())

@@ -62,7 +62,7 @@ cmp -s "$OUT/a/$pcap" "$OUT/c/$pcap" && fail "seeds 7 and 8 captured the same by
 
 # The sweep's rows as a CSV: a row per size, the times the table prints.
 csv=$OUT/a/ring_allreduce_sweep.csv
-[ "$(head -1 "$csv")" = "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes,unfinished_flows" ] ||
+[ "$(head -1 "$csv")" = "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes,ignored_responses,unfinished_flows" ] ||
   fail "sweep CSV header: $(head -1 "$csv")"
 [ "$(tail -n +2 "$csv" | cut -d, -f1 | tr '\n' ' ')" = "65536 1048576 " ] || fail "sweep CSV rows: $(cat "$csv")"
 for size in 65536 1048576; do
