@@ -35,6 +35,7 @@ struct Variant {
     Nanos limit;
     Nanos sample_every{Nanos::from_us(10)};
     std::function<void(Fabric&)> setup;
+    Nanos at_line_rate{};  // a sweep's: its busiest NIC's bytes at line rate, for the progress line
 };
 
 struct Outcome {
@@ -147,6 +148,9 @@ public:
             say([&] {
                 std::size_t done = 0;
                 for (const FlowStats& s : f.stats()) done += s.done;
+                if (v.at_line_rate > Nanos{0})
+                    return fmt::format("virtual {:.3f} ms (line rate needs {:.1f}, limit {:.1f}), flows done {}/{}",
+                                       now.ms(), v.at_line_rate.ms(), v.limit.ms(), done, f.stats().size());
                 return fmt::format("virtual {:.3f} ms of {:.1f} ms, flows done {}/{}", now.ms(), v.limit.ms(), done,
                                    f.stats().size());
             });
@@ -711,8 +715,8 @@ SweepLimits sweep_limits(const Topology& topo, std::span<const FlowSpec> flows) 
     }
     const Nanos at_line_rate = topo.cfg.host_link.speed.serialise(Bytes{busiest});
     const Nanos tick = Nanos::from_us(50);
-    if (at_line_rate <= Nanos::from_ms(100)) return {Nanos::from_s(1), tick};
-    return {at_line_rate * 10, Nanos{std::max<int64_t>(1, at_line_rate.v / 200 / tick.v) * tick.v}};
+    if (at_line_rate <= Nanos::from_ms(100)) return {Nanos::from_s(1), tick, at_line_rate};
+    return {at_line_rate * 10, Nanos{std::max<int64_t>(1, at_line_rate.v / 200 / tick.v) * tick.v}, at_line_rate};
 }
 
 std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const Bytes> sizes,
@@ -732,6 +736,7 @@ std::vector<SweepRow> run_sweep(const Topology& topo, Pattern p, std::span<const
         std::vector<FlowSpec> flows = make_flows(topo, w, rng);
         const SweepLimits lim = sweep_limits(topo, flows);
         Variant v{fmt::format("{}B", size.v), topo, std::move(flows), lim.limit, lim.sample_every};
+        v.at_line_rate = lim.at_line_rate;
         Outcome out;
         try {
             out = run.run(v, sink);

@@ -83,6 +83,7 @@ struct SweepRow {
 struct SweepLimits {
     Nanos limit;
     Nanos sample_every;
+    Nanos at_line_rate;  // the busiest NIC's payload bytes at the host line rate
 };
 SweepLimits sweep_limits(const Topology& topo, std::span<const FlowSpec> flows);
 // `files` (if set) receives the report files the sweep wrote. With an

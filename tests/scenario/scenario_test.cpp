@@ -268,6 +268,7 @@ TEST(FabricSweep, LimitsGrowWithTheBusiestNicsBytes) {
     w.size = Bytes{uint64_t{64} << 30};
     const SweepLimits big = sweep_limits(topo, make_flows(topo, w, rng));
     const Nanos line = cfg.host_link.speed.serialise(Bytes{(uint64_t{64} << 30) / 8 * 14});  // 2(n-1) steps of size/n
+    EXPECT_EQ(big.at_line_rate, line);
     EXPECT_EQ(big.limit, line * 10);
     EXPECT_GE(big.sample_every.v, line.v / 200 - 50000);
     EXPECT_LE(big.sample_every.v, line.v / 200);
