@@ -21,13 +21,29 @@ constexpr crc_tables::Table kByte = crc_tables::byte_at(0, 1);
 constexpr size_t kByTable = 8;
 }  // namespace
 
+#if defined(__x86_64__)
+namespace {
+// VZEROUPPER, where the CPU has AVX (where it has not, ISA-L used none).
+__attribute__((target("avx"))) void clear_upper_halves() { _mm256_zeroupper(); }
+const bool kAvx = __builtin_cpu_supports("avx");
+}  // namespace
+#endif
+
+uint32_t isal_crc32_gzip_refl(uint32_t seed, const uint8_t* p, size_t n) {
+    const uint32_t crc = crc32_gzip_refl(seed, p, n);
+#if defined(__x86_64__)
+    if (kAvx) clear_upper_halves();
+#endif
+    return crc;
+}
+
 uint32_t crc32_update(uint32_t state, const uint8_t* p, size_t n) {
     if (n <= kByTable) {
         for (size_t i = 0; i < n; ++i) state = (state >> 8) ^ kByte[(state ^ p[i]) & 0xFF];
         return state;
     }
     // ISA-L's crc32_gzip_refl inverts on entry and exit.
-    return ~crc32_gzip_refl(~state, p, n);
+    return ~isal_crc32_gzip_refl(~state, p, n);
 }
 
 namespace {

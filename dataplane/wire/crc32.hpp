@@ -11,6 +11,14 @@ namespace rocemu::wire {
 // The state after `n` more bytes (ISA-L).
 uint32_t crc32_update(uint32_t state, const uint8_t* p, size_t n);
 
+// ISA-L's crc32_gzip_refl (it inverts on entry and exit), the only way this
+// project calls it: its AVX-512 version returns without VZEROUPPER, and the
+// vector registers' dirty upper halves then slow every legacy-SSE
+// instruction of this baseline x86-64 build until some AVX code clears them
+// (a generator fabric run after a 256-host RC run in the same process: 30-50
+// % more CPU per packet-hop). This clears them after the call.
+uint32_t isal_crc32_gzip_refl(uint32_t seed, const uint8_t* p, size_t n);
+
 // The same, and the bytes are copied from `src` to `dst` as they are read:
 // one pass for a payload that goes into a frame and into its ICRC. With
 // AVX-512 VPCLMULQDQ, every cache line is loaded once, stored (the stores

@@ -1,7 +1,5 @@
 #include "dataplane/wire/icrc.hpp"
 
-#include <isa-l/crc.h>
-
 #include <array>
 #include <cstring>
 
@@ -99,7 +97,7 @@ uint32_t compute_icrc_in_place(uint8_t* l3, size_t len, bool v6) {
     std::memcpy(&csum, l3 + udp + 6, 2);
     const uint8_t bth4 = bth[4];
     mask_variant(l3, v6);
-    const uint32_t crc = crc32_gzip_refl(kSeed, l3, len);
+    const uint32_t crc = isal_crc32_gzip_refl(kSeed, l3, len);
     std::memcpy(l3, &ip_lo, 8);
     std::memcpy(l3 + 8, &ip_hi, 4);
     std::memcpy(l3 + udp + 6, &csum, 2);

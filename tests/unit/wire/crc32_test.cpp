@@ -104,3 +104,38 @@ TEST(AckIcrc, EqualsTheFullIcrcWhateverChanges) {
 
 }  // namespace
 }  // namespace rocemu::wire
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <isa-l/crc.h>
+
+namespace rocemu::wire {
+namespace {
+
+// Whether the upper halves of the vector registers are in use (XINUSE bit 2,
+// read with XGETBV ECX=1), or -1 where the CPU cannot say.
+int upper_halves_in_use() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(0xD, 1, &a, &b, &c, &d) || !(a & 4u)) return -1;  // XGETBV with ECX=1
+    uint32_t lo = 0, hi = 0;
+    asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+    return (lo >> 2) & 1;
+}
+
+// ISA-L's AVX-512 CRC returns with the vector registers' upper halves dirty
+// (no VZEROUPPER), which slows every legacy-SSE instruction after it;
+// isal_crc32_gzip_refl, the project's only way to call it, leaves them clean.
+TEST(IsalCrc32, LeavesTheVectorRegistersUpperHalvesClean) {
+    std::vector<uint8_t> buf(4096, 0x5A);
+    const uint32_t raw = crc32_gzip_refl(0, buf.data(), buf.size());
+    const int dirty_after_raw = upper_halves_in_use();
+    if (dirty_after_raw < 0) GTEST_SKIP() << "the CPU does not report XINUSE";
+    const uint32_t ours = isal_crc32_gzip_refl(0, buf.data(), buf.size());
+    EXPECT_EQ(ours, raw);
+    EXPECT_EQ(upper_halves_in_use(), 0);
+    if (dirty_after_raw == 0) GTEST_SKIP() << "this machine's ISA-L left them clean itself (no AVX-512 path)";
+}
+
+}  // namespace
+}  // namespace rocemu::wire
+#endif
