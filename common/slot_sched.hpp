@@ -19,6 +19,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "common/units.hpp"
@@ -71,6 +73,22 @@ public:
     }
 
     Nanos min(std::size_t k) const { return tree_[1][k]; }
+
+    // A debug check for owners: aborts, naming `owner`, the slot and the
+    // key, when a slot of [0, slots) holds other times than times(slot) (a
+    // change nobody marked). Call it right after a flush.
+    template <typename F>
+    void verify(uint32_t slots, F&& times, const char* owner) const {
+        for (uint32_t i = 0; i < slots; ++i) {
+            const Times t = times(i);
+            for (std::size_t k = 0; k < K; ++k)
+                if (at(i)[k] != t[k]) {
+                    std::fprintf(stderr, "%s slot %u changed unmarked (key %zu: %lld kept, %lld now)\n", owner, i, k,
+                                 static_cast<long long>(at(i)[k].v), static_cast<long long>(t[k].v));
+                    std::abort();
+                }
+        }
+    }
     const Times& at(uint32_t slot) const { return tree_[leaves_ + slot]; }
 
     // Calls f(slot) for each slot in [lo, hi) whose time for `k` is <= now,

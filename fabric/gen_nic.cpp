@@ -1,8 +1,6 @@
 #include "fabric/gen_nic.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 
 #include "dataplane/wire/bytes.hpp"
 #include "dataplane/wire/crc_zero.hpp"
@@ -94,13 +92,10 @@ GenNic::Sched::Times GenNic::times(const TxFlow& t) const {
 }
 
 void GenNic::flush_sched() {
-    sched_.flush([&](uint32_t slot) { return times(tx_[slot]); });
+    const auto of_slot = [&](uint32_t slot) { return times(tx_[slot]); };
+    sched_.flush(of_slot);
 #ifndef NDEBUG
-    for (uint32_t i = 0; i < tx_.size(); ++i)
-        if (sched_.at(i) != times(tx_[i])) {
-            std::fprintf(stderr, "fabric: generator flow slot %u changed unmarked\n", i);
-            std::abort();
-        }
+    sched_.verify(static_cast<uint32_t>(tx_.size()), of_slot, "fabric: generator flow");
 #endif
 }
 

@@ -43,6 +43,9 @@ const char* to_string(DropReason r) {
     const auto i = static_cast<size_t>(r);
     return i < std::size(kDropNames) ? kDropNames[i] : "drop_unknown";
 }
+bool is_ignored_response(std::string_view counter) {
+    return counter == to_string(DropReason::StaleResponse) || counter == to_string(DropReason::GhostResponse);
+}
 const char* to_string(WcStatus s) {
     const auto i = static_cast<size_t>(s);
     return i < std::size(kWcStatusNames) ? kWcStatusNames[i] : "UNKNOWN";

@@ -341,6 +341,7 @@ private:
     mutable QpSched sched_;
     void touch(std::size_t slot) const { sched_.mark(static_cast<uint32_t>(slot)); }
     QpSched::Times times(const Qp& q) const;
+    QpSched::Times slot_times(uint32_t slot) const;  // times() of the slot's QP; never due when it has none
     void sync() const {
         if (sched_.marked_any()) flush_sched();
 #if !defined(NDEBUG) || defined(ROCEMU_TRANSPORT_CHECKS)

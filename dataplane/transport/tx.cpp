@@ -260,21 +260,15 @@ QpSched::Times Engine::times(const Qp& q) const {
     return t;
 }
 
+QpSched::Times Engine::slot_times(uint32_t slot) const { return qps_[slot] ? times(*qps_[slot]) : QpSched::kNever; }
+
 void Engine::flush_sched() const {
-    sched_.flush([&](uint32_t slot) { return qps_[slot] ? times(*qps_[slot]) : QpSched::kNever; });
+    sched_.flush([&](uint32_t slot) { return slot_times(slot); });
 }
 
 void Engine::check_sched() const {
 #if !defined(NDEBUG) || defined(ROCEMU_TRANSPORT_CHECKS)
-    for (uint32_t i = 0; i < qps_.size(); ++i) {
-        const QpSched::Times t = qps_[i] ? times(*qps_[i]) : QpSched::kNever;
-        for (int k = 0; k < QpSched::kKeys; ++k)
-            if (sched_.at(i)[k] != t[k]) {
-                std::fprintf(stderr, "transport: QP slot %u changed unmarked (key %d: %lld kept, %lld now)\n", i, k,
-                             static_cast<long long>(sched_.at(i)[k].v), static_cast<long long>(t[k].v));
-                std::abort();
-            }
-    }
+    sched_.verify(static_cast<uint32_t>(qps_.size()), [&](uint32_t slot) { return slot_times(slot); }, "transport: QP");
 #endif
 }
 

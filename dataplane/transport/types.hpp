@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/fixed_vec.hpp"
 #include "common/units.hpp"
@@ -239,6 +240,8 @@ const char* to_string(DropReason r);
 constexpr bool is_ignored_response(DropReason r) {
     return r == DropReason::StaleResponse || r == DropReason::GhostResponse;
 }
+// The same by counter name, as to_string() gives it ("drop_stale_response").
+bool is_ignored_response(std::string_view counter);
 
 // Names and meaning follow rxe's hw_counters plus the mlx5 CNP counters.
 struct Counters {

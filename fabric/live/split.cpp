@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "dataplane/pcap/pcap.hpp"
+#include "dataplane/transport/types.hpp"
 #include "fabric/live/live.hpp"
 
 namespace rocemu::fabric::live {
@@ -374,8 +375,7 @@ std::vector<DropCount> drops_between(std::string_view side, const std::vector<st
         const size_t c = key.rfind(',');
         if (c == std::string_view::npos) continue;
         const std::string_view counter = key.substr(c + 1);
-        if (!counter.starts_with("drop_") || counter == "drop_stale_response" || counter == "drop_ghost_response")
-            continue;
+        if (!counter.starts_with("drop_") || transport::is_ignored_response(counter)) continue;
         const auto it = was.find(key);
         const uint64_t from = it == was.end() ? 0 : it->second;
         if (v <= from) continue;
