@@ -110,6 +110,18 @@ EngineNic::Region EngineNic::add_region(uint64_t bytes) {
     return r;
 }
 
+EngineNic::Region EngineNic::null_region(uint64_t bytes) {
+    if (null_mr_.lkey == 0) {
+        const auto mr = eng_->alloc_null_mr(pd_);
+        if (!mr.ok()) throw std::invalid_argument(mr.error.msg);
+        null_mr_ = mr.value;
+    }
+    Region r;
+    r.len = bytes;
+    r.lkey = null_mr_.lkey;
+    return r;
+}
+
 Qpn EngineNic::create_qp(QpEnd end) {
     transport::QpInitAttr ia;
     ia.pd = pd_;
@@ -345,7 +357,8 @@ void EngineNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
         if (wire::parse_pfc(f, pfc) && pause_.on_pfc(pfc, now)) ++c_.pfc_rx;
     } else {
         // The engine counts and drops what it cannot use, by reason.
-        eng_->on_frame(f, now, fx_);
+        // The pool knows which bytes are zero: a zero payload is not read.
+        eng_->on_frame(f, now, fx_, pool.zero_from(h));
     }
     pool.free(h);
     handle(now);
@@ -402,13 +415,24 @@ void EngineNic::try_send(Nanos now) {
         ++c_.pool_empty_drops;
         return;
     }
+    // A payload from a null MR is left to the pool, which zeroes only what
+    // an earlier frame left in the buffer.
     transport::TxFrame fr;
-    fr.buf = pool.buffer(h);
+    fr.buf = pool.unmarked_buffer(h);
+    fr.defer_zeros = true;
     if (eng_->tx_burst(std::span(&fr, 1), now, fx_) == 0) {
+        pool.written(h, sim::FramePool::kFrameCapacity);
         pool.free(h);
         return;
     }
-    pool.set_len(h, fr.len);
+    if (fr.zeros_len) {
+        pool.settle_zero_payload(h, fr.zeros_off, fr.len);
+    } else {
+        // Headers come from a template of kMaxLen bytes, zeros past the
+        // frame's own (HeaderTemplate::write).
+        pool.written(h, std::max<uint32_t>(fr.len, wire::HeaderTemplate::kMaxLen));
+        pool.set_len(h, fr.len);
+    }
     const Bytes wire_bytes = Bytes{fr.len} + kWireOverhead;
     busy_until_ = now + line_rate_.serialise(wire_bytes);
     if (fr.data)

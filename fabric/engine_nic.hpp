@@ -104,6 +104,11 @@ public:
         uint32_t rkey = 0;
     };
     Region add_region(uint64_t bytes);
+    // A source of `bytes` in the NIC's null MR (Engine::alloc_null_mr):
+    // WRITEs from it carry zeros, as from a zeroed region, but no memory is
+    // read and the frame pool zeroes only what an earlier frame left in a
+    // buffer. Its addr is null (a null MR covers every address).
+    Region null_region(uint64_t bytes);
     // An RC QP in RESET; connect() moves it to RTS towards the peer's QP. A
     // flow is one-way: its sender's QP only posts WRITEs, its receiver's only
     // answers them, and each is given room for its own side only (a 256-NIC
@@ -200,6 +205,7 @@ private:
     uint32_t senders_ = 0;        // sending QPs: the CQ has room for all their WQEs
     uint32_t cq_room_ = kSqDepth;  // the CQ's entries
     uint8_t* arena_ = nullptr;
+    transport::MrHandle null_mr_{};  // allocated by the first null_region()
     uint64_t arena_used_ = 0;
     std::vector<QpCtx> qps_;
     sim::NodeId id_ = 0;

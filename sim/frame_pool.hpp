@@ -125,6 +125,39 @@ public:
         return {p, frame_len};
     }
 
+    // For a writer that says afterwards what it wrote (the transport
+    // engine, TxFrame::defer_zeros): the whole buffer, nothing counted as
+    // written yet. The caller then calls written() or settle_zero_payload()
+    // before anything else touches the frame.
+    std::span<uint8_t> unmarked_buffer(FrameHandle h) { return {slot(h), kFrameCapacity}; }
+    // The writer wrote (at most) the first `n` bytes.
+    void written(FrameHandle h, uint32_t n) { mark_written(state(h), n); }
+    // The writer wrote [0, payload_off) and the last 4 bytes of a frame of
+    // `frame_len` bytes (and nothing but zeros elsewhere), leaving the bytes
+    // between, its zero payload and pad, for the pool: zeroes those not known
+    // to be zero, and any beyond the frame, and sets the frame's length.
+    // with_zero_payload() is the same for a writer that writes afterwards.
+    // Precondition: payload_off <= frame_len - 4, frame_len <= kFrameCapacity.
+    void settle_zero_payload(FrameHandle h, uint32_t payload_off, uint32_t frame_len) {
+        State& s = state(h);
+        uint8_t* p = slot(h);
+        const uint32_t icrc = frame_len - 4;
+        if (s.dirty_end > payload_off) zero_around(p, payload_off, s.dirty_end, icrc);
+        if (s.island != kNoIsland && s.island != icrc && s.island + 4u > payload_off)
+            zero_around(p, std::max<uint32_t>(s.island, payload_off), s.island + 4u, icrc);
+        s.dirty_end = static_cast<uint16_t>(payload_off);
+        s.island = static_cast<uint16_t>(icrc);
+        s.len = static_cast<uint16_t>(frame_len);
+    }
+    // The first byte from which the frame is known to be zero up to its last
+    // 4 bytes (its ICRC): what Engine::on_frame takes as `zero_from`.
+    uint32_t zero_from(FrameHandle h) const {
+        const State& s = state(h);
+        const uint32_t icrc = s.len >= 4 ? s.len - 4u : 0;
+        if (s.island == kNoIsland || s.island >= icrc) return s.dirty_end;
+        return std::max<uint32_t>(s.dirty_end, s.island + 4u);
+    }
+
     // True if every byte of [from, to) is known to be zero.
     bool zero_between(FrameHandle h, uint32_t from, uint32_t to) const {
         const State& s = state(h);
@@ -164,6 +197,14 @@ private:
         uint16_t dirty_end = 0;
         uint16_t island = kNoIsland;
     };
+
+    // Zeroes [from, to) but the 4 bytes at `keep`.
+    static void zero_around(uint8_t* p, uint32_t from, uint32_t to, uint32_t keep) {
+        const uint32_t a = std::min(to, keep);
+        if (from < a) std::fill(p + from, p + a, uint8_t{0});
+        const uint32_t b = std::max(from, keep + 4u);
+        if (b < to) std::fill(p + b, p + to, uint8_t{0});
+    }
 
     static void mark_written(State& s, uint32_t n) {
         if (n <= s.dirty_end) return;

@@ -188,6 +188,17 @@ Result<MrHandle> Engine::reg_mr(PdHandle pd, void* addr, uint64_t length, uint32
     return {MrHandle{m.key, m.key}, {}};
 }
 
+Result<MrHandle> Engine::alloc_null_mr(PdHandle pd) {
+    if (pd.id == 0 || pd.id >= pds_.size() || !pds_[pd.id].live) return {{}, err(EINVAL, "pd", "unknown PD")};
+    const uint32_t i = alloc_slot(mrs_, cfg_.max_mr);
+    if (i == 0 || i >= (1u << 24)) return {{}, err(ENOMEM, "mr", "no MR slots left")};
+    ++key_gen_;
+    Mr& m = mrs_[i];
+    m = Mr{true, pd.id, 0, UINT64_MAX, 0, i << 8 | key_gen_, true};
+    ++pds_[pd.id].users;
+    return {MrHandle{m.key, m.key}, {}};
+}
+
 VerbsError Engine::dereg_mr(MrHandle mr) {
     Mr* m = find_mr(mr.lkey);
     if (m == nullptr) return err(EINVAL, "lkey", "unknown MR");

@@ -136,6 +136,16 @@ struct TxFrame {
     std::atomic<uint32_t>* pin = nullptr;
     uint8_t tail[8] = {};
     uint8_t tail_len = 0;
+    // In: the caller makes a payload of zeros zero itself, cheaper than the
+    // engine could (the virtual-time fabric's frame pool knows which of its
+    // bytes already are). A SEND or WRITE packet whose payload comes whole
+    // from null MRs (Engine::alloc_null_mr) then leaves it unwritten:
+    // bytes [zeros_off, zeros_off + zeros_len) of buf are part of the frame,
+    // counted in len and the ICRC as zeros, and hold whatever buf held.
+    // Out: zeros_len 0 when the engine wrote every byte of the frame.
+    bool defer_zeros = false;
+    uint16_t zeros_off = 0;
+    uint16_t zeros_len = 0;
 
     // The frame's size on the wire, zero copy or not: what pacing and byte
     // counters count (len alone is only the headers of a zero-copy frame).
@@ -158,6 +168,14 @@ public:
     Result<PdHandle> alloc_pd();
     VerbsError dealloc_pd(PdHandle pd);
     Result<MrHandle> reg_mr(PdHandle pd, void* addr, uint64_t length, uint32_t access);
+    // ibv_alloc_null_mr: an MR with no memory behind it, for payload whose
+    // bytes do not matter. A SEND or WRITE gathers zeros from its SGEs (any
+    // address, any length), and the engine computes their ICRC without
+    // reading them. It is a source only: it grants no local write (a
+    // receive, READ or atomic result naming it completes with LocProtErr)
+    // and no remote access (its rkey is refused like any other without
+    // access). dereg_mr frees it.
+    Result<MrHandle> alloc_null_mr(PdHandle pd);
     VerbsError dereg_mr(MrHandle mr);
     Result<CqHandle> create_cq(uint32_t cqe);
     VerbsError destroy_cq(CqHandle cq);
@@ -183,7 +201,12 @@ public:
     uint32_t poll_cq(CqHandle cq, std::span<Wc> out);
 
     // ---- I/O ----
-    void on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx);
+    // `zero_from`: the caller knows that bytes [zero_from, frame.size() - 4)
+    // are zero (the virtual-time fabric's frame pool does). A payload that
+    // lies there is not read: its ICRC share is computed, and a WRITE
+    // placed into memory writes zeros. SIZE_MAX (the default): nothing
+    // known, every byte read.
+    void on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx, size_t zero_from = SIZE_MAX);
     // The same for a frame received as a chain of segments: every header
     // must lie in the first (else a split_headers drop); payload, pad and
     // ICRC may be split anywhere after. The payload is checked and placed

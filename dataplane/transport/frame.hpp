@@ -9,6 +9,7 @@
 
 #include "dataplane/wire/bytes.hpp"
 #include "dataplane/wire/crc32.hpp"
+#include "dataplane/wire/crc_zero.hpp"
 #include "dataplane/wire/icrc.hpp"
 #include "dataplane/wire/opcode.hpp"
 #include "dataplane/wire/packet.hpp"
@@ -40,6 +41,16 @@ public:
         else std::memcpy(dst_, src, n);
         dst_ += n;
     }
+
+    // Appends `n` zero bytes (a null MR's). `write` false: the caller makes
+    // them zero (TxFrame::defer_zeros); only for a fused writer, whose CRC
+    // does not read the frame.
+    void put_zeros(size_t n, bool write = true) {
+        if (write || !fused_) std::memset(dst_, 0, n);
+        if (fused_) state_ = wire::crc32_zeros(state_, n);
+        dst_ += n;
+    }
+    bool fused() const { return fused_; }
 
     // Zero copy: `n` payload bytes at `src` stay where they are and are only
     // read, for the ICRC; pad and ICRC go to `tail` (returns their length)

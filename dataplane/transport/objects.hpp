@@ -24,6 +24,9 @@ struct Mr {
     uint64_t length = 0;
     uint32_t access = 0;
     uint32_t key = 0;  // lkey == rkey: index << 8 | generation byte
+    // alloc_null_mr: no memory behind it. It covers every address, grants no
+    // access (so it is neither written nor reached by rkey) and reads as zeros.
+    bool null = false;
 
     // True when [va, va+len) lies inside the region. len 0 is always inside.
     bool covers(uint64_t at, uint64_t len) const {

@@ -18,6 +18,8 @@ namespace rocemu::transport {
 
 // What the requester and completer track for a WQE, apart from the WR
 // itself, so that posting resets it without rebuilding the whole WQE.
+static_assert(kMaxSge <= 8, "SendWqeState::null_sges has a bit per SGE");
+
 struct SendWqeState {
     uint64_t length = 0;
     Psn first_psn;
@@ -26,6 +28,7 @@ struct SendWqeState {
     bool psn_assigned = false;
     bool is_inline = false;
     bool local_error = false;   // failed local checks: completes with `error`
+    uint8_t null_sges = 0;      // bit i: SGE i is in a null MR or empty (req_check_local)
     WcStatus error = WcStatus::Success;
     uint32_t resp_pkts = 0;  // READ: response packets received in order
 };

@@ -7,6 +7,7 @@
 
 #include "dataplane/wire/bytes.hpp"
 #include "dataplane/wire/crc32.hpp"
+#include "dataplane/wire/crc_zero.hpp"
 #include "dataplane/wire/wire.hpp"
 
 namespace rocemu::transport {
@@ -30,7 +31,7 @@ uint32_t Engine::rx_header_state(const uint8_t* l3, size_t hdr, bool v6) {
     return wire::crc32_update(rx_icrc_.state(l3), l3 + wire::RxIcrc::kLen, hdr - wire::RxIcrc::kLen);
 }
 
-void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
+void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx, size_t zero_from) {
     // parse_roce writes every field: the engine's receive packet is reused.
     wire::RocePacket& p = rx_pkt_;
     const wire::ParseError pe = wire::parse_roce(frame, p, {.verify_icrc = false});
@@ -45,8 +46,21 @@ void Engine::on_frame(std::span<const uint8_t> frame, Nanos now, Effects& fx) {
     const uint8_t* l3 = frame.data() + p.l3_off;
     rx_l3_ = l3;
     const size_t icrc_len = p.frame_len - wire::kIcrcLen - p.l3_off;
+    // A payload the caller knows to be zero (with its pad) is not read: its
+    // ICRC share is computed, placement writes zeros, and whatever copies it
+    // later (a WRITE's first packet, a SEND, a staged packet) reads a
+    // constant page of zeros instead. Below a fused copy's size reading it
+    // costs less than computing its CRC.
+    static constexpr uint8_t kZeros[4096] = {};
+    const bool zeros = p.payload_len >= FrameWriter::kFusedFrom && p.payload_len <= sizeof(kZeros) &&
+                       static_cast<size_t>(p.payload - frame.data()) >= zero_from;
     uint32_t icrc;
-    if (placed) {
+    if (zeros) {
+        const size_t hdr = static_cast<size_t>(p.payload - l3);
+        icrc = ~wire::crc32_zeros(rx_header_state(l3, hdr, p.l3.v6), icrc_len - hdr);
+        if (placed) std::memset(dst, 0, p.payload_len);
+        p.payload = kZeros;
+    } else if (placed) {
         // Staged payload stays in cache for the drain that places it; host
         // memory takes streaming stores unless its MR fits the cache
         // (EngineConfig::cached_write_max).

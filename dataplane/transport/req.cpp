@@ -29,10 +29,15 @@ Nanos rto_of(const Qp& qp) {
 }  // namespace
 
 bool Engine::req_check_local(Qp& qp, SendWqe& w) {
+    w.null_sges = 0;
     if (w.is_inline) return true;  // copied into the QP's own buffer at post time
     const bool writes_local = is_rd_atomic(w.wr.opcode);
-    for (const Sge& s : w.wr.sg_list) {
-        if (s.length == 0) continue;
+    for (uint32_t i = 0; i < w.wr.sg_list.size(); ++i) {
+        const Sge& s = w.wr.sg_list[i];
+        if (s.length == 0) {
+            w.null_sges |= static_cast<uint8_t>(1u << i);  // gives nothing either way
+            continue;
+        }
         const Mr* m = find_mr(s.lkey);
         if (m == nullptr || m->pd != qp.init.pd.id || !m->covers(s.addr, s.length) ||
             (writes_local && !(m->access & kLocalWrite))) {
@@ -40,6 +45,7 @@ bool Engine::req_check_local(Qp& qp, SendWqe& w) {
             w.error = WcStatus::LocProtErr;
             return false;
         }
+        if (m->null) w.null_sges |= static_cast<uint8_t>(1u << i);
     }
     return true;
 }
@@ -163,17 +169,26 @@ bool Engine::req_build_packet(Qp& qp, SendWqe& w, uint32_t pkt, TxFrame& f, uint
     if (!encode_headers(tpl, p, f.buf, lay)) return false;
     FrameWriter fw(f.buf, lay);
     uint64_t at = off;
+    // A payload wholly from null MRs is zeros the caller may write itself.
+    const bool all_null = !w.is_inline && w.null_sges == static_cast<uint8_t>((1u << w.wr.sg_list.size()) - 1);
     // Inline data lives in the QP's inline_buf (lkey 0), which destroy_qp frees
-    // and the next WQE in the slot overwrites while the frame may be in flight.
-    const Sge* whole = cfg_.zero_copy_min && payload >= cfg_.zero_copy_min && !w.is_inline
+    // and the next WQE in the slot overwrites while the frame may be in flight;
+    // a null MR has nothing to lend.
+    const Sge* whole = cfg_.zero_copy_min && payload >= cfg_.zero_copy_min && !w.is_inline && w.null_sges == 0
                            ? sgl_within(w.wr.sg_list, at, payload)
                            : nullptr;
-    if (whole) {
+    if (payload && all_null && f.defer_zeros && fw.fused()) {
+        fw.put_zeros(payload, false);
+        fw.finish();
+        f.zeros_off = static_cast<uint16_t>(lay.payload_off);
+        f.zeros_len = static_cast<uint16_t>(payload);
+        f.len = static_cast<uint32_t>(lay.frame_len);
+    } else if (whole) {
         lend(f, reinterpret_cast<const uint8_t*>(whole->addr) + at, payload, whole->lkey);
         f.tail_len = fw.finish_apart(f.ext, payload, f.tail);
         f.len = lay.payload_off;
     } else {
-        if (payload) sgl_gather(w.wr.sg_list, off, fw, payload);
+        if (payload) sgl_gather(w.wr.sg_list, w.null_sges, off, fw, payload);
         fw.finish();
         f.len = static_cast<uint32_t>(lay.frame_len);
     }

@@ -12,15 +12,18 @@
 
 namespace rocemu::transport {
 
-inline void sgl_gather(const SgeList& sgl, uint64_t off, FrameWriter& dst, uint32_t len) {
-    for (const Sge& s : sgl) {
+// `null_sges`: bit i set when SGE i is in a null MR, which gives zeros.
+inline void sgl_gather(const SgeList& sgl, uint8_t null_sges, uint64_t off, FrameWriter& dst, uint32_t len) {
+    for (uint32_t i = 0; i < sgl.size(); ++i) {
+        const Sge& s = sgl[i];
         if (len == 0) return;
         if (off >= s.length) {
             off -= s.length;
             continue;
         }
         const uint32_t n = static_cast<uint32_t>(s.length - off) < len ? static_cast<uint32_t>(s.length - off) : len;
-        dst.put(reinterpret_cast<const uint8_t*>(s.addr) + off, n, reinterpret_cast<const uint8_t*>(s.addr) + s.length);
+        if (null_sges >> i & 1) dst.put_zeros(n);
+        else dst.put(reinterpret_cast<const uint8_t*>(s.addr) + off, n, reinterpret_cast<const uint8_t*>(s.addr) + s.length);
         len -= n;
         off = 0;
     }

@@ -165,6 +165,7 @@ uint32_t Engine::tx_burst(std::span<TxFrame> frames, Nanos now, Effects& fx) {
         frames[i].ext = nullptr;
         frames[i].ext_len = 0;
         frames[i].tail_len = 0;
+        frames[i].zeros_len = 0;
     }
     uint32_t n = 0;
     const uint32_t nq = static_cast<uint32_t>(qps_.size());

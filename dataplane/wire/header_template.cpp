@@ -75,6 +75,10 @@ void HeaderTemplate::build(const RocePacket& p) {
     alignas(64) uint8_t frame[kMaxLen + kIcrcLen];
     encode_roce_headers(t, frame, lay);
     std::memcpy(hdr_, frame, lay.payload_off);
+    // write() copies all kMaxLen bytes: those past the headers stay zero, so
+    // that a frame whose payload the engine leaves unwritten (TxFrame::
+    // defer_zeros) gets no stale bytes of an earlier, longer template.
+    std::fill(hdr_ + lay.payload_off, hdr_ + kMaxLen, uint8_t{0});
     len_ = static_cast<uint8_t>(lay.payload_off);
     l3_off_ = static_cast<uint8_t>(lay.l3_off);
     v6_ = lay.v6;

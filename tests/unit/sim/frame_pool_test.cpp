@@ -209,6 +209,37 @@ TEST(SimFramePoolZero, ZeroPayloadClearsAnOldIslandInsideTheNewPayload) {
     EXPECT_TRUE(pool.zero_between(h, 1078, FramePool::kFrameCapacity));
 }
 
+// The transport engine writes first and leaves its zero payload to the pool
+// (settle_zero_payload): an old ICRC that half overlaps the new one is
+// cleared where it lies outside it, and the new ICRC is kept.
+TEST(SimFramePoolZero, SettlingAZeroPayloadKeepsTheNewIcrcAndClearsTheOldOne) {
+    FramePool pool(256);
+    const FrameHandle h = pool.alloc();
+    written_frame(pool, h, 54, 1078);  // ICRC 0xEE at [1074, 1078)
+    auto b = pool.unmarked_buffer(h);
+    std::fill_n(b.begin(), 70, uint8_t{0x55});
+    std::fill_n(b.begin() + 1076, 4, uint8_t{0x66});  // the new ICRC at [1076, 1080)
+    pool.settle_zero_payload(h, 70, 1080);
+    const auto f = pool.frame(h);
+    ASSERT_EQ(f.size(), 1080u);
+    EXPECT_TRUE(all_zero(f.subspan(70, 1076 - 70))) << "the payload, with the old ICRC's first half";
+    EXPECT_EQ(f[1076], 0x66);
+    EXPECT_EQ(f[1079], 0x66);
+    EXPECT_EQ(pool.zero_from(h), 70u);
+    EXPECT_EQ(wrongly_zero(pool, h), -1);
+    // A longer old prefix past the new frame is cleared as well.
+    pool.buffer(h, 5000);
+    std::fill_n(pool.unmarked_buffer(h).begin(), 5000, uint8_t{0x77});
+    b = pool.unmarked_buffer(h);
+    std::fill_n(b.begin(), 58, uint8_t{0x55});
+    std::fill_n(b.begin() + 1074, 4, uint8_t{0x66});
+    pool.settle_zero_payload(h, 58, 1078);
+    EXPECT_TRUE(all_zero(pool.frame(h).subspan(58, 1074 - 58)));
+    EXPECT_EQ(wrongly_zero(pool, h), -1);
+    pool.set_len(h, FramePool::kFrameCapacity);
+    EXPECT_TRUE(all_zero(pool.frame(h).subspan(1078)));
+}
+
 TEST(SimFramePoolZero, AWriteOverTheIslandSwallowsIt) {
     FramePool pool(256);
     const FrameHandle h = pool.alloc();
@@ -242,7 +273,7 @@ TEST(SimFramePoolZero, RandomWritersKeepTheKnowledgeTrue) {
     auto pick = [&](uint32_t lo, uint32_t hi) { return lo + static_cast<uint32_t>(rng() % (hi - lo + 1)); };
     for (int step = 0; step < 3000; ++step) {
         FrameHandle& h = hs[rng() % hs.size()];
-        switch (rng() % 6) {
+        switch (rng() % 8) {
             case 0: {  // a whole-buffer writer (engine frame, PFC, encode_roce)
                 const uint32_t n = pick(1, FramePool::kFrameCapacity);
                 const auto b = pool.buffer(h, n);
@@ -276,6 +307,29 @@ TEST(SimFramePoolZero, RandomWritersKeepTheKnowledgeTrue) {
                 pool.free(h);
                 h = pool.alloc();
                 break;
+            case 6: {  // the transport engine leaving a zero payload (TxFrame::defer_zeros)
+                const uint32_t flen = pick(64, FramePool::kFrameCapacity);
+                const uint32_t off = pick(30, std::min<uint32_t>(90, flen - 4));
+                const auto b = pool.unmarked_buffer(h);
+                std::fill_n(b.begin(), off, uint8_t{0x55});
+                std::fill_n(b.begin() + flen - 4, 4, uint8_t{0x66});
+                pool.settle_zero_payload(h, off, flen);
+                ASSERT_EQ(pool.len(h), flen);
+                ASSERT_TRUE(all_zero(pool.frame(h).subspan(off, flen - 4 - off))) << step;
+                ASSERT_TRUE(std::ranges::all_of(pool.frame(h).subspan(flen - 4),
+                                                [](uint8_t x) { return x == 0x66; }))
+                    << "the ICRC it wrote is kept, step " << step;
+                ASSERT_EQ(pool.zero_from(h), off) << step;
+                break;
+            }
+            case 7: {  // the engine writing a whole frame and saying how much
+                const uint32_t n = pick(1, FramePool::kFrameCapacity);
+                const auto b = pool.unmarked_buffer(h);
+                for (int k = 0; k < 8; ++k) b[rng() % n] = static_cast<uint8_t>(1 + rng() % 255);
+                pool.written(h, n);
+                pool.set_len(h, pick(0, n));
+                break;
+            }
             default: {  // a corrupting link
                 if (pool.len(h) == 0) break;
                 const auto b = pool.buffer(h, pool.len(h));
@@ -284,6 +338,11 @@ TEST(SimFramePoolZero, RandomWritersKeepTheKnowledgeTrue) {
             }
         }
         ASSERT_EQ(wrongly_zero(pool, h), -1) << "step " << step;
+        // zero_from (what a receiving engine is told) holds too.
+        const uint32_t len = pool.len(h);
+        if (len >= 4 && pool.zero_from(h) < len - 4)
+            ASSERT_TRUE(all_zero(pool.frame(h).subspan(pool.zero_from(h), len - 4 - pool.zero_from(h))))
+                << "step " << step;
     }
 }
 
