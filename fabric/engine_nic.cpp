@@ -28,8 +28,8 @@ void for_each_bit(const std::vector<uint64_t>& words, F&& f) {
     for (std::size_t w = 0; w < words.size(); ++w)
         for (uint64_t b = words[w]; b != 0; b &= b - 1) f(w * 64 + static_cast<std::size_t>(std::countr_zero(b)));
 }
-// Where NIC i's arena is mapped, so that RETH addresses (and the pcaps) repeat
-// from run to run. 32 TiB is above AddressSanitizer's shadow (which ends just
+// Where the shared arena is mapped (a NIC's own arena, i + 1 arenas above it),
+// so that RETH addresses (and the pcaps) repeat from run to run. 32 TiB is above AddressSanitizer's shadow (which ends just
 // past 16 TiB) and below its allocator (96 TiB) and the shared libraries, so
 // the hint is honoured in sanitizer builds too.
 constexpr uint64_t kArenaHint = uint64_t{0x2000} << 32;
@@ -46,16 +46,17 @@ transport::PathMtu path_mtu(uint32_t bytes) {
 
 }  // namespace
 
-SharedArenaMemory::SharedArenaMemory() : fd_(memfd_create("rocemu-fabric-arena", MFD_CLOEXEC)) {
-    if (fd_ < 0) throw std::runtime_error("SharedArenaMemory: memfd_create failed");
-    // Sparse: pages are committed as regions touch them.
-    if (ftruncate(fd_, static_cast<off_t>(EngineNic::kArenaBytes)) != 0) {
-        close(fd_);
-        throw std::runtime_error("SharedArenaMemory: cannot size the memory");
-    }
+SharedArenaMemory::SharedArenaMemory() {
+    // Address space only: pages are committed as regions touch them.
+    void* a = mmap(reinterpret_cast<void*>(kArenaHint), EngineNic::kArenaBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (a == MAP_FAILED) throw std::runtime_error("SharedArenaMemory: cannot map the memory");
+    base_ = static_cast<uint8_t*>(a);
+    // Advice only: without transparent huge pages the arena still works.
+    madvise(base_, EngineNic::kArenaBytes, MADV_HUGEPAGE);
 }
 
-SharedArenaMemory::~SharedArenaMemory() { close(fd_); }
+SharedArenaMemory::~SharedArenaMemory() { munmap(base_, EngineNic::kArenaBytes); }
 
 EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, const SharedArenaMemory* shared)
     : sim_(sim),
@@ -76,20 +77,25 @@ EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_ind
     transport::VerbsError err;
     eng_ = transport::Engine::create(cfg, err);
     if (!eng_) throw std::invalid_argument(err.msg);
-    // Address-space only: pages are committed as regions touch them.
-    void* hint = reinterpret_cast<void*>(kArenaHint + uint64_t{nic_index} * kArenaBytes);
-    void* a = shared ? mmap(hint, kArenaBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, shared->fd(), 0)
-                     : mmap(hint, kArenaBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                            -1, 0);
-    if (a == MAP_FAILED) throw std::invalid_argument("EngineNic: cannot map the memory arena");
-    arena_ = static_cast<uint8_t*>(a);
+    if (shared) {
+        arena_ = shared->base();
+    } else {
+        // Address-space only: pages are committed as regions touch them.
+        void* hint = reinterpret_cast<void*>(kArenaHint + uint64_t{nic_index + 1} * kArenaBytes);
+        void* a = mmap(hint, kArenaBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (a == MAP_FAILED) throw std::invalid_argument("EngineNic: cannot map the memory arena");
+        arena_ = static_cast<uint8_t*>(a);
+        own_arena_ = true;
+    }
     pd_ = eng_->alloc_pd().value;
     // Grown by create_qp with the sending QPs (the 65536 entries it had were
     // 2 MiB a NIC, 512 MiB of a 256-NIC fabric).
     cq_ = eng_->create_cq(kSqDepth).value;
 }
 
-EngineNic::~EngineNic() { munmap(arena_, kArenaBytes); }
+EngineNic::~EngineNic() {
+    if (own_arena_) munmap(arena_, kArenaBytes);
+}
 
 sim::NodeId EngineNic::attach() {
     id_ = sim_.add_node(*this);
