@@ -48,6 +48,7 @@
 
 #include <fmt/format.h>
 
+#include "common/malloc_thp.hpp"
 #include "fabric/fabric.hpp"
 #include "fabric/workload.hpp"
 
@@ -219,6 +220,10 @@ double chase_ns(size_t bytes) {
 }
 
 void print_caches() {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    fmt::print("malloc: GLIBC_TUNABLES={} (glibc.malloc.hugetlb=1: the heap on transparent huge pages, as rocemu "
+               "runs; =0 to compare with 4 KiB pages)\n",
+               tunables ? tunables : "");
     fmt::print("caches: {}\ndependent load latency (cheapest of 3):", cache_levels());
     for (const size_t kib : {64, 256, 512, 1024, 1536, 2048, 4096, 16384}) {
         double ns = 1e300;
@@ -231,6 +236,7 @@ void print_caches() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    rocemu::restart_with_malloc_thp(argv);  // as rocemu does
     double incast_s = 1.0;
     bool run_incast = true;
     int repeat = 3;

@@ -2,10 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/malloc_thp.hpp"
 #include "tools/rocemu/commands.hpp"
 #include "tools/rocemu/crash.hpp"
 
 int main(int argc, char** argv) {
+    rocemu::restart_with_malloc_thp(argv);  // fabrics' NIC state on 2 MiB pages
     rocemu::cli::install_crash_report("rocemu");
     CLI::App app{"rocemu: a software RoCEv2 NIC and lossless-fabric emulator"};
     app.require_subcommand(1);
