@@ -83,15 +83,12 @@ struct Qp {
     QpAttr attr;
     uint32_t mtu = 1024;
     uint16_t sport = 0xC000;
-    Counters counters;
-    // Headers towards the peer, built by the first frame after modify_qp:
-    // data (requests, READ responses; the AV's TOS) and control (ACK, NAK,
-    // atomic ACK; Not-ECT). UD and CNPs do not use them.
-    wire::HeaderTemplate data_tpl, ctl_tpl;
 
-    // ---- requester (send queue) ----
-    std::vector<SendWqe> sq;  // power-of-two ring
-    std::vector<uint8_t> inline_buf;  // max_inline_data bytes per SQ slot
+    // What every packet and the scheduler (Engine::times, req_ready) read
+    // sits here, together in three cache lines after the attributes: in a
+    // fabric of hundreds of NICs few QPs stay in cache between two of their
+    // packets, and these fields were spread over eight lines of the QP.
+    // ---- requester ----
     uint32_t sq_head = 0;  // next slot to post into
     uint32_t sq_comp = 0;  // oldest WQE not yet completed
     uint32_t sq_req = 0;   // WQE the requester sends from next
@@ -100,19 +97,44 @@ struct Qp {
     Psn comp_psn;          // oldest PSN not yet acknowledged
     uint32_t rd_atomic_inflight = 0;
     uint32_t noack_pkts = 0;
+    uint32_t rexmit_head = 0, rexmit_tail = 0;  // spraying: the ring `rexmit`
+    uint32_t out_head = 0, out_tail = 0;        // responder: the ring `out`
     Nanos next_send{0};    // congestion-control pacing gate for data packets
-    bool gate_armed = false;  // next_send not yet seen passed by on_timer or tx_burst
     Nanos rto_deadline = Nanos::max();
     Nanos rnr_deadline = Nanos::max();
+    Nanos sack_deadline = Nanos::max();       // spraying responder: when open holes up to sack_mark get reported
+    Nanos read_hole_deadline = Nanos::max();  // spraying completer, see read_rcvd
+    bool gate_armed = false;  // next_send not yet seen passed by on_timer or tx_burst
+    bool cnp_pending = false;
     uint8_t retry_left = 7;
     uint8_t rnr_left = 7;
+    std::vector<SendWqe> sq;  // power-of-two ring
+    std::vector<RespItem> out;  // power-of-two ring of queued responses
+    // ---- responder ----
+    Psn epsn;
+    uint32_t msn = 0;
+    bool nak_sent = false;  // one PSN sequence NAK per gap, as rxe
+    bool in_msg = false;
+    uint8_t msg_op = 0;     // opcode of the FIRST packet of the message in progress
+    bool write_cached = false;  // its MR takes plain stores (EngineConfig::cached_write_max)
+    uint32_t write_len = 0;     // RETH DMA length of the WRITE in progress
+    uint64_t write_va = 0;
+    uint64_t msg_offset = 0;  // bytes placed so far
+
+    Counters counters;
+    // Headers towards the peer, built by the first frame after modify_qp:
+    // data (requests, READ responses; the AV's TOS) and control (ACK, NAK,
+    // atomic ACK; Not-ECT). UD and CNPs do not use them.
+    wire::HeaderTemplate data_tpl, ctl_tpl;
+
+    // ---- requester, less often ----
+    std::vector<uint8_t> inline_buf;  // max_inline_data bytes per SQ slot
     // Set by a retry, cleared by progress or the timer (see comp_retry).
     bool gap_retry_armed = false;
     Psn gap_retry_psn;
 
     // Spraying requester.
     std::vector<Psn> rexmit;  // ring of PSNs to resend selectively
-    uint32_t rexmit_head = 0, rexmit_tail = 0;
     PsnWindow rexmit_pending;  // PSNs already in `rexmit`
     std::vector<uint8_t> psn_path;  // path each in-flight PSN last used
     std::array<uint16_t, 16> path_sport{};
@@ -120,35 +142,23 @@ struct Qp {
     uint32_t path_rr = 0;
     // Spraying completer: READ responses come over every path. Those past
     // the first missing one are placed at once and flagged here (base =
-    // comp_psn); a gap left open for sack_delay re-requests the READ from
-    // the first missing response. An ACK that covers a READ or atomic still
-    // missing its response waits (ack_pending) rather than forcing a retry.
+    // comp_psn); a gap left open for sack_delay (read_hole_deadline)
+    // re-requests the READ from the first missing response. An ACK that
+    // covers a READ or atomic still missing its response waits (ack_pending)
+    // rather than forcing a retry.
     PsnWindow read_rcvd;
     Psn read_highest;  // highest READ response PSN flagged
-    Nanos read_hole_deadline = Nanos::max();
     bool ack_pending = false;
     Psn ack_pending_psn;
 
-    // ---- responder ----
-    Psn epsn;
-    uint32_t msn = 0;
-    bool nak_sent = false;  // one PSN sequence NAK per gap, as rxe
-    bool in_msg = false;
-    uint8_t msg_op = 0;     // opcode of the FIRST packet of the message in progress
+    // ---- responder, less often ----
     Psn msg_first_psn;
-    uint64_t msg_offset = 0;  // bytes placed so far
     RecvWqe msg_wqe;          // SEND: the RECV WQE being filled
     bool msg_has_wqe = false;
-    uint64_t write_va = 0;
-    uint32_t write_len = 0;   // RETH DMA length of the WRITE in progress
-    bool write_cached = false;  // its MR takes plain stores (EngineConfig::cached_write_max)
     std::vector<RespResource> resources;  // max_dest_rd_atomic, oldest overwritten
     uint32_t res_next = 0;
-    std::vector<RespItem> out;  // power-of-two ring of queued responses
-    uint32_t out_head = 0, out_tail = 0;
     RecvQueue rq;
     Nanos last_cnp_sent{-1};
-    bool cnp_pending = false;
     Qpn cnp_dqpn;
 
     // Spraying responder.
@@ -160,7 +170,6 @@ struct Qp {
     // spraying QP of a fabric).
     std::unique_ptr<uint8_t[]> held_data;
     Psn highest_rcvd;
-    Nanos sack_deadline = Nanos::max();  // when open holes up to sack_mark get reported
     Psn sack_mark;
 
     bool spraying() const { return init.reliability == Reliability::Spray && type == QpType::Rc; }
