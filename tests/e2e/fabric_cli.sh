@@ -8,6 +8,8 @@
 #   named link; the same seed twice gives byte-identical CSVs and pcaps, and
 #   another seed a different capture; every ICRC in it verifies; its rows
 #   are also a CSV; Ctrl-C in a long size keeps the sizes before it;
+# - the heap runs on transparent huge pages (glibc.malloc.hugetlb=1 added
+#   unless GLIBC_TUNABLES names it);
 # - bad input is refused with exit status 2, a message naming the problem
 #   and nothing on stdout (no fabric summary before the refusal), also a
 #   live or split option given without --live or --processes.
@@ -86,6 +88,24 @@ grep -qxF "# interrupted by SIGINT in the 4294967296 B run: 1 of 2 sizes finishe
 [ "$(wc -l <"$OUT/int/ring_allreduce_sweep.csv")" -eq 2 ] || fail "interrupted sweep CSV: $(cat "$OUT/int/ring_allreduce_sweep.csv")"
 said=$(sed -n "s|^report: $OUT/int (\([0-9]*\) files.*|\1|p" "$OUT/int.txt")
 [ "$said" = "$(ls "$OUT/int" | wc -l)" ] || fail "interrupted sweep: says $said files, its folder has $(ls "$OUT/int")"
+
+# The heap on transparent huge pages: rocemu starts itself again, once, with
+# glibc.malloc.hugetlb=1 added to GLIBC_TUNABLES (common/malloc_thp.hpp),
+# unless the variable names that tunable already; sanitizer builds do not.
+tunables_of() {  # tunables_of ENV-ARGS...: the GLIBC_TUNABLES rocemu runs with (its debug log)
+  env "$@" "$ROCEMU" --log-level debug fabric show --default 2>&1 | sed -n 's/.*glibc tunables: //p'
+}
+if ldd "$ROCEMU" | grep -q libasan; then
+  echo "heap huge pages: not in a sanitizer build"
+else
+  got=$(tunables_of -u GLIBC_TUNABLES)
+  [ "$got" = "glibc.malloc.hugetlb=1" ] || fail "restart with the heap tunable: GLIBC_TUNABLES='$got'"
+  got=$(tunables_of GLIBC_TUNABLES=glibc.malloc.tcache_count=0)
+  [ "$got" = "glibc.malloc.tcache_count=0:glibc.malloc.hugetlb=1" ] || fail "tunable appended: '$got'"
+  got=$(tunables_of GLIBC_TUNABLES=glibc.malloc.hugetlb=0)
+  [ "$got" = "glibc.malloc.hugetlb=0" ] || fail "a user's hugetlb=0 is kept: '$got'"
+  echo "heap huge pages: glibc.malloc.hugetlb=1 added, appended to other tunables, a user's =0 kept"
+fi
 
 # Refusals: exit 2, the reason on stderr, nothing on stdout.
 printf 'topology: {kind: leaf_spine, leafs: 2}\n' >"$OUT/badkey.yaml"

@@ -1,3 +1,5 @@
+#include <cstdlib>
+
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -27,7 +29,11 @@ int main(int argc, char** argv) {
     rocemu::cli::add_rdma_ops_command(app, status);
 #endif
 
-    app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+    app.parse_complete_callback([&] {
+        spdlog::set_level(spdlog::level::from_str(log_level));
+        const char* tunables = std::getenv("GLIBC_TUNABLES");
+        spdlog::debug("glibc tunables: {}", tunables ? tunables : "(none)");
+    });
     CLI11_PARSE(app, argc, argv);
     return status;
 }
