@@ -5,7 +5,9 @@
 // IPv4 checksum) recomputed, so the fuzzer gets past the integrity and
 // access checks into the responder and completer; and once more after a
 // timer tick. Whatever the engine sends back is pulled and discarded.
-// Every input goes to two engines: one copying, one with zero_copy_min 512,
+// The patched frame is also delivered with a stretch of it zeroed and
+// vouched for (on_frame's zero_from), and the raw input with zero_from
+// wrong. Every input goes to two engines: one copying, one with zero_copy_min 512,
 // whose READ responses lend the MR's bytes (TxFrame::ext); those must lie
 // inside the registered MR, and their pins are released as a runtime does.
 #include <algorithm>
@@ -75,9 +77,9 @@ struct Target {
         eng->post_recv(qpn, std::span<const RecvWr>(&r, 1), fx);
     }
 
-    void deliver(std::span<const uint8_t> frame) {
+    void deliver(std::span<const uint8_t> frame, size_t zero_from = SIZE_MAX) {
         now += Nanos{1000};
-        eng->on_frame(frame, now, fx);
+        eng->on_frame(frame, now, fx, zero_from);
         fuzz::drain_tx(*eng, bufs, now, fx, [&](TxFrame& f) {
             if (f.ext && (f.ext < mem.data() || f.ext + f.ext_len > mem.data() + mem.size())) {
                 std::fprintf(stderr, "fuzz_responder invariant: a zero-copy frame lends bytes outside the MR\n");
@@ -140,7 +142,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             t->now += Nanos::from_ms(10);
             t->eng->on_timer(t->now, t->fx);
             t->deliver(f);
+            // Zeros the caller vouches for (the fabric's frame pool does):
+            // from a point the input picks to the ICRC, which is made right.
+            const size_t icrc_off = f.size() >= 4 ? f.size() - 4 : 0;
+            const size_t from = size > 0 ? data[0] * icrc_off / 255 : icrc_off;
+            std::fill(f.begin() + static_cast<ptrdiff_t>(from), f.begin() + static_cast<ptrdiff_t>(icrc_off), 0);
+            if (patch(f, *t)) t->deliver(f, from);
         }
+        // A caller wrong about them must not crash the engine either.
+        t->deliver(std::span<const uint8_t>(data, size), size > 1 ? data[1] : 0);
     }
     return 0;
 }

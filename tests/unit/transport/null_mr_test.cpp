@@ -29,8 +29,8 @@ struct Sent {
     std::vector<Wc> wcs[2];
 };
 
-// Side 0 sends, from `src` (zeroed memory, or the same addresses under a
-// null MR): a WRITE of 2999 bytes (3 packets, the last with pad), a SEND of
+// Side 0 sends, from `src` (zeroed memory, or a null MR over addresses that
+// hold 0x77, which must not be read): a WRITE of 2999 bytes (3 packets, the last with pad), a SEND of
 // three SGEs (zeros, 200 bytes of 0x3C from a real MR, zeros), a WRITE WITH
 // IMMEDIATE of 600 bytes and a WRITE of 40 (below the fused copy). Side 1's
 // memory starts as 0xAA, so every zero in it was written.
@@ -39,16 +39,17 @@ Sent run(bool null_mr) {
     L.keep_log = true;
     Side s[2];
     for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
-    static std::vector<uint8_t> zeros(kMem), ones(kMem, 0x3C), far(kMem);
+    static std::vector<uint8_t> zeros(kMem), junk(kMem, 0x77), ones(kMem, 0x3C), far(kMem);
     std::fill(far.begin(), far.end(), uint8_t{0xAA});
     const MrHandle src = null_mr ? L[0].alloc_null_mr(s[0].pd).value
                                  : L[0].reg_mr(s[0].pd, zeros.data(), kMem, kLocalWrite).value;
     const MrHandle real = L[0].reg_mr(s[0].pd, ones.data(), kMem, kLocalWrite).value;
     const MrHandle dst = L[1].reg_mr(s[1].pd, far.data(), kMem, kLocalWrite | kRemoteWrite).value;
     EXPECT_NE(src.lkey, 0u);
+    uint8_t* const from = null_mr ? junk.data() : zeros.data();  // local addresses are not on the wire
     connect(L, s);
     auto write = [&](uint64_t id, WrOpcode op, uint32_t len, size_t at) {
-        SendWr w = make_wr(id, op, zeros.data() + at, len, src.lkey);
+        SendWr w = make_wr(id, op, from + at, len, src.lkey);
         w.remote_addr = reinterpret_cast<uint64_t>(far.data() + at);
         w.rkey = dst.rkey;
         w.imm_data = 0x1234;
@@ -56,9 +57,9 @@ Sent run(bool null_mr) {
     };
     write(1, WrOpcode::RdmaWrite, 2999, 0);
     EXPECT_FALSE(L[1].post_recv(s[1].qpn, std::array{make_recv(9, far.data() + 4096, 4096, dst.lkey)}, L.fx[1]));
-    SendWr send = make_wr(2, WrOpcode::Send, zeros.data(), 100, src.lkey);
+    SendWr send = make_wr(2, WrOpcode::Send, from, 100, src.lkey);
     send.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(ones.data()), 200, real.lkey});
-    send.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(zeros.data() + 300), 1500, src.lkey});
+    send.sg_list.push_back(Sge{reinterpret_cast<uint64_t>(from + 300), 1500, src.lkey});
     EXPECT_FALSE(L[0].post_send(s[0].qpn, std::array{send}, L.fx[0]));
     EXPECT_FALSE(L[1].post_recv(s[1].qpn, std::array{make_recv(10, far.data() + 8192, 4096, dst.lkey)}, L.fx[1]));
     write(3, WrOpcode::RdmaWriteWithImm, 600, 12288);
@@ -206,58 +207,61 @@ TEST(TransportNullMr, AReceiverToldThePayloadIsZeroDoesNotReadIt) {
     }
 }
 
-TEST(TransportNullMr, IsASourceOnly) {
+// Two connected engines, each with a null MR.
+struct NullPair {
     Loop L;
     Side s[2];
-    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
-    EXPECT_EQ(L[0].alloc_null_mr(PdHandle{99}).error.err, EINVAL);
-    const MrHandle null0 = L[0].alloc_null_mr(s[0].pd).value;
-    const MrHandle null1 = L[1].alloc_null_mr(s[1].pd).value;
+    MrHandle null[2];
+    NullPair() {
+        for (int i = 0; i < 2; ++i) {
+            s[i] = make_side(L[i]);
+            null[i] = L[i].alloc_null_mr(s[i].pd).value;
+        }
+        connect(L, s);
+    }
+    // Runs until nothing is left; the one completion on `side`'s CQ.
+    WcStatus only_completion(int side, CqHandle cq) {
+        L.settle();
+        const std::vector<Wc> wcs = drain(L[side], cq);
+        EXPECT_EQ(wcs.size(), 1u);
+        return wcs.empty() ? WcStatus::Success : wcs[0].status;
+    }
+};
+
+TEST(TransportNullMr, IsASourceOnly) {
     std::vector<uint8_t> mem(kMem, 0x11);
-    const MrHandle real1 = L[1].reg_mr(s[1].pd, mem.data(), kMem, kLocalWrite | kRemoteRead).value;
-    connect(L, s);
-    // A READ whose result would land in a null MR: no local write.
-    SendWr read = make_wr(1, WrOpcode::RdmaRead, mem.data(), 64, null0.lkey);
-    read.remote_addr = reinterpret_cast<uint64_t>(mem.data());
-    read.rkey = real1.rkey;
-    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{read}, L.fx[0]));
-    L.settle();
-    auto wcs = drain(L[0], s[0].scq);
-    ASSERT_EQ(wcs.size(), 1u);
-    EXPECT_EQ(wcs[0].status, WcStatus::LocProtErr);
-
-    // A WRITE to a peer's null MR by its key: no remote access.
-    Loop L2;
-    for (int i = 0; i < 2; ++i) s[i] = make_side(L2[i]);
-    const MrHandle src = L2[0].alloc_null_mr(s[0].pd).value;
-    const MrHandle target = L2[1].alloc_null_mr(s[1].pd).value;
-    connect(L2, s);
-    SendWr write = make_wr(2, WrOpcode::RdmaWrite, mem.data(), 64, src.lkey);
-    write.remote_addr = 0x1000;
-    write.rkey = target.rkey;
-    ASSERT_FALSE(L2[0].post_send(s[0].qpn, std::array{write}, L2.fx[0]));
-    L2.settle();
-    wcs = drain(L2[0], s[0].scq);
-    ASSERT_EQ(wcs.size(), 1u);
-    EXPECT_EQ(wcs[0].status, WcStatus::RemAccessErr);
-
-    // A receive into a null MR: nothing is written, the SEND fails.
-    Loop L3;
-    for (int i = 0; i < 2; ++i) s[i] = make_side(L3[i]);
-    const MrHandle src3 = L3[0].alloc_null_mr(s[0].pd).value;
-    const MrHandle sink = L3[1].alloc_null_mr(s[1].pd).value;
-    connect(L3, s);
-    ASSERT_FALSE(L3[1].post_recv(s[1].qpn, std::array{make_recv(7, mem.data(), 64, sink.lkey)}, L3.fx[1]));
-    ASSERT_FALSE(L3[0].post_send(s[0].qpn, std::array{make_wr(3, WrOpcode::Send, mem.data(), 64, src3.lkey)}, L3.fx[0]));
-    L3.settle();
-    wcs = drain(L3[1], s[1].rcq);
-    ASSERT_EQ(wcs.size(), 1u);
-    EXPECT_EQ(wcs[0].status, WcStatus::LocProtErr);
-    EXPECT_TRUE(all_of_byte(mem, 0x11));
-
-    // Deregistered like any MR, after which its key is unknown.
-    EXPECT_FALSE(L[1].dereg_mr(null1));
-    EXPECT_EQ(L[1].dereg_mr(null1).err, EINVAL);
+    {
+        // A READ whose result would land in a null MR: no local write.
+        NullPair n;
+        EXPECT_EQ(n.L[0].alloc_null_mr(PdHandle{99}).error.err, EINVAL);
+        const MrHandle real = n.L[1].reg_mr(n.s[1].pd, mem.data(), kMem, kLocalWrite | kRemoteRead).value;
+        SendWr read = make_wr(1, WrOpcode::RdmaRead, mem.data(), 64, n.null[0].lkey);
+        read.remote_addr = reinterpret_cast<uint64_t>(mem.data());
+        read.rkey = real.rkey;
+        ASSERT_FALSE(n.L[0].post_send(n.s[0].qpn, std::array{read}, n.L.fx[0]));
+        EXPECT_EQ(n.only_completion(0, n.s[0].scq), WcStatus::LocProtErr);
+        // Deregistered like any MR, after which its key is unknown.
+        EXPECT_FALSE(n.L[1].dereg_mr(n.null[1]));
+        EXPECT_EQ(n.L[1].dereg_mr(n.null[1]).err, EINVAL);
+    }
+    {
+        // A WRITE to a peer's null MR by its key: no remote access.
+        NullPair n;
+        SendWr write = make_wr(2, WrOpcode::RdmaWrite, mem.data(), 64, n.null[0].lkey);
+        write.remote_addr = 0x1000;
+        write.rkey = n.null[1].rkey;
+        ASSERT_FALSE(n.L[0].post_send(n.s[0].qpn, std::array{write}, n.L.fx[0]));
+        EXPECT_EQ(n.only_completion(0, n.s[0].scq), WcStatus::RemAccessErr);
+    }
+    {
+        // A receive into a null MR: nothing is written, the SEND fails.
+        NullPair n;
+        ASSERT_FALSE(n.L[1].post_recv(n.s[1].qpn, std::array{make_recv(7, mem.data(), 64, n.null[1].lkey)}, n.L.fx[1]));
+        ASSERT_FALSE(
+            n.L[0].post_send(n.s[0].qpn, std::array{make_wr(3, WrOpcode::Send, mem.data(), 64, n.null[0].lkey)}, n.L.fx[0]));
+        EXPECT_EQ(n.only_completion(1, n.s[1].rcq), WcStatus::LocProtErr);
+        EXPECT_TRUE(all_of_byte(mem, 0x11));
+    }
 }
 
 }  // namespace
