@@ -282,6 +282,10 @@ struct Context::Impl {
 
 Context::Context(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+void Context::keep_port_open_at_exit() {
+    if (impl_->port) impl_->port->keep_open_at_exit();
+}
+
 Context::~Context() {
     Impl& m = *impl_;
     if (m.mode == Progress::Lcore) {

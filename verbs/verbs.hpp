@@ -136,6 +136,10 @@ public:
     static std::unique_ptr<Context> open(const DeviceOptions& opts, const std::vector<std::string>& eal_args,
                                          std::string& error);
     ~Context();
+    // For a process that leaves with _Exit once the context is gone (rocemu's
+    // commands do): the destructor writes the capture out but leaves the port
+    // open (dpdk::Port::keep_open_at_exit says why).
+    void keep_port_open_at_exit();
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;
 

@@ -46,6 +46,8 @@ bool Eal::init(const std::vector<std::string>& user_args, std::string& error) {
 
 const std::string& Eal::file_prefix() { return g_prefix; }
 
+bool Eal::running() { return g_running; }
+
 void Eal::cleanup() {
     if (!g_running) return;
     const std::string runtime_dir = rte_eal_get_runtime_dir();

@@ -12,6 +12,8 @@ public:
     // Starts the EAL with make_eal_args(user) on the first call; later calls
     // return true without doing anything. On failure `error` says why.
     static bool init(const std::vector<std::string>& user_args, std::string& error);
+    // Whether init() has started the EAL and cleanup() has not released it.
+    static bool running();
     // Empty when the EAL runs --in-memory (then there is no telemetry socket).
     static const std::string& file_prefix();
     // Releases the EAL's resources (its runtime directory, memory). Call once,

@@ -176,6 +176,7 @@ bool Port::set_promiscuous(bool on) {
 }
 
 Port::~Port() {
+    if (keep_open_) return;
     if (started_) rte_eth_dev_stop(id_);
     rte_eth_dev_close(id_);
     if (probed_ && device_) rte_dev_remove(device_);

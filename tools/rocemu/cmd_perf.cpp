@@ -157,6 +157,7 @@ int run_two_process(PerfOp op, PerfCliOptions o) {
                 if (v) fmt::print("{} {}\n", name, v);
             });
         }
+        ctx->keep_port_open_at_exit();  // main() leaves with _Exit
     }
     return status;
 }

@@ -301,6 +301,7 @@ int run_pingpong(PingpongOptions o) {
         }
         Pingpong pp(o, *ctx);
         status = pp.run();
+        ctx->keep_port_open_at_exit();  // main() leaves with _Exit
     }
     return status;
 }

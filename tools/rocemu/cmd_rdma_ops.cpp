@@ -541,7 +541,9 @@ int run_rdma_ops(RdmaOpsOptions o) {
         return 1;
     }
     RdmaOps ops(o, *ctx);
-    return ops.run();
+    const int status = ops.run();
+    ctx->keep_port_open_at_exit();  // main() leaves with _Exit
+    return status;
 }
 
 }  // namespace

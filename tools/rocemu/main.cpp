@@ -5,6 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include "common/malloc_thp.hpp"
+#ifdef ROCEMU_WITH_DPDK
+#include "dataplane/dpdk/eal.hpp"
+#endif
 #include "tools/rocemu/commands.hpp"
 #include "tools/rocemu/crash.hpp"
 
@@ -35,5 +38,19 @@ int main(int argc, char** argv) {
         spdlog::debug("glibc tunables: {}", tunables ? tunables : "(none)");
     });
     CLI11_PARSE(app, argc, argv);
+#ifdef ROCEMU_WITH_DPDK
+    // A command that started DPDK and left it running (pingpong, perf,
+    // rdma-ops) has closed its ports, but the EAL's interrupt thread may still
+    // be finishing a PMD's deferred work: memif frees a closed control
+    // channel there once its callback returns. exit()'s destructors raced it
+    // (a SIGSEGV in that thread as the process ended, about 1 pingpong run in
+    // 8 over memif). _Exit ends every thread at once.
+    if (rocemu::dpdk::Eal::running()) {
+        spdlog::shutdown();
+        std::fflush(nullptr);
+        rocemu::dpdk::Eal::remove_own_runtime_dir();
+        std::_Exit(status);
+    }
+#endif
     return status;
 }

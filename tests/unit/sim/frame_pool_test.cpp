@@ -340,9 +340,10 @@ TEST(SimFramePoolZero, RandomWritersKeepTheKnowledgeTrue) {
         ASSERT_EQ(wrongly_zero(pool, h), -1) << "step " << step;
         // zero_from (what a receiving engine is told) holds too.
         const uint32_t len = pool.len(h);
-        if (len >= 4 && pool.zero_from(h) < len - 4)
+        if (len >= 4 && pool.zero_from(h) < len - 4) {
             ASSERT_TRUE(all_zero(pool.frame(h).subspan(pool.zero_from(h), len - 4 - pool.zero_from(h))))
                 << "step " << step;
+        }
     }
 }
 
