@@ -113,16 +113,10 @@ public:
     // nothing else: that is what the pool now counts as written.
     // Precondition: payload_off <= frame_len - 4, frame_len <= kFrameCapacity.
     std::span<uint8_t> with_zero_payload(FrameHandle h, uint32_t payload_off, uint32_t frame_len) {
-        State& s = state(h);
-        uint8_t* p = slot(h);
-        const uint32_t icrc = frame_len - 4;
-        if (s.dirty_end > payload_off) std::fill(p + payload_off, p + s.dirty_end, uint8_t{0});
-        if (s.island != kNoIsland && s.island != icrc && s.island + 4u > payload_off)
-            std::fill_n(p + s.island, 4, uint8_t{0});
-        s.dirty_end = static_cast<uint16_t>(payload_off);
-        s.island = static_cast<uint16_t>(icrc);
-        s.len = static_cast<uint16_t>(frame_len);
-        return {p, frame_len};
+        // The same zeroing as for a writer that wrote first: what it leaves
+        // (the old bytes at the ICRC's place) the caller writes next.
+        settle_zero_payload(h, payload_off, frame_len);
+        return {slot(h), frame_len};
     }
 
     // For a writer that says afterwards what it wrote (the transport
@@ -136,7 +130,7 @@ public:
     // `frame_len` bytes (and nothing but zeros elsewhere), leaving the bytes
     // between, its zero payload and pad, for the pool: zeroes those not known
     // to be zero, and any beyond the frame, and sets the frame's length.
-    // with_zero_payload() is the same for a writer that writes afterwards.
+    // with_zero_payload() is this for a writer that writes afterwards.
     // Precondition: payload_off <= frame_len - 4, frame_len <= kFrameCapacity.
     void settle_zero_payload(FrameHandle h, uint32_t payload_off, uint32_t frame_len) {
         State& s = state(h);

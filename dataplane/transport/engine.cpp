@@ -179,23 +179,21 @@ Result<MrHandle> Engine::reg_mr(PdHandle pd, void* addr, uint64_t length, uint32
     if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite))
         return {{}, err(EINVAL, "access", "access: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE")};
     if (addr == nullptr && length != 0) return {{}, err(EINVAL, "addr", "addr: null with a non-zero length")};
-    const uint32_t i = alloc_slot(mrs_, cfg_.max_mr);
-    if (i == 0 || i >= (1u << 24)) return {{}, err(ENOMEM, "mr", "no MR slots left")};
-    ++key_gen_;
-    Mr& m = mrs_[i];
-    m = Mr{true, pd.id, reinterpret_cast<uint64_t>(addr), length, access, i << 8 | key_gen_};
-    ++pds_[pd.id].users;
-    return {MrHandle{m.key, m.key}, {}};
+    return add_mr(Mr{true, pd.id, reinterpret_cast<uint64_t>(addr), length, access});
 }
 
 Result<MrHandle> Engine::alloc_null_mr(PdHandle pd) {
     if (pd.id == 0 || pd.id >= pds_.size() || !pds_[pd.id].live) return {{}, err(EINVAL, "pd", "unknown PD")};
+    return add_mr(Mr{true, pd.id, 0, UINT64_MAX, 0, 0, true});
+}
+
+Result<MrHandle> Engine::add_mr(Mr m) {
     const uint32_t i = alloc_slot(mrs_, cfg_.max_mr);
     if (i == 0 || i >= (1u << 24)) return {{}, err(ENOMEM, "mr", "no MR slots left")};
     ++key_gen_;
-    Mr& m = mrs_[i];
-    m = Mr{true, pd.id, 0, UINT64_MAX, 0, i << 8 | key_gen_, true};
-    ++pds_[pd.id].users;
+    m.key = i << 8 | key_gen_;
+    mrs_[i] = m;
+    ++pds_[m.pd].users;
     return {MrHandle{m.key, m.key}, {}};
 }
 

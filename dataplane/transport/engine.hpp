@@ -244,6 +244,9 @@ private:
     Qp* find_qp(Qpn qpn);
     const Qp* find_qp(Qpn qpn) const;
     Mr* find_mr(uint32_t key);
+    // reg_mr and alloc_null_mr, once checked: `m` in a free slot, its key
+    // made, its PD counting it.
+    Result<MrHandle> add_mr(Mr m);
     // Zero copy: `f` carries `len` bytes at `bytes` of the MR whose key is
     // `key` as they lie (TxFrame::ext), and the MR is pinned until the
     // runtime frees the frame. The caller writes the tail (pad, ICRC).
