@@ -19,9 +19,9 @@ namespace rocemu {
 
 inline constexpr std::string_view kMallocThpTunable = "glibc.malloc.hugetlb";
 
-// Whether GLIBC_TUNABLES names glibc.malloc.hugetlb (any value).
-inline bool malloc_thp_chosen() {
-    const char* cur = std::getenv("GLIBC_TUNABLES");
+// Whether the tunables string `cur` (GLIBC_TUNABLES, maybe null) names
+// glibc.malloc.hugetlb (any value).
+inline bool malloc_thp_chosen(const char* cur) {
     return cur != nullptr && std::string_view(cur).find(kMallocThpTunable) != std::string_view::npos;
 }
 
@@ -35,8 +35,8 @@ inline void restart_with_malloc_thp(char** argv) {
 #if defined(__SANITIZE_ADDRESS__)
     (void)argv;  // the sanitizer's allocator ignores glibc's tunables
 #else
-    if (malloc_thp_chosen()) return;
     const char* cur = std::getenv("GLIBC_TUNABLES");
+    if (malloc_thp_chosen(cur)) return;
     std::string v(kMallocThpTunable);
     v += "=1";
     if (cur != nullptr && *cur != '\0') v = std::string(cur) + ":" + v;

@@ -165,14 +165,14 @@ Result<PdHandle> Engine::alloc_pd() {
 }
 
 VerbsError Engine::dealloc_pd(PdHandle pd) {
-    if (pd.id == 0 || pd.id >= pds_.size() || !pds_[pd.id].live) return err(EINVAL, "pd", "unknown PD");
+    if (!pd_live(pd)) return err(EINVAL, "pd", "unknown PD");
     if (pds_[pd.id].users != 0) return err(EBUSY, "pd", "PD still in use");
     pds_[pd.id].live = false;
     return {};
 }
 
 Result<MrHandle> Engine::reg_mr(PdHandle pd, void* addr, uint64_t length, uint32_t access) {
-    if (pd.id == 0 || pd.id >= pds_.size() || !pds_[pd.id].live) return {{}, err(EINVAL, "pd", "unknown PD")};
+    if (!pd_live(pd)) return {{}, err(EINVAL, "pd", "unknown PD")};
     if (access & ~uint32_t{kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic})
         return {{}, err(EINVAL, "access", fmt::format("access: 0x{:x} has unknown flags", access))};
     // IBTA o10-37: remote write or atomic access needs local write.
@@ -183,7 +183,7 @@ Result<MrHandle> Engine::reg_mr(PdHandle pd, void* addr, uint64_t length, uint32
 }
 
 Result<MrHandle> Engine::alloc_null_mr(PdHandle pd) {
-    if (pd.id == 0 || pd.id >= pds_.size() || !pds_[pd.id].live) return {{}, err(EINVAL, "pd", "unknown PD")};
+    if (!pd_live(pd)) return {{}, err(EINVAL, "pd", "unknown PD")};
     return add_mr(Mr{true, pd.id, 0, UINT64_MAX, 0, 0, true});
 }
 
@@ -252,7 +252,7 @@ VerbsError Engine::destroy_cq(CqHandle cq) {
 }
 
 Result<SrqHandle> Engine::create_srq(PdHandle pd, uint32_t max_wr, uint32_t max_sge) {
-    if (pd.id == 0 || pd.id >= pds_.size() || !pds_[pd.id].live) return {{}, err(EINVAL, "pd", "unknown PD")};
+    if (!pd_live(pd)) return {{}, err(EINVAL, "pd", "unknown PD")};
     if (max_wr == 0 || max_wr > cfg_.max_qp_wr)
         return {{}, err(EINVAL, "max_wr", fmt::format("max_wr: {} is outside [1, {}]", max_wr, cfg_.max_qp_wr))};
     if (max_sge == 0 || max_sge > kMaxSge)
@@ -278,7 +278,7 @@ VerbsError Engine::destroy_srq(SrqHandle srq) {
 }
 
 Result<AhHandle> Engine::create_ah(PdHandle pd, const AddressVector& av) {
-    if (pd.id == 0 || pd.id >= pds_.size() || !pds_[pd.id].live) return {{}, err(EINVAL, "pd", "unknown PD")};
+    if (!pd_live(pd)) return {{}, err(EINVAL, "pd", "unknown PD")};
     if (av.sgid_index >= cfg_.gids.size())
         return {{}, err(EINVAL, "sgid_index",
                         fmt::format("sgid_index: {} is outside [0, {}]", av.sgid_index, cfg_.gids.size() - 1))};
@@ -297,8 +297,7 @@ VerbsError Engine::destroy_ah(AhHandle ah) {
 }
 
 Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
-    if (in.pd.id == 0 || in.pd.id >= pds_.size() || !pds_[in.pd.id].live)
-        return {{}, err(EINVAL, "pd", "unknown PD")};
+    if (!pd_live(in.pd)) return {{}, err(EINVAL, "pd", "unknown PD")};
     auto cq_ok = [&](CqHandle c) { return c.id != 0 && c.id < cqs_.size() && cqs_[c.id].live; };
     if (!cq_ok(in.send_cq)) return {{}, err(EINVAL, "send_cq", "unknown send CQ")};
     if (!cq_ok(in.recv_cq)) return {{}, err(EINVAL, "recv_cq", "unknown recv CQ")};

@@ -243,6 +243,7 @@ private:
 
     Qp* find_qp(Qpn qpn);
     const Qp* find_qp(Qpn qpn) const;
+    bool pd_live(PdHandle pd) const { return pd.id != 0 && pd.id < pds_.size() && pds_[pd.id].live; }
     Mr* find_mr(uint32_t key);
     // reg_mr and alloc_null_mr, once checked: `m` in a free slot, its key
     // made, its PD counting it.
