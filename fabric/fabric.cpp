@@ -39,7 +39,8 @@ Config make_link_config(const LinkClass& c) {
 
 sim::LinkConfig link_config(const LinkClass& c) { return make_link_config<sim::LinkConfig>(c); }
 
-Fabric::Fabric(const Topology& topo, uint64_t seed) : topo_(topo), sim_(sim::SimConfig{seed, 1u << 18}) {
+Fabric::Fabric(const Topology& topo, uint64_t seed)
+    : build_(std::in_place, heap_), topo_(topo), sim_(sim::SimConfig{seed, 1u << 18}) {
     data_queue_ = topo_.data_queue();
     std::vector<sim::NodeId> sw_ids, nic_ids;
     for (uint32_t s = 0; s < topo_.switches.size(); ++s) {
@@ -62,9 +63,11 @@ Fabric::Fabric(const Topology& topo, uint64_t seed) : topo_(topo), sim_(sim::Sim
         const auto [ab, ba] = sim_.connect(id(l.a), l.a.port, id(l.b), l.b.port, link_config(l.cls));
         links_.push_back({ab, ba});
     }
+    build_.reset();
 }
 
 uint32_t Fabric::add_flow(const FlowSpec& f) {
+    const HeapSegment::Use use(heap_);
     const auto id = static_cast<uint32_t>(flows_.size());
     flows_.push_back(f);
     stats_.emplace_back();
@@ -96,6 +99,7 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
 }
 
 void Fabric::stall(uint32_t nic, Nanos at) {
+    const HeapSegment::Use use(heap_);
     if (nic >= nic_count())
         throw std::invalid_argument(fmt::format("stall: no NIC {} (the fabric has {})", nic, nic_count()));
     if (model() == NicModel::Rc)
@@ -138,6 +142,7 @@ void Fabric::maybe_begin(uint32_t flow, Nanos now) {
 }
 
 bool Fabric::capture(std::string_view link, const std::string& path, std::string& error) {
+    const HeapSegment::Use use(heap_);
     const auto idx = topo_.find_link(link);
     if (!idx) {
         error = topo_.pcap_link_error(link);
@@ -156,6 +161,7 @@ bool Fabric::capture(std::string_view link, const std::string& path, std::string
 }
 
 void Fabric::start() {
+    const HeapSegment::Use use(heap_);
     for (auto& n : nics_) n->start();
     followers_.assign(flows_.size(), {});
     for (uint32_t id = 0; id < flows_.size(); ++id) {

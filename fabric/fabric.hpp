@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/heap_segment.hpp"
 #include "dataplane/pcap/pcap.hpp"
 #include "fabric/engine_nic.hpp"
 #include "fabric/gen_nic.hpp"
@@ -115,6 +117,12 @@ private:
     // they happen; before every sample and at the run's end.
     void sync_receiver_stats();
 
+    // The fabric's objects come from a heap segment of their own: built
+    // while build_ is set (the constructor) and in add_flow, stall, capture
+    // and start; they then lie together whatever the process allocated
+    // before (common/heap_segment.hpp). First, so it is released last.
+    HeapSegment heap_;
+    std::optional<HeapSegment::Use> build_;
     Topology topo_;
     sim::Simulator sim_;
     sw::Effects switch_fx_;  // the switches' shared effects scratch (SwitchNode)

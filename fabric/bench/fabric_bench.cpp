@@ -22,7 +22,10 @@
 //
 // Usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both]
 //            [--hosts 16|32|64|128|256|all|sweep] [--flows random|shift|both] [--repeat N] [--span-us N]
-//            [--mtu 1500|4200|9000] [--no-incast]
+//            [--mtu 1500|4200|9000] [--no-incast] [--scatter-heap]
+// --scatter-heap first leaves the heap as a long process's is (400000 blocks
+// of 16 to 6015 bytes allocated, two in three freed, the rest kept), so the
+// fabrics are built in its holes, as a sweep's later sizes are.
 // --repeat runs the sizes N times interleaved (default 3) and keeps the
 // cheapest of each, since other load on the machine only adds time. `all` is
 // 16, 64 and 256 hosts; `sweep` every size from 16 to 256, doubling, to see
@@ -104,7 +107,7 @@ Figures timed_run(Fabric& f, Nanos warmup, Nanos span) {
 constexpr std::string_view kUsage =
     "usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both] "
     "[--hosts 16|32|64|128|256|all|sweep] [--flows random|shift|both] [--repeat N] [--span-us N] "
-    "[--mtu 1500|4200|9000] [--no-incast]\n"
+    "[--mtu 1500|4200|9000] [--no-incast] [--scatter-heap]\n"
     "  the 2:1 incast (INCAST_SECONDS simulated, default 1) on each model, then at each host count a random\n"
     "  permutation and (shift) every host sending to the same host of the next leaf, CPU ns per packet-hop and\n"
     "  each size's ratio to 16 hosts (fabric/README.md, Speed)\n";
@@ -219,6 +222,22 @@ double chase_ns(size_t bytes) {
     return std::chrono::duration<double, std::nano>(t1 - t0).count() / kLoads;
 }
 
+// Leaves the heap scattered: blocks of every small size allocated in a
+// random order, two in three freed (the rest returned, to be kept).
+std::vector<void*> scatter_heap() {
+    std::mt19937_64 rng(7);
+    std::vector<void*> blocks(400000);
+    for (void*& b : blocks) b = std::malloc(16 + rng() % 6000);
+    std::vector<void*> kept;
+    for (void* b : blocks) {
+        if (rng() % 3 == 0)
+            kept.push_back(b);
+        else
+            std::free(b);
+    }
+    return kept;
+}
+
 void print_caches() {
     const char* tunables = std::getenv("GLIBC_TUNABLES");
     fmt::print("malloc: GLIBC_TUNABLES={} (glibc.malloc.hugetlb=1: the heap on transparent huge pages, as rocemu "
@@ -239,6 +258,7 @@ int main(int argc, char** argv) {
     rocemu::restart_with_malloc_thp(argv);  // as rocemu does
     double incast_s = 1.0;
     bool run_incast = true;
+    bool scatter = false;
     int repeat = 3;
     int mtu = 4200;
     std::vector<NicModel> models{NicModel::Rc, NicModel::Generator};
@@ -294,6 +314,8 @@ int main(int argc, char** argv) {
             if (mtu != 1500 && mtu != 4200 && mtu != 9000) usage_error(fmt::format("--mtu: '{}' is not 1500, 4200 or 9000", v));
         } else if (a == "--no-incast") {
             run_incast = false;
+        } else if (a == "--scatter-heap") {
+            scatter = true;
         } else if (a.starts_with("-")) {
             usage_error(fmt::format("unknown option '{}'", a));
         } else {
@@ -305,6 +327,8 @@ int main(int argc, char** argv) {
     }
 
     print_caches();
+    const std::vector<void*> kept = scatter ? scatter_heap() : std::vector<void*>{};
+    if (scatter) fmt::print("heap scattered: {} blocks kept of 400000\n", kept.size());
     if (run_incast)
         for (const NicModel m : models) incast(incast_s, m);
     for (const NicModel m : models) {
