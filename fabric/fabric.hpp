@@ -78,6 +78,8 @@ public:
     bool all_done() const;
 
     const Topology& topology() const { return topo_; }
+    // Bytes the fabric's heap segment handed out (0 without one).
+    std::size_t heap_bytes() const { return heap_.used(); }
     sim::Simulator& sim() { return sim_; }
     Nanos now() const { return sim_.now(); }
     const std::vector<std::unique_ptr<SwitchNode>>& switches() const { return switches_; }
