@@ -56,10 +56,14 @@ bool reserve() {
     if (g_base.load(std::memory_order_relaxed) != 0) return true;
     if (g_tried || !kEnabled) return false;
     g_tried = true;
-    void* p = mmap(nullptr, kRegionBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // One huge page more than the region, whose start is then rounded up to
+    // a huge page: only 2 MiB-aligned ranges get transparent huge pages.
+    void* p = mmap(nullptr, kRegionBytes + kHugePage, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return false;
-    madvise(p, kRegionBytes, MADV_HUGEPAGE);  // advice only: 4 KiB pages if THP is off
-    g_base.store(reinterpret_cast<uintptr_t>(p), std::memory_order_release);
+    const uintptr_t base = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1);
+    madvise(reinterpret_cast<void*>(base), kRegionBytes, MADV_HUGEPAGE);  // advice only: 4 KiB pages if THP is off
+    g_base.store(base, std::memory_order_release);
     return true;
 }
 
@@ -82,6 +86,9 @@ void unref(int i) {
 void* seg_alloc(int i, std::size_t n, std::size_t align) {
     Segment& s = g_seg[i];
     if (n == 0) n = 1;
+    // Segments start on a huge page, so offsets aligned up to 2 MiB are
+    // addresses aligned as much; a larger alignment goes to malloc.
+    if (align > kHugePage) return nullptr;
     std::size_t off = s.next.load(std::memory_order_relaxed), at;
     do {
         at = (off + align - 1) & ~(align - 1);

@@ -67,6 +67,9 @@ TEST(HeapSegment, UsesNestAndRestoreTheSegmentBefore) {
 struct alignas(256) Wide {
     uint8_t b[256];
 };
+struct alignas(8192) Paged {
+    uint8_t b[100];
+};
 
 TEST(HeapSegment, HonoursTheAlignmentAsked) {
     HeapSegment s;
@@ -79,6 +82,10 @@ TEST(HeapSegment, HonoursTheAlignmentAsked) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(w.get()) % 256, 0u);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(arr.get()) % 256, 0u);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(c.get()) % __STDCPP_DEFAULT_NEW_ALIGNMENT__, 0u);
+    // Aligned as an address, not only as an offset into the segment.
+    auto page = std::make_unique<Paged>();
+    EXPECT_TRUE(HeapSegment::owns(page.get()));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(page.get()) % 8192, 0u);
 }
 
 // Closing the segment with a block still out keeps the block valid; the
