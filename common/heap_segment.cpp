@@ -124,7 +124,9 @@ HeapSegment::HeapSegment() {
 
 HeapSegment::~HeapSegment() {
     if (index_ < 0) return;
-    if (tl_seg == index_) tl_seg = -1;  // a Use left open by an exception's unwinding order
+    // A Use must not outlive its segment; should one, its thread's blocks go
+    // back to malloc rather than into a closed segment.
+    if (tl_seg == index_) tl_seg = -1;
     {
         std::lock_guard lock(g_mu);
         g_seg[index_].state = State::Closed;
