@@ -129,6 +129,47 @@ TEST(HeapSegment, AReleasedSegmentIsTakenAgainFromItsStart) {
     EXPECT_EQ(firsts[1], firsts[2]);
 }
 
+// Threads building in segments of their own while others free their
+// blocks: every segment is given back once, when its last block goes.
+TEST(HeapSegment, BlocksFreedAcrossThreadsReleaseEachSegmentOnce) {
+    {
+        HeapSegment probe;
+        REQUIRE_SEGMENT(probe);
+    }
+    const HeapSegment::Stats before = HeapSegment::stats();
+    constexpr int kThreads = 4;
+    constexpr int kBlocks = 20000;
+    std::vector<std::vector<int*>> made(kThreads);
+    for (auto& m : made) m.reserve(kBlocks);
+    {
+        std::vector<std::thread> builders;
+        for (int t = 0; t < kThreads; ++t)
+            builders.emplace_back([&made, t] {
+                HeapSegment s;
+                const HeapSegment::Use use(s);
+                for (int i = 0; i < kBlocks; ++i) made[t].push_back(new int(t * kBlocks + i));
+            });
+        for (auto& b : builders) b.join();
+    }
+    // Every builder closed its segment; the blocks hold them.
+    EXPECT_EQ(HeapSegment::stats().held, before.held + kThreads);
+    // Each thread frees another thread's blocks, checking them first.
+    std::vector<std::thread> freers;
+    for (int t = 0; t < kThreads; ++t)
+        freers.emplace_back([&made, t] {
+            const int from = (t + 1) % kThreads;
+            for (int i = 0; i < kBlocks; ++i) {
+                int* p = made[from][i];
+                if (!HeapSegment::owns(p) || *p != from * kBlocks + i) std::abort();
+                delete p;
+            }
+        });
+    for (auto& f : freers) f.join();
+    const HeapSegment::Stats after = HeapSegment::stats();
+    EXPECT_EQ(after.held, before.held);
+    EXPECT_EQ(after.released, before.released + kThreads);
+}
+
 // A fabric's objects lie in its segment, and a fabric built, run and
 // destroyed leaves no block of its segment behind (nothing of it cached in a
 // static), so a sweep's fabrics never pile up.
