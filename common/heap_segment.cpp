@@ -7,15 +7,7 @@
 #include <mutex>
 #include <new>
 
-// A sanitizer's allocator must see every block: no segments there (GCC
-// says so with __SANITIZE_*, clang with __has_feature).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ROCEMU_SANITIZED_HEAP 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define ROCEMU_SANITIZED_HEAP 1
-#endif
-#endif
+#include "common/sanitizer.hpp"
 
 namespace rocemu {
 namespace {

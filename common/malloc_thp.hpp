@@ -15,6 +15,8 @@
 
 #include <unistd.h>
 
+#include "common/sanitizer.hpp"
+
 namespace rocemu {
 
 inline constexpr std::string_view kMallocThpTunable = "glibc.malloc.hugetlb";
@@ -32,7 +34,7 @@ inline bool malloc_thp_chosen(const char* cur) {
 // executes the same program with the same arguments (same PID). Returns if
 // it did not restart, or the exec failed (the process goes on as it is).
 inline void restart_with_malloc_thp(char** argv) {
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef ROCEMU_SANITIZED_HEAP
     (void)argv;  // the sanitizer's allocator ignores glibc's tunables
 #else
     const char* cur = std::getenv("GLIBC_TUNABLES");

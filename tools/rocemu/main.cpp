@@ -40,11 +40,11 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
 #ifdef ROCEMU_WITH_DPDK
     // A command that started DPDK and left it running (pingpong, perf,
-    // rdma-ops) has closed its ports, but the EAL's interrupt thread may still
-    // be finishing a PMD's deferred work: memif frees a closed control
-    // channel there once its callback returns. exit()'s destructors raced it
-    // (a SIGSEGV in that thread as the process ended, about 1 pingpong run in
-    // 8 over memif). _Exit ends every thread at once.
+    // rdma-ops; their ports are kept open, Port::keep_open_at_exit) may still
+    // have the EAL's interrupt thread in a PMD's deferred work: memif handles
+    // the peer's disconnect there. exit()'s destructors raced it (a SIGSEGV in
+    // that thread as the process ended, about 1 pingpong run in 8 over memif).
+    // _Exit ends every thread at once.
     if (rocemu::dpdk::Eal::running()) {
         spdlog::shutdown();
         std::fflush(nullptr);
