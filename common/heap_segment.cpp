@@ -35,7 +35,6 @@ constinit std::atomic<uintptr_t> g_base{0};
 constinit bool g_tried = false;  // under g_mu
 constinit Segment g_seg[HeapSegment::kSegments];
 constinit std::atomic<std::size_t> g_released{0};
-constinit std::atomic<std::size_t> g_fallbacks{0};
 constinit thread_local int tl_seg = -1;
 
 uint8_t* seg_base(int i) {
@@ -84,10 +83,7 @@ void* seg_alloc(int i, std::size_t n, std::size_t align) {
     std::size_t off = s.next.load(std::memory_order_relaxed), at;
     do {
         at = (off + align - 1) & ~(align - 1);
-        if (at + n > HeapSegment::kSegmentBytes || at + n < at) {
-            g_fallbacks.fetch_add(1, std::memory_order_relaxed);
-            return nullptr;
-        }
+        if (at + n > HeapSegment::kSegmentBytes || at + n < at) return nullptr;  // full: malloc's
     } while (!s.next.compare_exchange_weak(off, at + n, std::memory_order_relaxed));
     s.live.fetch_add(1, std::memory_order_relaxed);
     return seg_base(i) + at;
@@ -139,13 +135,11 @@ std::size_t HeapSegment::used() const {
 HeapSegment::Stats HeapSegment::stats() {
     Stats st;
     std::lock_guard lock(g_mu);
-    st.reserved = g_base.load(std::memory_order_relaxed) != 0;
     for (const Segment& s : g_seg) {
         st.open += s.state == State::Open;
         st.held += s.state == State::Closed;
     }
     st.released = g_released.load(std::memory_order_relaxed);
-    st.fallbacks = g_fallbacks.load(std::memory_order_relaxed);
     return st;
 }
 

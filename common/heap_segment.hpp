@@ -56,13 +56,11 @@ public:
     // Bytes handed out so far (freed ones included: it only grows).
     std::size_t used() const;
 
-    // Process-wide figures, for tests and the bench.
+    // Process-wide figures, for tests.
     struct Stats {
-        bool reserved = false;     // the region exists
         std::size_t open = 0;      // segments with an owner
         std::size_t held = 0;      // closed segments waiting for their last blocks
         std::size_t released = 0;  // segments given back so far
-        std::size_t fallbacks = 0;  // allocations inside a Use that went to malloc (segment full)
     };
     static Stats stats();
     // Whether `p` lies in a segment.
