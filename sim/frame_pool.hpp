@@ -6,7 +6,7 @@
 //
 // All buffers live in one address range reserved up front (pages are only
 // committed when first touched) and advised to use transparent huge pages: a
-// large fabric keeps thousands of frames queued, one every 9 KiB, and with
+// large fabric keeps thousands of frames queued, one every 4.2 KiB, and with
 // 4 KiB pages nearly every header a switch or NIC reads costs a TLB miss
 // (and a page walk) on top of the cache miss.
 //
@@ -36,6 +36,8 @@
 
 #include <sys/mman.h>
 
+#include "dataplane/wire/opcode.hpp"
+
 namespace rocemu::sim {
 
 struct FrameHandle {
@@ -47,7 +49,9 @@ struct FrameHandle {
 
 class FramePool {
 public:
-    static constexpr uint32_t kFrameCapacity = 9216;
+    // The longest RoCEv2 frame (4198 bytes), which every frame a fabric's
+    // NICs and switches build fits: 4 KiB payloads at most.
+    static constexpr uint32_t kFrameCapacity = wire::kMaxRoceFrame;
     static constexpr uint32_t kChunkFrames = 256;
 
     // `max_frames` bounds the buffers that may exist at once (rounded up to
@@ -210,17 +214,21 @@ private:
     }
 
     // A slot: its State at offset 0, the frame's kFrameCapacity bytes from
-    // kFrameOffset (8-byte aligned), padded to 145 lines, the fewest that
-    // hold them. The line count is odd, so the headers of consecutive slots
-    // fall in every set of a cache, L1 or L2. (It was 176 lines, to keep the
-    // headers in 4 of the L1's 64 sets, off the links' and nodes' lines; but
-    // a set index's low bits are the L1's, so in a 2 MiB 16-way L2 the
-    // headers then had only 128 sets: 2048 lines for the 3500 frames in
-    // flight at 256 hosts, 1.9 misses a packet-hop, now 0.01; the L1
-    // misses did not change.)
+    // kFrameOffset (8-byte aligned), padded to the fewest whole lines that
+    // hold them, made odd (67 lines, 4288 bytes). An odd line count puts the
+    // headers of consecutive slots in every set of a cache, L1 or L2: with
+    // slots of 176 lines the headers in flight at 256 hosts had 128 of a
+    // 2 MiB L2's 2048 sets (1.9 misses a packet-hop; 0.01 with an odd count).
+    // A slot no longer than a frame needs keeps the frames in flight on
+    // fewest pages: a frame's headers and its ICRC lie 4 KiB apart, on two
+    // pages, and with 4288-byte slots one frame's ICRC shares a page with
+    // the next one's headers (with 9280-byte slots each frame had two pages
+    // of its own). On a VM whose host maps guest memory with 4 KiB pages,
+    // every page a hop touches is a TLB entry, huge pages or not.
     static constexpr std::size_t kFrameOffset = 8;
-    static constexpr std::size_t kSlotBytes = 145 * 64;
+    static constexpr std::size_t kSlotBytes = ((kFrameOffset + kFrameCapacity + 63) / 64 | 1) * 64;
     static_assert(sizeof(State) <= kFrameOffset && kFrameOffset + kFrameCapacity <= kSlotBytes);
+    static_assert(kSlotBytes == 67 * 64);
 
     uint8_t* line(FrameHandle h) const { return base_ + std::size_t{h.v} * kSlotBytes; }
     uint8_t* slot(FrameHandle h) const { return line(h) + kFrameOffset; }

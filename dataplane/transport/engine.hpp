@@ -155,7 +155,8 @@ struct TxFrame {
 class Engine {
 public:
     static constexpr uint32_t kFirstQpn = 0x11;  // as rxe
-    static constexpr uint32_t kMinTxBuf = 9216;
+    // Room for the longest frame the engine builds (wire::kMaxRoceFrame, 4198 bytes).
+    static constexpr uint32_t kMinTxBuf = wire::kMaxRoceFrame;
 
     // The config must pass validate(); `error` says why not.
     static std::unique_ptr<Engine> create(const EngineConfig& cfg, VerbsError& error);

@@ -4,6 +4,7 @@
 // both read it; nothing else knows header layouts per opcode.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -157,6 +158,29 @@ constexpr std::array<OpcodeInfo, 256> build_table() {
 inline constexpr std::array<OpcodeInfo, 256> kOpcodes = detail::build_table();
 
 inline constexpr const OpcodeInfo& opcode_info(uint8_t op) { return kOpcodes[op]; }
+
+// An IBTA payload is at most the largest path MTU.
+inline constexpr uint32_t kMaxPayload = 4096;
+
+namespace detail {
+// BTH, extended headers and payload of the longest packet any opcode makes.
+constexpr uint32_t max_transport_len() {
+    uint32_t m = 0;
+    for (const OpcodeInfo& o : kOpcodes) {
+        if (!o.valid()) continue;
+        const uint32_t payload = !o.is(kOpPayload) ? 0 : o.is(kOpFixedPayload) ? 8 : kMaxPayload;
+        m = std::max<uint32_t>(m, o.hdr_len + payload);
+    }
+    return m;
+}
+}  // namespace detail
+
+// The longest RoCEv2 frame: Ethernet with an 802.1Q tag, IPv6, UDP, the
+// longest transport packet (RDMA WRITE ONLY with immediate: BTH, RETH and
+// ImmDt before 4096 bytes) and the ICRC. Every frame the transport engine or
+// the fabric's NICs build fits a buffer of this size.
+inline constexpr uint32_t kMaxRoceFrame = 14 + 4 + 40 + 8 + detail::max_transport_len() + kIcrcLen;
+static_assert(kMaxRoceFrame == 4198);
 
 // Opcode values, named as in IBTA and include/rdma/ib_pack.h.
 namespace op {

@@ -75,7 +75,7 @@ TEST(SimLink, QueuedBurstOfMixedSizesIsExact) {
     cfg.propagation_delay = Nanos{1234};
     std::vector<uint32_t> lens;
     Rng rng(3);
-    for (int i = 0; i < 20000; ++i) lens.push_back(64 + static_cast<uint32_t>(rng.below(9216 - 64 + 1)));
+    for (int i = 0; i < 20000; ++i) lens.push_back(64 + static_cast<uint32_t>(rng.below(FramePool::kFrameCapacity - 64 + 1)));
     Pair p(cfg, lens.size(), [&](uint64_t i) { return test::tagged_frame(i, lens[i]); });
     p.src.set_pull(false);
     p.src.burst();

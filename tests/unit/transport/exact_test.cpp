@@ -702,5 +702,78 @@ TEST(TransportWrite, PlainAndStreamingStoresPlaceTheSameBytes) {
     }
 }
 
+
+// Engine::kMinTxBuf (wire::kMaxRoceFrame) is the engine's longest frame: an
+// RDMA WRITE ONLY with immediate of 4096 bytes over IPv6 with an 802.1Q tag
+// fills a buffer of that size exactly and writes nothing past it; a buffer
+// one byte shorter ends the burst before it.
+TEST(TransportTx, TheLongestFrameFillsTheSmallestBufferExactly) {
+    wire::IpAddr gid[2];
+    for (int i = 0; i < 2; ++i) {
+        gid[i].b = {0x20, 0x01, 0x0d, 0xb8};
+        gid[i].b[15] = static_cast<uint8_t>(1 + i);
+    }
+    EngineConfig cfg;
+    cfg.mac = mac_of(0);
+    cfg.gids = {gid[0]};
+    VerbsError err;
+    auto e = Engine::create(cfg, err);
+    ASSERT_TRUE(e) << err.msg;
+    Effects fx;
+    const Side s = make_side(*e);
+    std::vector<uint8_t> mem(8192, 0x5A);
+    const MrHandle mr = e->reg_mr(s.pd, mem.data(), mem.size(), kLocalWrite).value;
+    QpAttr a;
+    a.qp_state = QpState::Init;
+    a.port_num = 1;
+    a.qp_access_flags = kRemoteWrite;
+    ASSERT_FALSE(e->modify_qp(s.qpn, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags, fx));
+    a.qp_state = QpState::Rtr;
+    a.path_mtu = PathMtu::Mtu4096;
+    a.dest_qp_num = Qpn{0x22};
+    a.rq_psn = Psn{1};
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 1;
+    a.ah_attr.dgid = gid[1];
+    a.ah_attr.dmac = mac_of(1);
+    a.ah_attr.vlan = true;
+    a.ah_attr.vlan_id = 100;
+    ASSERT_FALSE(e->modify_qp(s.qpn, a,
+                              kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
+                                  kAttrMinRnrTimer,
+                              fx));
+    a.qp_state = QpState::Rts;
+    a.sq_psn = Psn{1};
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    ASSERT_FALSE(e->modify_qp(
+        s.qpn, a, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic, fx));
+    for (uint64_t id : {1, 2}) {
+        SendWr w = make_wr(id, WrOpcode::RdmaWriteWithImm, mem.data(), wire::kMaxPayload, mr.lkey);
+        w.remote_addr = 0x10000;
+        w.rkey = 0x1234;
+        w.imm_data = 7;
+        ASSERT_FALSE(e->post_send(s.qpn, std::array{w}, fx));
+    }
+
+    std::vector<uint8_t> buf(Engine::kMinTxBuf + 64, 0xEE);
+    TxFrame fr;
+    fr.buf = std::span(buf).first(Engine::kMinTxBuf - 1);
+    EXPECT_EQ(e->tx_burst(std::span(&fr, 1), Nanos{0}, fx), 0u);
+    fr.buf = std::span(buf).first(Engine::kMinTxBuf);
+    ASSERT_EQ(e->tx_burst(std::span(&fr, 1), Nanos{0}, fx), 1u);
+    ASSERT_EQ(fr.ext, nullptr);
+    EXPECT_EQ(fr.len, wire::kMaxRoceFrame);
+    EXPECT_TRUE(std::all_of(buf.begin() + Engine::kMinTxBuf, buf.end(), [](uint8_t b) { return b == 0xEE; }));
+    wire::RocePacket p;
+    ASSERT_EQ(wire::parse_roce(std::span<const uint8_t>(buf.data(), fr.len), p), wire::ParseError::Ok);
+    EXPECT_EQ(p.bth.opcode, wire::op::WRITE_ONLY_IMM);
+    EXPECT_TRUE(p.l2.vlan);
+    EXPECT_TRUE(p.l3.v6);
+    EXPECT_EQ(p.payload_len, wire::kMaxPayload);
+}
+
 }  // namespace
 }  // namespace rocemu::transport::test
