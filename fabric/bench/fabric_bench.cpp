@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <fmt/format.h>
@@ -223,6 +224,65 @@ double chase_ns(size_t bytes) {
     return std::chrono::duration<double, std::nano>(t1 - t0).count() / kLoads;
 }
 
+// ns per load of a chase over `lines` lines, one in each `stride` bytes of
+// `base`, in a random cycle.
+double chase_spread_ns(uint8_t* base, size_t lines, size_t stride) {
+    std::vector<size_t> order(lines);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin() + 1, order.end(), std::mt19937_64(2));
+    // A line at a varying offset in its stride, so the lines use every cache set.
+    const auto at = [&](size_t i) { return base + i * stride + (stride > 64 ? (i * 7 % (stride / 64)) * 64 : 0); };
+    for (size_t i = 0; i < lines; ++i)
+        *reinterpret_cast<uint8_t**>(at(order[i])) = at(order[(i + 1) % lines]);
+    uint8_t* p = at(order[0]);
+    for (size_t i = 0; i < 2 * lines; ++i) p = *reinterpret_cast<uint8_t**>(p);  // warm
+    constexpr size_t kLoads = 2'000'000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < kLoads; ++i) p = *reinterpret_cast<uint8_t**>(p);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (p == nullptr) std::puts("");  // keeps the chase
+    return std::chrono::duration<double, std::nano>(t1 - t0).count() / kLoads;
+}
+
+// Whether a huge page is one TLB entry here. 4096 lines (256 KiB, in the L2)
+// packed, then one per 4 KiB page of a 16 MiB range on transparent huge
+// pages: 8 huge-page entries cover that range, so with 2 MiB TLB entries
+// both chases cost an L2 hit; where a host maps its guest's memory with
+// 4 KiB pages, each page is an entry of its own and the spread chase pays a
+// page walk a load (fabric/README.md, Speed, "Pages").
+void print_tlb() {
+    constexpr size_t kHuge = size_t{2} << 20, kRange = size_t{16} << 20, kLines = 4096;
+    void* m = mmap(nullptr, kRange + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return;
+    auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(m) + kHuge - 1) & ~(kHuge - 1));
+    madvise(base, kRange, MADV_HUGEPAGE);
+    std::fill_n(base, kRange, uint8_t{0});
+    // The range's huge pages, as /proc/self/smaps counts them.
+    size_t huge_kib = 0;
+    std::ifstream smaps("/proc/self/smaps");
+    bool ours = false;
+    for (std::string line; std::getline(smaps, line);) {
+        unsigned long lo = 0, hi = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+            ours = lo <= reinterpret_cast<uintptr_t>(base) && reinterpret_cast<uintptr_t>(base) < hi;
+            continue;
+        }
+        if (ours && line.rfind("AnonHugePages:", 0) == 0) huge_kib = std::strtoul(line.c_str() + 14, nullptr, 10);
+    }
+    double packed = 1e300, spread = 1e300;
+    for (int r = 0; r < 3; ++r) {
+        packed = std::min(packed, chase_spread_ns(base, kLines, 64));
+        spread = std::min(spread, chase_spread_ns(base, kLines, 4096));
+    }
+    munmap(m, kRange + kHuge);
+    const char* verdict = huge_kib < kRange / 1024 ? "the range did not get huge pages"
+                          : spread > 1.5 * packed ? "a huge page is 4 KiB TLB entries here (a page walk a load)"
+                                                  : "a huge page is one TLB entry here";
+    fmt::print("TLB: 4096 lines one per 4 KiB page of 16 MiB ({} MiB on huge pages) {:.1f} ns a load, packed {:.1f} "
+               "ns: {}\n",
+               huge_kib / 1024, spread, packed, verdict);
+}
+
 // Leaves the heap scattered: blocks of every small size allocated in a
 // random order, two in three freed (the rest returned, to be kept).
 std::vector<void*> scatter_heap() {
@@ -250,6 +310,7 @@ void print_caches() {
         for (int r = 0; r < 3; ++r) ns = std::min(ns, chase_ns(kib * 1024));
         fmt::print(" {} KiB {:.1f} ns{}", kib, ns, kib == 16384 ? "\n" : ",");
     }
+    print_tlb();
     std::fflush(stdout);
 }
 
