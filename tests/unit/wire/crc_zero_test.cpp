@@ -37,6 +37,28 @@ TEST(CrcZero, ExtensionsComposeForRandomLengthsAcrossEveryBit) {
     }
 }
 
+// The carry-less multiplication crc32_zeros takes at run time (where the
+// CPU has it) against the bit loop it takes at compile time, and the loop
+// against itself at compile time: over random and edge operands.
+TEST(CrcZero, ClmulMultiplicationEqualsTheBitLoop) {
+    static_assert(crc32_zeros(0x12345678u, 4096) == crc_zero_detail::mul_mod_p(crc_zero_detail::kZeroBytePowers[12],
+                                                                                 0x12345678u));
+#if defined(__x86_64__)
+    if (!crc_zero_detail::has_clmul()) GTEST_SKIP() << "no PCLMULQDQ on this CPU";
+    std::mt19937 rng(5);
+    std::vector<uint32_t> edge = {0u, 1u, 0x80000000u, 0xFFFFFFFFu, crc_zero_detail::kPoly};
+    for (const uint32_t a : edge)
+        for (const uint32_t b : edge)
+            ASSERT_EQ(crc_zero_detail::mul_mod_p_clmul(a, b), crc_zero_detail::mul_mod_p(a, b)) << a << " * " << b;
+    for (int i = 0; i < 200000; ++i) {
+        const uint32_t a = static_cast<uint32_t>(rng()), b = static_cast<uint32_t>(rng());
+        ASSERT_EQ(crc_zero_detail::mul_mod_p_clmul(a, b), crc_zero_detail::mul_mod_p(a, b)) << a << " * " << b;
+    }
+#else
+    GTEST_SKIP() << "x86-64 only";
+#endif
+}
+
 TEST(CrcZero, IcrcOfZeroPayloadFramesEqualsTheFullIcrc) {
     for (const bool v6 : {false, true})
         // Last or only packets, so that every length (with its pad) is valid.
