@@ -48,11 +48,7 @@ inline constexpr std::array<uint32_t, 64> kZeroBytePowers = zero_byte_powers();
 // so one zero byte takes a state s to (s >> 8) ^ kZeroByteStep[s & 0xFF].
 constexpr std::array<uint32_t, 256> zero_byte_step() {
     std::array<uint32_t, 256> t{};
-    for (uint32_t v = 0; v < 256; ++v) {
-        uint32_t c = v;
-        for (int i = 0; i < 8; ++i) c = (c >> 1) ^ (kPoly & (0u - (c & 1u)));
-        t[v] = c;
-    }
+    for (uint32_t v = 0; v < 256; ++v) t[v] = crc_tables::shift_bits(v, 8);
     return t;
 }
 inline constexpr std::array<uint32_t, 256> kZeroByteStep = zero_byte_step();

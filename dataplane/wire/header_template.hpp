@@ -28,7 +28,7 @@ namespace rocemu::wire {
 class HeaderTemplate {
 public:
     // Ethernet + 802.1Q + IPv6 + UDP + BTH.
-    static constexpr size_t kMaxLen = 14 + 4 + 40 + 8 + 12;
+    static constexpr size_t kMaxLen = kMaxOuterLen + kBthLen;
 
     // Takes every field but the changing ones (listed above) from `p`.
     void build(const RocePacket& p);

@@ -161,6 +161,8 @@ inline constexpr const OpcodeInfo& opcode_info(uint8_t op) { return kOpcodes[op]
 
 // An IBTA payload is at most the largest path MTU.
 inline constexpr uint32_t kMaxPayload = 4096;
+// The longest headers in front of the BTH: Ethernet, 802.1Q, IPv6, UDP.
+inline constexpr uint32_t kMaxOuterLen = 14 + 4 + 40 + 8;
 
 namespace detail {
 // BTH, extended headers and payload of the longest packet any opcode makes.
@@ -179,7 +181,7 @@ constexpr uint32_t max_transport_len() {
 // longest transport packet (RDMA WRITE ONLY with immediate: BTH, RETH and
 // ImmDt before 4096 bytes) and the ICRC. Every frame the transport engine or
 // the fabric's NICs build fits a buffer of this size.
-inline constexpr uint32_t kMaxRoceFrame = 14 + 4 + 40 + 8 + detail::max_transport_len() + kIcrcLen;
+inline constexpr uint32_t kMaxRoceFrame = kMaxOuterLen + detail::max_transport_len() + kIcrcLen;
 static_assert(kMaxRoceFrame == 4198);
 
 // Opcode values, named as in IBTA and include/rdma/ib_pack.h.

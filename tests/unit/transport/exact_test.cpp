@@ -702,7 +702,6 @@ TEST(TransportWrite, PlainAndStreamingStoresPlaceTheSameBytes) {
     }
 }
 
-
 // Engine::kMinTxBuf (wire::kMaxRoceFrame) is the engine's longest frame: an
 // RDMA WRITE ONLY with immediate of 4096 bytes over IPv6 with an 802.1Q tag
 // fills a buffer of that size exactly and writes nothing past it; a buffer
