@@ -203,33 +203,13 @@ std::string cache_levels() {
     return out.empty() ? "unknown (no sysfs cache description)" : out;
 }
 
-// ns per load of a pointer chase over `bytes` (one pointer a cache line, in
-// a random cycle): the cost of a miss that nothing overlaps, as a hop's walk
-// event -> link -> node -> port -> queue pays it.
-double chase_ns(size_t bytes) {
-    constexpr size_t kLine = 64 / sizeof(size_t);
-    const size_t n = bytes / 64;
-    std::vector<size_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin() + 1, order.end(), std::mt19937_64(1));
-    std::vector<size_t> next(n * kLine);
-    for (size_t i = 0; i < n; ++i) next[order[i] * kLine] = order[(i + 1) % n] * kLine;
-    size_t p = 0;
-    for (size_t i = 0; i < 2 * n; ++i) p = next[p];  // warm
-    constexpr size_t kLoads = 2'000'000;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < kLoads; ++i) p = next[p];
-    const auto t1 = std::chrono::steady_clock::now();
-    if (p == 1) std::puts("");  // keeps the chase
-    return std::chrono::duration<double, std::nano>(t1 - t0).count() / kLoads;
-}
-
 // ns per load of a chase over `lines` lines, one in each `stride` bytes of
-// `base`, in a random cycle.
+// `base`, in a random cycle: the cost of a miss that nothing overlaps, as a
+// hop's walk event -> link -> node -> port -> queue pays it.
 double chase_spread_ns(uint8_t* base, size_t lines, size_t stride) {
     std::vector<size_t> order(lines);
     std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin() + 1, order.end(), std::mt19937_64(2));
+    std::shuffle(order.begin() + 1, order.end(), std::mt19937_64(1));
     // A line at a varying offset in its stride, so the lines use every cache set.
     const auto at = [&](size_t i) { return base + i * stride + (stride > 64 ? (i * 7 % (stride / 64)) * 64 : 0); };
     for (size_t i = 0; i < lines; ++i)
@@ -242,6 +222,13 @@ double chase_spread_ns(uint8_t* base, size_t lines, size_t stride) {
     const auto t1 = std::chrono::steady_clock::now();
     if (p == nullptr) std::puts("");  // keeps the chase
     return std::chrono::duration<double, std::nano>(t1 - t0).count() / kLoads;
+}
+
+// The same over every line of `bytes` bytes.
+double chase_ns(size_t bytes) {
+    std::vector<uint8_t> mem(bytes + 64);
+    auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t{63});
+    return chase_spread_ns(base, bytes / 64, 64);
 }
 
 // Whether a huge page is one TLB entry here. 4096 lines (256 KiB, in the L2)
@@ -263,7 +250,7 @@ void print_tlb() {
     bool ours = false;
     for (std::string line; std::getline(smaps, line);) {
         unsigned long lo = 0, hi = 0;
-        if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+        if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line; keys never match
             ours = lo <= reinterpret_cast<uintptr_t>(base) && reinterpret_cast<uintptr_t>(base) < hi;
             continue;
         }
