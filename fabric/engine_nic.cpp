@@ -416,7 +416,7 @@ void EngineNic::try_send(Nanos now) {
     }
     if (pause_.paused(now) || !eng_->tx_pending(now)) return;
     sim::FramePool& pool = sim_.pool();
-    const sim::FrameHandle h = pool.alloc();
+    sim::FrameHandle h = pool.alloc();
     if (!h.valid()) {
         ++c_.pool_empty_drops;
         return;
@@ -439,6 +439,9 @@ void EngineNic::try_send(Nanos now) {
         pool.written(h, std::max<uint32_t>(fr.len, wire::HeaderTemplate::kMaxLen));
         pool.set_len(h, fr.len);
     }
+    // Built in a whole buffer, sent as a compact frame if its payload is
+    // zero: the whole buffer goes back to the pool, to build the next one in.
+    h = pool.compact(h);
     const Bytes wire_bytes = Bytes{fr.len} + kWireOverhead;
     busy_until_ = now + line_rate_.serialise(wire_bytes);
     if (fr.data)

@@ -149,7 +149,7 @@ void GenNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
                 break;
             }
             wire::RocePacket p;
-            if (wire::parse_roce(f, p, {.verify_icrc = false}) != wire::ParseError::Ok || !icrc_ok(p, h)) {
+            if (wire::parse_roce(f, p, {.verify_icrc = false}) != wire::ParseError::Ok || !icrc_ok(p, h, f)) {
                 ++c_.bad_frame_drops;
                 break;
             }
@@ -163,9 +163,9 @@ void GenNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
     rearm(now);
 }
 
-bool GenNic::icrc_ok(const wire::RocePacket& p, sim::FrameHandle h) const {
+bool GenNic::icrc_ok(const wire::RocePacket& p, sim::FrameHandle h, std::span<const uint8_t> frame) const {
     const sim::FramePool& pool = sim_.pool();
-    const uint8_t* f = pool.frame(h).data();
+    const uint8_t* f = frame.data();
     const auto payload_off = static_cast<uint32_t>(p.payload - f);
     const uint32_t icrc_off = p.frame_len - wire::kIcrcLen;
     // A payload the pool knows to be zero is not read: the headers' CRC is
@@ -253,7 +253,7 @@ bool GenNic::send_cnp(Nanos now) {
     }
     const RxFlow& r = rx_[rx_index_[flow]];
     sim::FramePool& pool = sim_.pool();
-    const sim::FrameHandle h = pool.alloc();
+    sim::FrameHandle h = pool.alloc();
     if (!h.valid()) {
         ++c_.pool_empty_drops;
         return false;
@@ -274,6 +274,7 @@ bool GenNic::send_cnp(Nanos now) {
     const auto frame_len = static_cast<uint32_t>(wire::roce_frame_len(p));
     const auto len = static_cast<uint32_t>(wire::encode_roce(p, pool.buffer(h, frame_len)));
     pool.set_len(h, len);
+    h = pool.compact(h);
     busy_until_ = now + line_rate_.serialise(Bytes{len} + kWireOverhead);
     ++stats_[flow].cnp_tx;
     ++c_.cnp_tx;
@@ -291,13 +292,6 @@ bool GenNic::send_data(Nanos now) {
     bool sent = false;
     const auto send_from = [&](uint32_t i) {
         TxFlow& t = tx_[i];
-        sim::FramePool& pool = sim_.pool();
-        const sim::FrameHandle h = pool.alloc();
-        if (!h.valid()) {
-            ++c_.pool_empty_drops;
-            return false;
-        }
-        rr_ = (i + 1) % n;
         const uint64_t left = t.spec.size.v - t.sent;
         const auto len = static_cast<uint32_t>(std::min<uint64_t>(rdma_mtu_, left));
         const bool first = t.sent == 0;
@@ -307,22 +301,28 @@ bool GenNic::send_data(Nanos now) {
                        : first       ? wire::op::WRITE_FIRST
                        : last        ? wire::op::WRITE_LAST
                                      : wire::op::WRITE_MIDDLE;
+        p.payload = nullptr;
+        p.payload_len = len;
+        // The payload is zeros: the pool keeps the headers and the ICRC
+        // only (a compact frame), and the ICRC extends the headers' CRC over
+        // the zeros.
+        const auto frame_len = static_cast<uint32_t>(wire::roce_frame_len(p));
+        const uint32_t zeros = len + wire::roce_pad(len);
+        const uint32_t payload_off = frame_len - wire::kIcrcLen - zeros;
+        const sim::FramePool::ZeroPayload fr = sim_.pool().alloc_zero_payload(payload_off, frame_len);
+        if (!fr.h.valid()) {
+            ++c_.pool_empty_drops;
+            return false;
+        }
+        rr_ = (i + 1) % n;
         p.bth.psn = t.psn;
         p.bth.ackreq = last || (t.psn.value() % kAckReqEvery) == kAckReqEvery - 1;
         p.l3.ip_id = ip_id_++;
         if (spraying_) p.udp_sport = static_cast<uint16_t>(0xC000 | ((t.spec.sport + t.psn.value()) & 0x3FFF));
-        p.payload = nullptr;
-        p.payload_len = len;
-        // The payload is zeros: the pool clears only what it does not know
-        // to be zero, and the ICRC extends the headers' CRC over the zeros.
-        const auto frame_len = static_cast<uint32_t>(wire::roce_frame_len(p));
-        const uint32_t zeros = len + wire::roce_pad(len);
-        const uint32_t payload_off = frame_len - wire::kIcrcLen - zeros;
-        const std::span<uint8_t> buf = pool.with_zero_payload(h, payload_off, frame_len);
         wire::EncodeLayout lay;
-        wire::encode_roce_headers(p, buf, lay);
-        wire::store_le32(buf.data() + payload_off + zeros,
-                         wire::icrc_zero_payload(buf.data() + lay.l3_off, payload_off - lay.l3_off, zeros, lay.v6));
+        wire::encode_roce_head(p, fr.head, lay);
+        wire::store_le32(fr.icrc,
+                         wire::icrc_zero_payload(fr.head.data() + lay.l3_off, payload_off - lay.l3_off, zeros, lay.v6));
 
         const Bytes wire_bytes = Bytes{frame_len} + kWireOverhead;
         busy_until_ = now + line_rate_.serialise(wire_bytes);
@@ -336,7 +336,7 @@ bool GenNic::send_data(Nanos now) {
         ++s.tx_pkts;
         ++c_.tx_frames;
         c_.tx_bytes += frame_len;
-        sim_.transmit(id_, 0, h);
+        sim_.transmit(id_, 0, fr.h);
         sent = true;
         return false;  // one packet
     };

@@ -174,7 +174,7 @@ private:
     bool send_data(Nanos now);
     void send_pause(Nanos now);
     void rearm(Nanos now);
-    bool icrc_ok(const wire::RocePacket& p, sim::FrameHandle h) const;
+    bool icrc_ok(const wire::RocePacket& p, sim::FrameHandle h, std::span<const uint8_t> frame) const;
     void receive_roce(const wire::RocePacket& p, Nanos now);
 
     // In the order a frame sent or received reads them: the scalars, the

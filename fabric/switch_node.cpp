@@ -45,8 +45,8 @@ uint32_t ipv4_header_end(std::span<const uint8_t> f, const wire::EthView& eth) {
 void rewrite_l3_hop(sim::FramePool& pool, sim::FrameHandle h, const std::array<uint8_t, 6>& dst,
                     const std::array<uint8_t, 6>& src) {
     wire::EthView eth;
-    if (!wire::parse_eth(pool.frame(h), eth)) return;
-    const std::span<uint8_t> f = pool.header(h, ipv4_header_end(pool.frame(h), eth));
+    if (!wire::parse_eth(pool.headers(h), eth)) return;
+    const std::span<uint8_t> f = pool.header(h, ipv4_header_end(pool.headers(h), eth));
     std::copy(dst.begin(), dst.end(), f.data());
     std::copy(src.begin(), src.end(), f.data() + 6);
     uint8_t* ip = f.data() + eth.l3_off;
@@ -59,8 +59,8 @@ void rewrite_l3_hop(sim::FramePool& pool, sim::FrameHandle h, const std::array<u
 // ECN marking edits the IP header alone.
 void mark_ce(sim::FramePool& pool, sim::FrameHandle h) {
     wire::EthView eth;
-    if (!wire::parse_eth(pool.frame(h), eth)) return;
-    wire::set_ip_ecn(pool.header(h, ipv4_header_end(pool.frame(h), eth)), wire::ecn::kCe);
+    if (!wire::parse_eth(pool.headers(h), eth)) return;
+    wire::set_ip_ecn(pool.header(h, ipv4_header_end(pool.headers(h), eth)), wire::ecn::kCe);
 }
 
 }  // namespace
@@ -89,12 +89,13 @@ sim::NodeId SwitchNode::attach() {
 
 void SwitchNode::on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) {
     sim::FramePool& pool = sim_.pool();
-    const std::span<const uint8_t> f = pool.frame(h);
+    // What a switch reads of a frame is its headers and its length.
+    const std::span<const uint8_t> f = pool.headers(h);
     fx_.clear();
     const wire::FrameKind kind = wire::classify(f);
     if (kind == wire::FrameKind::Pfc) {
         wire::Pfc pfc;
-        if (wire::parse_pfc(f, pfc)) {
+        if (wire::parse_pfc(pool.frame(h), pfc)) {
             sw::PfcFrameDesc d;
             d.class_enable = pfc.class_enable;
             d.quanta = pfc.quanta;
@@ -110,7 +111,7 @@ void SwitchNode::on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) {
             pool.free(h);
         } else {
             d.handle = h.v;
-            d.frame_len = Bytes{f.size()};
+            d.frame_len = Bytes{pool.len(h)};
             d.in_port = port;
             sw_.on_packet(d, now, rng_, fx_);
         }

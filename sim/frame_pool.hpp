@@ -25,11 +25,24 @@
 // 56 bytes (Ethernet, IP, UDP and BTH headers): a hop that reads a frame's
 // length and then its headers loads one line, where a separate state array
 // (46 KB at 256 hosts, more than the L1) cost a second miss per hop.
+//
+// Compact frames. A frame whose bytes past its first kCompactHead are zero
+// up to its last 4 (a generator's frame, or an RC frame whose payload comes
+// from a null MR: headers, zero payload, ICRC) is kept in a compact slot of
+// two lines: its length, its head bytes and those last 4 bytes. Switches,
+// links and NICs read headers and lengths only, so a 4 KiB frame in flight
+// costs them two lines on a page shared with 31 other frames, where a whole
+// slot's headers had a page of their own: on a VM whose host maps guest
+// memory with 4 KiB pages every such page is a TLB entry (256 hosts paid
+// 2-6 TLB misses a packet-hop). Whatever reads a compact frame whole gets it
+// expanded into one buffer the pool keeps for that (frame()), and whatever
+// writes into its payload first turns it into a whole frame (whole()).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <span>
 #include <vector>
@@ -41,9 +54,13 @@
 namespace rocemu::sim {
 
 struct FrameHandle {
+    static constexpr uint32_t kCompactBit = 1u << 31;
+
     uint32_t v = UINT32_MAX;
 
     constexpr bool valid() const { return v != UINT32_MAX; }
+    // A frame in a compact slot (FramePool). Meaningless for an invalid handle.
+    constexpr bool compact() const { return (v & kCompactBit) != 0; }
     constexpr bool operator==(const FrameHandle&) const = default;
 };
 
@@ -52,69 +69,118 @@ public:
     // The longest RoCEv2 frame (4198 bytes), which every frame a fabric's
     // NICs and switches build fits: 4 KiB payloads at most.
     static constexpr uint32_t kFrameCapacity = wire::kMaxRoceFrame;
+    // The most bytes a compact frame keeps in front of its zeros: every
+    // RoCEv2 header stack but the longest with IPv6 and a VLAN tag (Ethernet,
+    // IP, UDP, BTH and RETH or AtomicETH fit, IPv4 or IPv6).
+    static constexpr uint32_t kCompactHead = 116;
     static constexpr uint32_t kChunkFrames = 256;
 
-    // `max_frames` bounds the buffers that may exist at once (rounded up to
-    // whole chunks).
+    // `max_frames` bounds the frames that may exist at once, compact or
+    // whole (rounded up to whole chunks).
     explicit FramePool(uint32_t max_frames)
         : max_chunks_((max_frames + kChunkFrames - 1) / kChunkFrames),
-          map_bytes_(std::size_t{max_chunks_} * kChunkFrames * kSlotBytes + kHugePage) {
-        void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-                       0);
-        if (p == MAP_FAILED) throw std::bad_alloc();
-        map_ = static_cast<uint8_t*>(p);
-        const auto addr = reinterpret_cast<uintptr_t>(map_);
-        base_ = map_ + ((addr + kHugePage - 1) / kHugePage * kHugePage - addr);
-        // Advice only: without transparent huge pages the pool still works.
-        madvise(base_, map_bytes_ - static_cast<std::size_t>(base_ - map_), MADV_HUGEPAGE);
-    }
-    ~FramePool() { munmap(map_, map_bytes_); }
+          whole_(max_chunks_, kSlotBytes),
+          compact_(max_chunks_, kCompactSlotBytes),
+          scratch_(kFrameOffset + kFrameCapacity) {}
     FramePool(const FramePool&) = delete;
     FramePool& operator=(const FramePool&) = delete;
 
-    // An invalid handle when the pool is exhausted; counted in alloc_failures().
-    // The new frame has length 0.
-    FrameHandle alloc() {
-        if (free_.empty() && !grow()) {
-            ++alloc_failures_;
-            return FrameHandle{};
-        }
-        const FrameHandle h{free_.back()};
-        free_.pop_back();
-        state(h).len = 0;
-        ++in_use_;
-        return h;
-    }
+    // A whole frame of length 0; an invalid handle when the pool is
+    // exhausted, counted in alloc_failures().
+    FrameHandle alloc() { return take(whole_, 0); }
 
     void free(FrameHandle h) {
-        free_.push_back(h.v);
+        (h.compact() ? compact_ : whole_).free.push_back(h.v & ~FrameHandle::kCompactBit);
         --in_use_;
     }
 
-    // The first `n` bytes of the buffer, for writing a frame into; from now
-    // on they count as possibly non-zero. Precondition: n <= kFrameCapacity.
+    // A new frame of `frame_len` bytes whose bytes [payload_off, frame_len -
+    // 4) are zero, compact if its head fits: the caller writes its first
+    // `payload_off` bytes (head) and its last 4 (at icrc), nothing else.
+    // Invalid handle when exhausted. Precondition: payload_off <= frame_len
+    // - 4, frame_len <= kFrameCapacity.
+    struct ZeroPayload {
+        FrameHandle h;
+        std::span<uint8_t> head;
+        uint8_t* icrc = nullptr;
+    };
+    ZeroPayload alloc_zero_payload(uint32_t payload_off, uint32_t frame_len) {
+        if (payload_off > kCompactHead) {
+            const FrameHandle h = alloc();
+            if (!h.valid()) return {};
+            const std::span<uint8_t> f = with_zero_payload(h, payload_off, frame_len);
+            return {h, f.first(payload_off), f.data() + frame_len - 4};
+        }
+        const FrameHandle h = take(compact_, FrameHandle::kCompactBit);
+        if (!h.valid()) return {};
+        set_compact_state(h, payload_off, frame_len);
+        return {h, {slot(h), payload_off}, slot(h) + kCompactHead};
+    }
+
+    // The same frame in a compact slot if everything past its first
+    // kCompactHead bytes up to its last 4 is known to be zero (`h` is freed),
+    // else `h` itself. Never fails for want of room: it replaces a frame.
+    FrameHandle compact(FrameHandle h) {
+        if (h.compact()) return h;
+        const uint32_t len = state(h).len;
+        if (len < 4) return h;
+        const uint32_t head = std::min(zero_from(h), len - 4);
+        if (head > kCompactHead) return h;
+        const FrameHandle c{grab(compact_) | FrameHandle::kCompactBit};
+        set_compact_state(c, head, len);
+        std::memcpy(slot(c), slot(h), head);
+        std::memcpy(slot(c) + kCompactHead, slot(h) + len - 4, 4);
+        free(h);
+        return c;
+    }
+
+    // The same frame in a whole slot, for writing anywhere in it (`h` is
+    // freed), or `h` itself if it is whole. Never fails for want of room.
+    FrameHandle whole(FrameHandle h) {
+        if (!h.compact()) return h;
+        const FrameHandle w{grab(whole_)};
+        expand_into(h, state(w), slot(w));
+        free(h);
+        return w;
+    }
+
+    // The first `n` bytes of a whole frame's buffer, for writing a frame
+    // into; from now on they count as possibly non-zero. Preconditions: `h`
+    // is whole, n <= kFrameCapacity.
     std::span<uint8_t> buffer(FrameHandle h, uint32_t n = kFrameCapacity) {
         mark_written(state(h), n);
         return {slot(h), n};
     }
-    // The first `n` bytes of the frame (fewer if it is shorter), for editing
-    // headers in place: only those count as written.
+    // The first `n` bytes of the frame (fewer if it is shorter, or compact
+    // with a shorter head), for editing headers in place: only those count
+    // as written.
     std::span<uint8_t> header(FrameHandle h, uint32_t n) {
-        n = std::min<uint32_t>(n, state(h).len);
+        n = std::min<uint32_t>(n, h.compact() ? state(h).dirty_end : state(h).len);
         mark_written(state(h), n);
         return {slot(h), n};
     }
-    // The frame as set by set_len(), to read.
-    std::span<const uint8_t> frame(FrameHandle h) const { return {slot(h), state(h).len}; }
+    // The frame as set by set_len(), to read. A compact frame is expanded
+    // into one buffer the pool keeps: valid until the next call to frame().
+    std::span<const uint8_t> frame(FrameHandle h) const {
+        if (!h.compact()) return {slot(h), state(h).len};
+        expand_into(h, scratch_state_, scratch_.data() + kFrameOffset);
+        return {scratch_.data() + kFrameOffset, state(h).len};
+    }
+    // The frame's first bytes, its headers among them, to read in place: the
+    // whole frame, or a compact frame's head (past which it is zero but for
+    // its last 4 bytes).
+    std::span<const uint8_t> headers(FrameHandle h) const {
+        return {slot(h), h.compact() ? state(h).dirty_end : state(h).len};
+    }
     uint32_t len(FrameHandle h) const { return state(h).len; }
-    // Precondition: len <= kFrameCapacity.
+    // Preconditions: `h` is whole, len <= kFrameCapacity.
     void set_len(FrameHandle h, uint32_t len) { state(h).len = static_cast<uint16_t>(len); }
 
-    // Makes `h` a frame of `frame_len` bytes whose bytes [payload_off,
-    // frame_len - 4) are zero, zeroing only what is not known to be zero (an
-    // older, longer prefix; an older island), and returns its bytes. The
-    // caller writes [0, payload_off) and the last 4 bytes (the ICRC), and
-    // nothing else: that is what the pool now counts as written.
+    // Makes whole frame `h` a frame of `frame_len` bytes whose bytes
+    // [payload_off, frame_len - 4) are zero, zeroing only what is not known
+    // to be zero (an older, longer prefix; an older island), and returns its
+    // bytes. The caller writes [0, payload_off) and the last 4 bytes (the
+    // ICRC), and nothing else: that is what the pool now counts as written.
     // Precondition: payload_off <= frame_len - 4, frame_len <= kFrameCapacity.
     std::span<uint8_t> with_zero_payload(FrameHandle h, uint32_t payload_off, uint32_t frame_len) {
         // The same zeroing as for a writer that wrote first: what it leaves
@@ -124,9 +190,9 @@ public:
     }
 
     // For a writer that says afterwards what it wrote (the transport
-    // engine, TxFrame::defer_zeros): the whole buffer, nothing counted as
-    // written yet. The caller then calls written() or settle_zero_payload()
-    // before anything else touches the frame.
+    // engine, TxFrame::defer_zeros): the whole buffer of whole frame `h`,
+    // nothing counted as written yet. The caller then calls written() or
+    // settle_zero_payload() before anything else touches the frame.
     std::span<uint8_t> unmarked_buffer(FrameHandle h) { return {slot(h), kFrameCapacity}; }
     // The writer wrote (at most) the first `n` bytes.
     void written(FrameHandle h, uint32_t n) { mark_written(state(h), n); }
@@ -135,17 +201,10 @@ public:
     // between, its zero payload and pad, for the pool: zeroes those not known
     // to be zero, and any beyond the frame, and sets the frame's length.
     // with_zero_payload() is this for a writer that writes afterwards.
-    // Precondition: payload_off <= frame_len - 4, frame_len <= kFrameCapacity.
+    // Preconditions: `h` is whole, payload_off <= frame_len - 4, frame_len
+    // <= kFrameCapacity.
     void settle_zero_payload(FrameHandle h, uint32_t payload_off, uint32_t frame_len) {
-        State& s = state(h);
-        uint8_t* p = slot(h);
-        const uint32_t icrc = frame_len - 4;
-        if (s.dirty_end > payload_off) zero_around(p, payload_off, s.dirty_end, icrc);
-        if (s.island != kNoIsland && s.island != icrc && s.island + 4u > payload_off)
-            zero_around(p, std::max<uint32_t>(s.island, payload_off), s.island + 4u, icrc);
-        s.dirty_end = static_cast<uint16_t>(payload_off);
-        s.island = static_cast<uint16_t>(icrc);
-        s.len = static_cast<uint16_t>(frame_len);
+        settle(state(h), slot(h), payload_off, frame_len);
     }
     // The first byte from which the frame is known to be zero up to its last
     // 4 bytes (its ICRC): what Engine::on_frame takes as `zero_from`.
@@ -162,8 +221,14 @@ public:
         return s.dirty_end <= from && (s.island == kNoIsland || s.island >= to || s.island + 4u <= from);
     }
 
-    // A new frame holding the same bytes as `h`; invalid if exhausted.
+    // A new frame holding the same bytes as `h`, of the same kind; invalid
+    // if exhausted.
     FrameHandle clone(FrameHandle h) {
+        if (h.compact()) {
+            const FrameHandle c = take(compact_, FrameHandle::kCompactBit);
+            if (c.valid()) std::memcpy(line(c), line(h), kCompactSlotBytes);
+            return c;
+        }
         const FrameHandle c = alloc();
         if (c.valid()) {
             const uint32_t n = state(h).len;
@@ -180,7 +245,8 @@ public:
     }
 
     uint32_t in_use() const { return in_use_; }
-    uint32_t allocated() const { return chunks_ * kChunkFrames; }
+    // Slots of either kind that exist.
+    uint32_t allocated() const { return (whole_.chunks + compact_.chunks) * kChunkFrames; }
     uint32_t max_frames() const { return max_chunks_ * kChunkFrames; }
     uint64_t alloc_failures() const { return alloc_failures_; }
 
@@ -189,7 +255,8 @@ private:
     static constexpr uint16_t kNoIsland = UINT16_MAX;
 
     // Bytes [0, dirty_end) and [island, island + 4) may be non-zero, the
-    // rest of the buffer is zero; island >= dirty_end when there is one.
+    // rest of the buffer is zero; island >= dirty_end when there is one. A
+    // compact frame's is its head's length and its last 4 bytes.
     struct State {
         uint16_t len = 0;
         uint16_t dirty_end = 0;
@@ -213,45 +280,130 @@ private:
         }
     }
 
-    // A slot: its State at offset 0, the frame's kFrameCapacity bytes from
-    // kFrameOffset (8-byte aligned), padded to the fewest whole lines that
-    // hold them, made odd (67 lines, 4288 bytes). An odd line count puts the
-    // headers of consecutive slots in every set of a cache, L1 or L2: with
-    // slots of 176 lines the headers in flight at 256 hosts had 128 of a
-    // 2 MiB L2's 2048 sets (1.9 misses a packet-hop; 0.01 with an odd count).
-    // A slot no longer than a frame needs keeps the frames in flight on
-    // fewest pages: a frame's headers and its ICRC lie 4 KiB apart, on two
+    // settle_zero_payload() on any buffer of kFrameCapacity bytes and its state.
+    static void settle(State& s, uint8_t* p, uint32_t payload_off, uint32_t frame_len) {
+        const uint32_t icrc = frame_len - 4;
+        if (s.dirty_end > payload_off) zero_around(p, payload_off, s.dirty_end, icrc);
+        if (s.island != kNoIsland && s.island != icrc && s.island + 4u > payload_off)
+            zero_around(p, std::max<uint32_t>(s.island, payload_off), s.island + 4u, icrc);
+        s.dirty_end = static_cast<uint16_t>(payload_off);
+        s.island = static_cast<uint16_t>(icrc);
+        s.len = static_cast<uint16_t>(frame_len);
+    }
+
+    // Writes compact frame `h` whole into buffer `p` whose state is `s`.
+    void expand_into(FrameHandle h, State& s, uint8_t* p) const {
+        const State& c = state(h);
+        settle(s, p, c.dirty_end, c.len);
+        std::memcpy(p, slot(h), c.dirty_end);
+        std::memcpy(p + c.len - 4, slot(h) + kCompactHead, 4);
+    }
+
+    void set_compact_state(FrameHandle h, uint32_t head, uint32_t frame_len) {
+        State& s = state(h);
+        s.len = static_cast<uint16_t>(frame_len);
+        s.dirty_end = static_cast<uint16_t>(head);
+        s.island = static_cast<uint16_t>(frame_len - 4);
+    }
+
+    // A whole slot: its State at offset 0, the frame's kFrameCapacity bytes
+    // from kFrameOffset (8-byte aligned), padded to the fewest whole lines
+    // that hold them, made odd (67 lines, 4288 bytes). An odd line count
+    // puts the headers of consecutive slots in every set of a cache, L1 or
+    // L2: with slots of 176 lines the headers in flight at 256 hosts had 128
+    // of a 2 MiB L2's 2048 sets (1.9 misses a packet-hop; 0.01 with an odd
+    // count). A slot no longer than a frame needs keeps the frames in flight
+    // on fewest pages: a frame's headers and its ICRC lie 4 KiB apart, on two
     // pages, and with 4288-byte slots one frame's ICRC shares a page with
     // the next one's headers (with 9280-byte slots each frame had two pages
     // of its own). On a VM whose host maps guest memory with 4 KiB pages,
     // every page a hop touches is a TLB entry, huge pages or not.
+    //
+    // A compact slot: its State, kCompactHead head bytes and the frame's
+    // last 4, in two lines (32 to a 4 KiB page).
     static constexpr std::size_t kFrameOffset = 8;
     static constexpr std::size_t kSlotBytes = ((kFrameOffset + kFrameCapacity + 63) / 64 | 1) * 64;
+    static constexpr std::size_t kCompactSlotBytes = 128;
     static_assert(sizeof(State) <= kFrameOffset && kFrameOffset + kFrameCapacity <= kSlotBytes);
     static_assert(kSlotBytes == 67 * 64);
+    static_assert(kFrameOffset + kCompactHead + 4 == kCompactSlotBytes);
+    // Ethernet, IPv6, UDP, BTH and AtomicETH (the longest extended header
+    // before a payload), without a VLAN tag.
+    static_assert(kCompactHead >= 14 + 40 + 8 + 12 + 28);
 
-    uint8_t* line(FrameHandle h) const { return base_ + std::size_t{h.v} * kSlotBytes; }
+    // One kind of slot: an address range reserved up front (pages are
+    // committed when first touched, advised to be transparent huge pages),
+    // handed out in chunks as needed, recycled through a LIFO free list so
+    // that a run in steady state allocates nothing and reuses slots still
+    // warm in cache.
+    struct Slots {
+        Slots(uint32_t max_chunks, std::size_t slot_bytes)
+            : slot_bytes(slot_bytes), map_bytes(std::size_t{max_chunks} * kChunkFrames * slot_bytes + kHugePage) {
+            void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                           -1, 0);
+            if (p == MAP_FAILED) throw std::bad_alloc();
+            map = static_cast<uint8_t*>(p);
+            const auto addr = reinterpret_cast<uintptr_t>(map);
+            base = map + ((addr + kHugePage - 1) / kHugePage * kHugePage - addr);
+            // Advice only: without transparent huge pages the pool still works.
+            madvise(base, map_bytes - static_cast<std::size_t>(base - map), MADV_HUGEPAGE);
+        }
+        ~Slots() { munmap(map, map_bytes); }
+        Slots(const Slots&) = delete;
+        Slots& operator=(const Slots&) = delete;
+
+        std::size_t slot_bytes;
+        std::size_t map_bytes;
+        uint8_t* map = nullptr;
+        uint8_t* base = nullptr;  // map rounded up to a huge page
+        uint32_t chunks = 0;
+        std::vector<uint32_t> free;
+    };
+
+    uint8_t* line(FrameHandle h) const {
+        const uint32_t i = h.v & ~FrameHandle::kCompactBit;
+        return h.compact() ? compact_.base + std::size_t{i} * kCompactSlotBytes : whole_.base + std::size_t{i} * kSlotBytes;
+    }
     uint8_t* slot(FrameHandle h) const { return line(h) + kFrameOffset; }
-    State& state(FrameHandle h) { return *std::launder(reinterpret_cast<State*>(line(h))); }
-    const State& state(FrameHandle h) const { return *std::launder(reinterpret_cast<const State*>(line(h))); }
+    static State& state_at(uint8_t* line) { return *std::launder(reinterpret_cast<State*>(line)); }
+    State& state(FrameHandle h) { return state_at(line(h)); }
+    const State& state(FrameHandle h) const { return state_at(line(h)); }
 
-    bool grow() {
-        if (chunks_ >= max_chunks_) return false;
-        const uint32_t base = allocated();
-        ++chunks_;
-        for (uint32_t i = 0; i < kChunkFrames; ++i) new (line(FrameHandle{base + i})) State{};
-        free_.reserve(base + kChunkFrames);
+    // A new frame of kind `s` (handles or'ed with `bit`), within max_frames.
+    FrameHandle take(Slots& s, uint32_t bit) {
+        if (in_use_ == max_frames()) {
+            ++alloc_failures_;
+            return FrameHandle{};
+        }
+        const FrameHandle h{grab(s) | bit};
+        state(h).len = 0;
+        return h;
+    }
+    // A slot of kind `s` and one more frame in use. Each kind has room for
+    // max_frames: a frame that replaces one (compact(), whole()) needs no
+    // check, as what in_use counts is then one too many for a moment only.
+    uint32_t grab(Slots& s) {
+        if (s.free.empty()) grow(s);
+        const uint32_t i = s.free.back();
+        s.free.pop_back();
+        ++in_use_;
+        return i;
+    }
+    void grow(Slots& s) {
+        const uint32_t base = s.chunks * kChunkFrames;
+        ++s.chunks;
+        for (uint32_t i = 0; i < kChunkFrames; ++i) new (s.base + std::size_t{base + i} * s.slot_bytes) State{};
+        s.free.reserve(base + kChunkFrames);
         // Pushed in reverse so the lowest index is handed out first.
-        for (uint32_t i = kChunkFrames; i-- > 0;) free_.push_back(base + i);
-        return true;
+        for (uint32_t i = kChunkFrames; i-- > 0;) s.free.push_back(base + i);
     }
 
     uint32_t max_chunks_;
-    uint32_t chunks_ = 0;
-    std::size_t map_bytes_;
-    uint8_t* map_ = nullptr;
-    uint8_t* base_ = nullptr;  // map_ rounded up to a huge page
-    std::vector<uint32_t> free_;
+    Slots whole_;
+    Slots compact_;
+    // Where frame() expands compact frames, and what of it may be non-zero.
+    mutable std::vector<uint8_t> scratch_;
+    mutable State scratch_state_;
     uint32_t in_use_ = 0;
     uint64_t alloc_failures_ = 0;
 };

@@ -71,7 +71,7 @@ bool Link::set_up(bool up, FramePool& pool) {
 
 void Link::start(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) {
     const uint32_t len = pool.len(h);
-    const uint32_t key = multipath_ ? path_key(pool.frame(h)) : 0;
+    const uint32_t key = multipath_ ? path_key(pool.headers(h)) : 0;
     const link::Delivery d = model_.transmit(Bytes{len}, now, rng_, key);
     if (tapped_ && tap_tx_ != nullptr) tap_tx_->write(d.tx_start, pool.frame(h));
     transmitting_ = true;
@@ -95,7 +95,7 @@ void Link::start(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) {
 }
 
 // RoCE frames spread over the paths by UDP source port, as ECMP hashes
-// them; everything else (PFC, ARP) takes path 0.
+// them; everything else (PFC, ARP) takes path 0. `frame` may be headers only.
 uint32_t Link::path_key(std::span<const uint8_t> frame) const {
     if (wire::classify(frame) != wire::FrameKind::Roce) return 0;
     wire::EthView eth;
@@ -106,9 +106,11 @@ uint32_t Link::path_key(std::span<const uint8_t> frame) const {
     return static_cast<uint32_t>(frame[udp] << 8 | frame[udp + 1]);
 }
 
-bool Link::corrupt_icrc(FrameHandle h, FramePool& pool) {
+bool Link::corrupt_icrc(FrameHandle& h, FramePool& pool) {
     // The whole frame counts as written: a receiver that skips reading a
-    // payload it knows to be zero must not skip this one.
+    // payload it knows to be zero must not skip this one. A compact frame
+    // has no payload bytes to write into: it becomes a whole one.
+    h = pool.whole(h);
     const std::span<uint8_t> f = pool.buffer(h, pool.len(h));
     wire::RocePacket pkt;
     if (wire::parse_roce(f, pkt, wire::ParseOptions{.verify_icrc = false}) != wire::ParseError::Ok) return false;

@@ -109,8 +109,9 @@ public:
 private:
     void start(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool);
     uint32_t path_key(std::span<const uint8_t> frame) const;
-    // False if the frame cannot carry a bad ICRC and must be dropped as FCS-bad.
-    bool corrupt_icrc(FrameHandle h, FramePool& pool);
+    // False if the frame cannot carry a bad ICRC and must be dropped as
+    // FCS-bad. A compact frame is made whole first: `h` may change.
+    bool corrupt_icrc(FrameHandle& h, FramePool& pool);
     void drop(LinkDrop why, FrameHandle h, FramePool& pool);
     void ring_push(FrameHandle h);
     FrameHandle ring_pop();

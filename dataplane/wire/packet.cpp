@@ -191,13 +191,10 @@ size_t roce_frame_len(const RocePacket& p) {
            p.payload_len + pad + kIcrcLen;
 }
 
-bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayout& lay) {
-    const OpcodeInfo& info = p.info();
-    if (!info.valid()) return false;
-    const size_t len = roce_frame_len(p);
-    if (len > out.size() || len > 0xFFFF) return false;
-    uint8_t* f = out.data();
+namespace {
 
+// The headers of `p`, a frame of `len` bytes, from `f` on.
+void write_roce_headers(const RocePacket& p, const OpcodeInfo& info, size_t len, uint8_t* f, EncodeLayout& lay) {
     // The EtherType follows from the IP version, whatever p.l2 holds.
     size_t off = write_eth(f, p.l2);
     store_be16(f + off - 2, p.l3.v6 ? ethertype::kIpv6 : ethertype::kIpv4);
@@ -253,6 +250,25 @@ bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayo
     BthView<uint8_t>{bth}.set(b.opcode, b.se, b.mig, lay.pad, b.tver, b.pkey, b.fecn, b.becn, b.dqpn, b.ackreq, b.psn);
     write_ext_headers(bth, info, p);
     lay.payload_off = static_cast<uint16_t>(off + info.hdr_len);
+}
+
+}  // namespace
+
+bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayout& lay) {
+    const OpcodeInfo& info = p.info();
+    if (!info.valid()) return false;
+    const size_t len = roce_frame_len(p);
+    if (len > out.size() || len > 0xFFFF) return false;
+    write_roce_headers(p, info, len, out.data(), lay);
+    return true;
+}
+
+bool encode_roce_head(const RocePacket& p, std::span<uint8_t> head, EncodeLayout& lay) {
+    const OpcodeInfo& info = p.info();
+    if (!info.valid()) return false;
+    const size_t len = roce_frame_len(p);
+    if (len - p.payload_len - roce_pad(p.payload_len) - kIcrcLen > head.size() || len > 0xFFFF) return false;
+    write_roce_headers(p, info, len, head.data(), lay);
     return true;
 }
 

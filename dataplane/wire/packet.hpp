@@ -224,6 +224,10 @@ struct EncodeLayout {
 // calls finish_roce(), which writes the pad and the ICRC. Returns false if
 // `out` is too small or the opcode is not valid.
 bool encode_roce_headers(const RocePacket& p, std::span<uint8_t> out, EncodeLayout& lay);
+// The same headers into a buffer that holds them only (lay.payload_off
+// bytes, what the layout says), for a frame whose payload, pad and ICRC are
+// kept elsewhere. False if `head` is too small or the opcode is not valid.
+bool encode_roce_head(const RocePacket& p, std::span<uint8_t> head, EncodeLayout& lay);
 void finish_roce(std::span<uint8_t> frame, const EncodeLayout& lay);
 
 // The extended headers `info` lists, from `p`, behind the BTH at `bth`.

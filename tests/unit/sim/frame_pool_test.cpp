@@ -273,7 +273,7 @@ TEST(SimFramePoolZero, RandomWritersKeepTheKnowledgeTrue) {
     auto pick = [&](uint32_t lo, uint32_t hi) { return lo + static_cast<uint32_t>(rng() % (hi - lo + 1)); };
     for (int step = 0; step < 3000; ++step) {
         FrameHandle& h = hs[rng() % hs.size()];
-        switch (rng() % 8) {
+        switch (rng() % 9) {
             case 0: {  // a whole-buffer writer (engine frame, PFC, encode_roce)
                 const uint32_t n = pick(1, FramePool::kFrameCapacity);
                 const auto b = pool.buffer(h, n);
@@ -330,6 +330,14 @@ TEST(SimFramePoolZero, RandomWritersKeepTheKnowledgeTrue) {
                 pool.set_len(h, pick(0, n));
                 break;
             }
+            case 8: {  // sent compact if it can be, made whole again by a corrupting link
+                const std::vector<uint8_t> before(pool.frame(h).begin(), pool.frame(h).end());
+                const FrameHandle c = pool.compact(h);
+                ASSERT_TRUE(std::ranges::equal(pool.frame(c), before)) << step;
+                h = pool.whole(c);
+                ASSERT_TRUE(std::ranges::equal(pool.frame(h), before)) << step;
+                break;
+            }
             default: {  // a corrupting link
                 if (pool.len(h) == 0) break;
                 const auto b = pool.buffer(h, pool.len(h));
@@ -345,6 +353,176 @@ TEST(SimFramePoolZero, RandomWritersKeepTheKnowledgeTrue) {
                 << "step " << step;
         }
     }
+}
+
+
+// --- Compact frames --------------------------------------------------------
+
+// The bytes a frame of `len` with head bytes `head_byte` up to `head`, zeros,
+// and an ICRC of `icrc_byte` has.
+std::vector<uint8_t> expected_frame(uint32_t head, uint32_t len, uint8_t head_byte, uint8_t icrc_byte) {
+    std::vector<uint8_t> f(len, 0);
+    std::fill_n(f.begin(), head, head_byte);
+    std::fill_n(f.end() - 4, 4, icrc_byte);
+    return f;
+}
+
+FrameHandle zero_payload_frame(FramePool& pool, uint32_t head, uint32_t len, uint8_t head_byte, uint8_t icrc_byte) {
+    const FramePool::ZeroPayload z = pool.alloc_zero_payload(head, len);
+    if (!z.h.valid()) return z.h;
+    EXPECT_EQ(z.head.size(), head);
+    std::fill(z.head.begin(), z.head.end(), head_byte);
+    std::fill_n(z.icrc, 4, icrc_byte);
+    return z.h;
+}
+
+TEST(SimFramePoolCompact, AZeroPayloadFrameWhoseHeadFitsIsCompact) {
+    FramePool pool(256);
+    const FrameHandle h = zero_payload_frame(pool, 70, 4170, 0x11, 0xEE);
+    ASSERT_TRUE(h.valid());
+    EXPECT_TRUE(h.compact());
+    EXPECT_EQ(pool.len(h), 4170u);
+    EXPECT_EQ(pool.headers(h).size(), 70u);
+    EXPECT_TRUE(std::ranges::all_of(pool.headers(h), [](uint8_t b) { return b == 0x11; }));
+    EXPECT_TRUE(std::ranges::equal(pool.frame(h), expected_frame(70, 4170, 0x11, 0xEE)));
+    EXPECT_TRUE(pool.zero_between(h, 70, 4166));
+    EXPECT_FALSE(pool.zero_between(h, 69, 4166));
+    EXPECT_FALSE(pool.zero_between(h, 70, 4167));
+    EXPECT_EQ(pool.zero_from(h), 70u);
+    EXPECT_EQ(pool.in_use(), 1u);
+    pool.free(h);
+    EXPECT_EQ(pool.in_use(), 0u);
+}
+
+TEST(SimFramePoolCompact, AHeadLongerThanACompactSlotHoldsTakesAWholeSlot) {
+    FramePool pool(256);
+    const uint32_t head = FramePool::kCompactHead + 1;
+    const FrameHandle h = zero_payload_frame(pool, head, 1200, 0x22, 0xDD);
+    ASSERT_TRUE(h.valid());
+    EXPECT_FALSE(h.compact());
+    EXPECT_TRUE(std::ranges::equal(pool.frame(h), expected_frame(head, 1200, 0x22, 0xDD)));
+    EXPECT_TRUE(pool.zero_between(h, head, 1196));
+    EXPECT_EQ(wrongly_zero(pool, h), -1);
+    // The longest head that fits does fit.
+    const FrameHandle c = zero_payload_frame(pool, FramePool::kCompactHead, 1200, 0x22, 0xDD);
+    EXPECT_TRUE(c.compact());
+    EXPECT_TRUE(std::ranges::equal(pool.frame(c), expected_frame(FramePool::kCompactHead, 1200, 0x22, 0xDD)));
+}
+
+// One buffer holds every compact frame frame() expands: what a longer head
+// or an ICRC elsewhere left in it must not show through the next one.
+TEST(SimFramePoolCompact, ExpandingOneFrameAfterAnotherShowsOnlyItsOwnBytes) {
+    FramePool pool(1024);
+    std::mt19937 rng(7);
+    std::vector<std::pair<FrameHandle, std::vector<uint8_t>>> frames;
+    for (int i = 0; i < 400; ++i) {
+        const uint32_t len = 8 + rng() % (FramePool::kFrameCapacity - 7);
+        const uint32_t head = std::min<uint32_t>(rng() % (FramePool::kCompactHead + 1), len - 4);
+        const auto hb = static_cast<uint8_t>(1 + rng() % 255), ib = static_cast<uint8_t>(1 + rng() % 255);
+        const FrameHandle h = zero_payload_frame(pool, head, len, hb, ib);
+        ASSERT_TRUE(h.compact());
+        frames.emplace_back(h, expected_frame(head, len, hb, ib));
+    }
+    for (int round = 0; round < 3000; ++round) {
+        const auto& [h, want] = frames[rng() % frames.size()];
+        ASSERT_TRUE(std::ranges::equal(pool.frame(h), want)) << "round " << round;
+    }
+}
+
+TEST(SimFramePoolCompact, CompactingAWholeFrameKeepsItsBytesAndFreesItsSlot) {
+    FramePool pool(256);
+    // The engine's way: written first, then the pool told where the zeros are.
+    const FrameHandle w = pool.alloc();
+    auto b = pool.unmarked_buffer(w);
+    std::fill_n(b.begin(), 4000, uint8_t{0x77});  // an older frame's bytes
+    pool.written(w, 4000);
+    b = pool.unmarked_buffer(w);
+    std::fill_n(b.begin(), 58, uint8_t{0x55});
+    std::fill_n(b.begin() + 1074, 4, uint8_t{0x66});
+    pool.settle_zero_payload(w, 58, 1078);
+    const FrameHandle c = pool.compact(w);
+    ASSERT_TRUE(c.compact());
+    EXPECT_EQ(pool.in_use(), 1u);
+    EXPECT_TRUE(std::ranges::equal(pool.frame(c), expected_frame(58, 1078, 0x55, 0x66)));
+    EXPECT_EQ(pool.alloc(), w) << "the whole slot went back to the pool, to be taken next";
+
+    // A short frame written whole (an ACK: a template's bytes beyond it):
+    // all but its last 4 bytes are its head.
+    const FrameHandle a = pool.alloc();
+    std::fill_n(pool.buffer(a, 98).begin(), 98, uint8_t{0x31});
+    pool.set_len(a, 62);
+    const FrameHandle ca = pool.compact(a);
+    ASSERT_TRUE(ca.compact());
+    EXPECT_EQ(pool.headers(ca).size(), 58u);
+    EXPECT_TRUE(std::ranges::equal(pool.frame(ca), std::vector<uint8_t>(62, 0x31)));
+
+    // A payload not known to be zero stays whole.
+    const FrameHandle p = pool.alloc();
+    std::fill_n(pool.buffer(p, 1078).begin(), 1078, uint8_t{0x42});
+    pool.set_len(p, 1078);
+    EXPECT_EQ(pool.compact(p), p);
+}
+
+TEST(SimFramePoolCompact, MadeWholeAFrameCanBeWrittenAnywhere) {
+    FramePool pool(256);
+    // A whole slot with an older frame's bytes, freed, is what whole() takes.
+    const FrameHandle old = pool.alloc();
+    std::fill(pool.buffer(old).begin(), pool.buffer(old).end(), uint8_t{0x99});
+    pool.free(old);
+    const FrameHandle c = zero_payload_frame(pool, 54, 2102, 0x11, 0xEE);
+    const FrameHandle w = pool.whole(c);
+    EXPECT_FALSE(w.compact());
+    EXPECT_EQ(w, old);
+    EXPECT_EQ(pool.in_use(), 1u);
+    EXPECT_TRUE(std::ranges::equal(pool.frame(w), expected_frame(54, 2102, 0x11, 0xEE)));
+    EXPECT_EQ(wrongly_zero(pool, w), -1);
+    pool.buffer(w, 2102)[1000] = 5;
+    EXPECT_FALSE(pool.zero_between(w, 54, 2098));
+    EXPECT_EQ(pool.whole(w), w);
+}
+
+TEST(SimFramePoolCompact, HeaderEditsOfACompactFrameStayInItsHead) {
+    FramePool pool(256);
+    const FrameHandle h = zero_payload_frame(pool, 54, 1078, 0x11, 0xEE);
+    EXPECT_EQ(pool.header(h, 100).size(), 54u);
+    pool.header(h, 34)[20] = 0x3C;
+    std::vector<uint8_t> want = expected_frame(54, 1078, 0x11, 0xEE);
+    want[20] = 0x3C;
+    EXPECT_TRUE(std::ranges::equal(pool.frame(h), want));
+    EXPECT_TRUE(pool.zero_between(h, 54, 1074));
+}
+
+TEST(SimFramePoolCompact, ACloneIsCompactAndIndependent) {
+    FramePool pool(256);
+    const FrameHandle a = zero_payload_frame(pool, 70, 4170, 0x11, 0xEE);
+    const FrameHandle b = pool.clone(a);
+    ASSERT_TRUE(b.valid());
+    EXPECT_TRUE(b.compact());
+    EXPECT_NE(a, b);
+    pool.header(a, 1)[0] = 0;
+    EXPECT_TRUE(std::ranges::equal(pool.frame(b), expected_frame(70, 4170, 0x11, 0xEE)));
+    EXPECT_EQ(pool.in_use(), 2u);
+}
+
+// Compact and whole frames share one bound; replacing a frame by the other
+// kind works at the bound.
+TEST(SimFramePoolCompact, BothKindsShareTheLimit) {
+    FramePool pool(256);
+    std::vector<FrameHandle> hs;
+    for (int i = 0; i < 200; ++i) hs.push_back(pool.alloc());
+    for (int i = 0; i < 56; ++i) hs.push_back(zero_payload_frame(pool, 54, 1078, 1, 2));
+    EXPECT_TRUE(std::ranges::all_of(hs, [](FrameHandle h) { return h.valid(); }));
+    EXPECT_FALSE(pool.alloc_zero_payload(54, 1078).h.valid());
+    EXPECT_FALSE(pool.alloc().valid());
+    EXPECT_FALSE(pool.clone(hs.back()).valid());
+    EXPECT_EQ(pool.alloc_failures(), 3u);
+    const FrameHandle w = pool.whole(hs.back());
+    EXPECT_FALSE(w.compact());
+    const FrameHandle c = pool.compact(w);
+    EXPECT_TRUE(c.compact());
+    EXPECT_TRUE(std::ranges::equal(pool.frame(c), expected_frame(54, 1078, 1, 2)));
+    EXPECT_EQ(pool.in_use(), 256u);
+    EXPECT_EQ(pool.alloc_failures(), 3u);
 }
 
 }  // namespace

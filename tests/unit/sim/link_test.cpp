@@ -210,6 +210,48 @@ TEST(SimLink, CorruptionBreaksExactlyTheIcrc) {
     expect_binomial(bad, 40000, 0.05);
 }
 
+// A compact frame (zero payload, headers and ICRC kept) is made whole to be
+// corrupted; duplicates stay compact. Each frame arrives as sent or with one
+// byte of its payload or PSN changed, and nothing leaks from the pool.
+TEST(SimLink, CompactFramesAreCorruptedAndDuplicatedLikeWholeOnes) {
+    LinkConfig cfg = test::bare_link();
+    cfg.corrupt_rate = 0.05;
+    cfg.corrupt_as = Corruption::BadIcrc;
+    cfg.duplicate_rate = 0.05;
+    auto make = [](uint64_t i) { return test::roce_frame(static_cast<uint32_t>(i), 0xC001, 1024, true); };
+    const uint32_t head = 14 + 20 + 8 + 12;  // Ethernet, IPv4, UDP, BTH
+    Pair p(cfg, 20000, make, true);
+    p.src.set_compact_head(head);
+    p.src.start();
+    p.sim.run_until_idle();
+    const auto& got = p.dst.got();
+    ASSERT_EQ(got.size(), 20000u + p.counters().duplicated);
+    uint64_t bad = 0;
+    for (const auto& a : got) {
+        wire::RocePacket pkt;
+        const wire::ParseError e = wire::parse_roce(a.bytes, pkt);
+        ASSERT_TRUE(e == wire::ParseError::Ok || e == wire::ParseError::BadIcrc) << wire::to_string(e);
+        const std::vector<uint8_t> sent = make(pkt.bth.psn.value());
+        ASSERT_EQ(a.bytes.size(), sent.size());
+        std::size_t diffs = 0, where = 0;
+        for (std::size_t b = 0; b < sent.size(); ++b)
+            if (sent[b] != a.bytes[b]) ++diffs, where = b;
+        if (e == wire::ParseError::Ok) {
+            EXPECT_EQ(diffs, 0u);
+            continue;
+        }
+        ++bad;
+        EXPECT_EQ(diffs, 1u);
+        EXPECT_GE(where, head) << "the payload is what gets hit";
+        EXPECT_LT(where, sent.size() - wire::kIcrcLen);
+    }
+    // A corrupted frame's duplicate carries the same error.
+    EXPECT_GE(bad, p.counters().corrupted);
+    expect_binomial(p.counters().corrupted, 20000, 0.05);
+    EXPECT_GT(p.counters().duplicated, 0u);
+    EXPECT_EQ(p.sim.pool().in_use(), 0u);
+}
+
 uint32_t psn_of(const std::vector<uint8_t>& f) {
     wire::RocePacket pkt;
     EXPECT_EQ(wire::parse_roce(f, pkt), wire::ParseError::Ok);

@@ -14,9 +14,11 @@
 namespace rocemu::sim::test {
 
 // A RoCEv2 RC SEND_ONLY frame with a correct ICRC.
-inline std::vector<uint8_t> roce_frame(uint32_t psn, uint16_t sport, uint32_t payload_len) {
+// With `zero_payload` its payload is zeros.
+inline std::vector<uint8_t> roce_frame(uint32_t psn, uint16_t sport, uint32_t payload_len, bool zero_payload = false) {
     std::vector<uint8_t> payload(payload_len);
-    for (uint32_t i = 0; i < payload_len; ++i) payload[i] = static_cast<uint8_t>(psn * 7 + i);
+    if (!zero_payload)
+        for (uint32_t i = 0; i < payload_len; ++i) payload[i] = static_cast<uint8_t>(psn * 7 + i);
     wire::RocePacket p;
     p.l2.dst = wire::MacAddr{{0x02, 0, 0, 0, 0, 2}};
     p.l2.src = wire::MacAddr{{0x02, 0, 0, 0, 0, 1}};
@@ -62,6 +64,19 @@ inline FrameHandle make_frame(Simulator& sim, std::span<const uint8_t> bytes) {
     return h;
 }
 
+// A frame whose bytes from `head` up to its last 4 are zero, held compact
+// (as the fabric's NICs send zero payloads).
+inline FrameHandle make_compact_frame(Simulator& sim, std::span<const uint8_t> bytes, uint32_t head) {
+    FramePool& pool = sim.pool();
+    const FrameHandle h = pool.alloc();
+    if (!h.valid()) throw std::runtime_error("test frame pool exhausted");
+    std::copy(bytes.begin(), bytes.end(), pool.unmarked_buffer(h).begin());
+    pool.settle_zero_payload(h, head, static_cast<uint32_t>(bytes.size()));
+    const FrameHandle c = pool.compact(h);
+    if (!c.compact()) throw std::runtime_error("test frame not compact");
+    return c;
+}
+
 // Sends `count` frames made by `make(index)` out of port 0: back to back
 // (the next one on every on_tx_ready) or all at once with burst().
 class Source : public Node {
@@ -86,12 +101,14 @@ public:
     }
 
     void set_pull(bool pull) { pull_ = pull; }
+    // Frames are sent compact, zero from `head` up to their last 4 bytes.
+    void set_compact_head(uint32_t head) { compact_head_ = head; }
 
 private:
     void send_next() {
         if (next_ >= count_) return;
         const std::vector<uint8_t> bytes = make_(next_++);
-        sim_.transmit(id_, 0, make_frame(sim_, bytes));
+        sim_.transmit(id_, 0, compact_head_ != 0 ? make_compact_frame(sim_, bytes, compact_head_) : make_frame(sim_, bytes));
     }
 
     Simulator& sim_;
@@ -100,6 +117,7 @@ private:
     Make make_;
     uint64_t next_ = 0;
     bool pull_ = true;
+    uint32_t compact_head_ = 0;
     uint64_t tx_ready_calls_ = 0;
 };
 

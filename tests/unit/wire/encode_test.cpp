@@ -1,6 +1,8 @@
 // Encode/parse round trips for every opcode, and typed errors for malformed input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <span>
 #include <vector>
 
 #include "common/rng.hpp"
@@ -130,6 +132,34 @@ TEST(Encode, EveryOpcodeRoundTripsThroughParse) {
         }
     }
     EXPECT_EQ(opcodes, 25 + 12 + 2 + 1);  // RC (with FLUSH and ATOMIC_WRITE), UC, UD, CNP
+}
+
+// Headers alone into a buffer that holds them exactly, for every opcode,
+// IPv4 or IPv6, tagged or not: the same bytes encode_roce_headers writes at
+// the front of a whole frame, nothing past them; one byte less is refused.
+TEST(Encode, HeadersAloneFillABufferOfTheirLengthExactly) {
+    Rng rng(9);
+    for (int op = 0; op < 256; ++op) {
+        if (!opcode_info(static_cast<uint8_t>(op)).valid()) continue;
+        for (int variant = 0; variant < 4; ++variant) {
+            std::vector<uint8_t> payload;
+            const RocePacket p = random_packet(rng, static_cast<uint8_t>(op), variant & 1, variant & 2, payload);
+            std::vector<uint8_t> whole(roce_frame_len(p));
+            EncodeLayout lw;
+            ASSERT_TRUE(encode_roce_headers(p, whole, lw));
+            std::vector<uint8_t> head(lw.payload_off + 16, 0xA5);
+            EncodeLayout lh;
+            EXPECT_FALSE(encode_roce_head(p, std::span(head).first(lw.payload_off - 1u), lh));
+            ASSERT_TRUE(encode_roce_head(p, std::span(head).first(lw.payload_off), lh));
+            EXPECT_EQ(lh.payload_off, lw.payload_off);
+            EXPECT_EQ(lh.l3_off, lw.l3_off);
+            EXPECT_EQ(lh.frame_len, lw.frame_len);
+            EXPECT_EQ(lh.pad, lw.pad);
+            EXPECT_TRUE(std::equal(whole.begin(), whole.begin() + lw.payload_off, head.begin()))
+                << opcode_info(static_cast<uint8_t>(op)).name;
+            EXPECT_TRUE(std::all_of(head.begin() + lw.payload_off, head.end(), [](uint8_t b) { return b == 0xA5; }));
+        }
+    }
 }
 
 // The engine parses every frame into the same packet: a frame must leave
