@@ -128,7 +128,9 @@ public:
         if (head > kCompactHead) return h;
         const FrameHandle c{grab(compact_) | FrameHandle::kCompactBit};
         set_compact_state(c, head, len);
-        std::memcpy(slot(c), slot(h), head);
+        // All kCompactHead bytes, a fixed-size copy (a whole slot has them):
+        // what lies past the head is never read.
+        std::memcpy(slot(c), slot(h), kCompactHead);
         std::memcpy(slot(c) + kCompactHead, slot(h) + len - 4, 4);
         free(h);
         return c;
