@@ -1,14 +1,15 @@
 // Frame buffers that move between nodes and links by handle, never copied.
-// Each buffer holds one frame of up to kFrameCapacity bytes. Buffers are
-// handed out in chunks as the pool first grows (up to a fixed limit) and are
-// recycled through a LIFO free list, so a run in steady state allocates
-// nothing and reuses buffers that are still warm in cache.
+// A whole buffer holds one frame of up to kFrameCapacity bytes; a compact one
+// a frame with a zero payload (below). Buffers are handed out in chunks as
+// the pool first grows (up to a fixed limit) and are recycled through a LIFO
+// free list per kind, so a run in steady state allocates nothing and reuses
+// buffers that are still warm in cache.
 //
-// All buffers live in one address range reserved up front (pages are only
+// Each kind lives in one address range reserved up front (pages are only
 // committed when first touched) and advised to use transparent huge pages: a
-// large fabric keeps thousands of frames queued, one every 4.2 KiB, and with
-// 4 KiB pages nearly every header a switch or NIC reads costs a TLB miss
-// (and a page walk) on top of the cache miss.
+// large fabric keeps thousands of frames queued, and with 4 KiB pages nearly
+// every header a switch or NIC reads costs a TLB miss (and a page walk) on
+// top of the cache miss.
 //
 // The pool also knows which bytes of each buffer may be non-zero: a prefix
 // (up to `dirty_end`) and one 4-byte island (the ICRC last written behind a
