@@ -248,8 +248,10 @@ public:
     }
 
     uint32_t in_use() const { return in_use_; }
-    // Slots of either kind that exist.
-    uint32_t allocated() const { return (whole_.chunks + compact_.chunks) * kChunkFrames; }
+    // Slots of either kind that exist, and of each kind.
+    uint32_t allocated() const { return whole_allocated() + compact_allocated(); }
+    uint32_t whole_allocated() const { return whole_.chunks * kChunkFrames; }
+    uint32_t compact_allocated() const { return compact_.chunks * kChunkFrames; }
     uint32_t max_frames() const { return max_chunks_ * kChunkFrames; }
     uint64_t alloc_failures() const { return alloc_failures_; }
 

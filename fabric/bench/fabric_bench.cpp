@@ -77,6 +77,7 @@ struct Figures {
     uint64_t events = 0;
     uint64_t page_faults = 0;   // minor faults in the timed span
     uint32_t frames = 0;        // frame buffers the pool holds at the end
+    uint32_t compact = 0;       // of them compact (sim/README.md, "Compact frames")
     uint32_t in_use = 0;        // frames in flight at the end
     std::size_t heap = 0;       // bytes of the fabric's heap segment
 };
@@ -103,7 +104,8 @@ Figures timed_run(Fabric& f, Nanos warmup, Nanos span) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const Totals t = f.totals();
     return Figures{wall, cpu, t.frames_delivered - before.frames_delivered, t.sim_events - before.sim_events, pf,
-                   f.sim().pool().allocated(), f.sim().pool().in_use(), f.heap_bytes()};
+                   f.sim().pool().allocated(), f.sim().pool().compact_allocated(), f.sim().pool().in_use(),
+                   f.heap_bytes()};
 }
 
 constexpr std::string_view kUsage =
@@ -174,10 +176,10 @@ double permutation(int hosts, NicModel model, int mtu, Nanos span, Flows flows) 
     fmt::print(
         "[{}] {:>3} hosts ({} leaves, {} spines), MTU {}, {}: {:.1f} simulated ms (after {:.1f} ms warm-up) in "
         "{:.2f} s wall, {:.2f} s CPU, {} packet-hops ({:.0f} per host), {:.2f} events each, {} page faults, {} frame "
-        "buffers ({} in use, {:.1f} per host), {:.1f} MB built in its heap segment, {:.0f} CPU ns per packet-hop\n",
+        "buffers ({} compact; {} in use, {:.1f} per host), {:.1f} MB built in its heap segment, {:.0f} CPU ns per packet-hop\n",
         nic_model_name(model), hosts, leaves, kSpines, mtu, flows_name(flows), span.ms(), warmup.ms(), r.wall_s, r.cpu_s, r.packets,
         static_cast<double>(r.packets) / hosts, static_cast<double>(r.events) / r.packets, r.page_faults, r.frames,
-        r.in_use, static_cast<double>(r.in_use) / hosts, static_cast<double>(r.heap) / 1e6, cost);
+        r.compact, r.in_use, static_cast<double>(r.in_use) / hosts, static_cast<double>(r.heap) / 1e6, cost);
     std::fflush(stdout);
     return cost;
 }
