@@ -70,9 +70,9 @@ public:
     // The longest RoCEv2 frame (4198 bytes), which every frame a fabric's
     // NICs and switches build fits: 4 KiB payloads at most.
     static constexpr uint32_t kFrameCapacity = wire::kMaxRoceFrame;
-    // The most bytes a compact frame keeps in front of its zeros: every
-    // RoCEv2 header stack but the longest with IPv6 and a VLAN tag (Ethernet,
-    // IP, UDP, BTH and RETH or AtomicETH fit, IPv4 or IPv6).
+    // The most bytes a compact frame keeps in front of its zeros: what a
+    // two-line slot holds besides its state and the last 4 bytes, more than
+    // any RoCEv2 frame's headers (wire::kMaxRoceHeaders, 106).
     static constexpr uint32_t kCompactHead = 116;
     static constexpr uint32_t kChunkFrames = 256;
 
@@ -82,7 +82,7 @@ public:
         : max_chunks_((max_frames + kChunkFrames - 1) / kChunkFrames),
           whole_(max_chunks_, kSlotBytes),
           compact_(max_chunks_, kCompactSlotBytes),
-          scratch_(kFrameOffset + kFrameCapacity) {}
+          scratch_(kFrameCapacity) {}
     FramePool(const FramePool&) = delete;
     FramePool& operator=(const FramePool&) = delete;
 
@@ -166,8 +166,8 @@ public:
     // into one buffer the pool keeps: valid until the next call to frame().
     std::span<const uint8_t> frame(FrameHandle h) const {
         if (!h.compact()) return {slot(h), state(h).len};
-        expand_into(h, scratch_state_, scratch_.data() + kFrameOffset);
-        return {scratch_.data() + kFrameOffset, state(h).len};
+        expand_into(h, scratch_state_, scratch_.data());
+        return {scratch_.data(), state(h).len};
     }
     // The frame's first bytes, its headers among them, to read in place: the
     // whole frame, or a compact frame's head (past which it is zero but for
@@ -332,9 +332,7 @@ private:
     static_assert(sizeof(State) <= kFrameOffset && kFrameOffset + kFrameCapacity <= kSlotBytes);
     static_assert(kSlotBytes == 67 * 64);
     static_assert(kFrameOffset + kCompactHead + 4 == kCompactSlotBytes);
-    // Ethernet, IPv6, UDP, BTH and AtomicETH (the longest extended header
-    // before a payload), without a VLAN tag.
-    static_assert(kCompactHead >= 14 + 40 + 8 + 12 + 28);
+    static_assert(kCompactHead >= wire::kMaxRoceHeaders);
 
     // One kind of slot: an address range reserved up front (pages are
     // committed when first touched, advised to be transparent huge pages),

@@ -165,12 +165,13 @@ inline constexpr uint32_t kMaxPayload = 4096;
 inline constexpr uint32_t kMaxOuterLen = 14 + 4 + 40 + 8;
 
 namespace detail {
-// BTH, extended headers and payload of the longest packet any opcode makes.
-constexpr uint32_t max_transport_len() {
+// BTH, extended headers and (with `payloads`) payload of the longest packet
+// any opcode makes.
+constexpr uint32_t max_transport_len(bool payloads = true) {
     uint32_t m = 0;
     for (const OpcodeInfo& o : kOpcodes) {
         if (!o.valid()) continue;
-        const uint32_t payload = !o.is(kOpPayload) ? 0 : o.is(kOpFixedPayload) ? 8 : kMaxPayload;
+        const uint32_t payload = !payloads || !o.is(kOpPayload) ? 0 : o.is(kOpFixedPayload) ? 8 : kMaxPayload;
         m = std::max<uint32_t>(m, o.hdr_len + payload);
     }
     return m;
@@ -183,6 +184,10 @@ constexpr uint32_t max_transport_len() {
 // the fabric's NICs build fits a buffer of this size.
 inline constexpr uint32_t kMaxRoceFrame = kMaxOuterLen + detail::max_transport_len() + kIcrcLen;
 static_assert(kMaxRoceFrame == 4198);
+// The longest headers in front of a payload: the same outer headers, BTH and
+// AtomicETH (the longest extended headers).
+inline constexpr uint32_t kMaxRoceHeaders = kMaxOuterLen + detail::max_transport_len(false);
+static_assert(kMaxRoceHeaders == 106);
 
 // Opcode values, named as in IBTA and include/rdma/ib_pack.h.
 namespace op {
