@@ -28,8 +28,9 @@ void for_each_bit(const std::vector<uint64_t>& words, F&& f) {
     for (std::size_t w = 0; w < words.size(); ++w)
         for (uint64_t b = words[w]; b != 0; b &= b - 1) f(w * 64 + static_cast<std::size_t>(std::countr_zero(b)));
 }
-// Where the shared arena is mapped (a NIC's own arena, i + 1 arenas above it),
-// so that RETH addresses (and the pcaps) repeat from run to run. 32 TiB is above AddressSanitizer's shadow (which ends just
+// Where NIC i's arena is mapped (i + 1 arenas above this; discard regions
+// are numbered from it), so that RETH addresses (and the pcaps) repeat from
+// run to run. 32 TiB is above AddressSanitizer's shadow (which ends just
 // past 16 TiB) and below its allocator (96 TiB) and the shared libraries, so
 // the hint is honoured in sanitizer builds too.
 constexpr uint64_t kArenaHint = uint64_t{0x2000} << 32;
@@ -46,19 +47,7 @@ transport::PathMtu path_mtu(uint32_t bytes) {
 
 }  // namespace
 
-SharedArenaMemory::SharedArenaMemory() {
-    // Address space only: pages are committed as regions touch them.
-    void* a = mmap(reinterpret_cast<void*>(kArenaHint), EngineNic::kArenaBytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (a == MAP_FAILED) throw std::runtime_error("SharedArenaMemory: cannot map the memory");
-    base_ = static_cast<uint8_t*>(a);
-    // Advice only: without transparent huge pages the arena still works.
-    madvise(base_, EngineNic::kArenaBytes, MADV_HUGEPAGE);
-}
-
-SharedArenaMemory::~SharedArenaMemory() { munmap(base_, EngineNic::kArenaBytes); }
-
-EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, const SharedArenaMemory* shared)
+EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index)
     : sim_(sim),
       spec_(topo.nics[nic_index]),
       profile_(topo.cfg.nic),
@@ -66,7 +55,8 @@ EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_ind
       gateway_mac_(topo.switches[spec_.sw].port_mac[spec_.sw_port]),
       prio_(topo.cfg.sw.base.tc_to_pg[topo.cfg.sw.base.dscp_to_tc[profile_.dscp & 63]]),
       pause_(prio_, line_rate_),
-      stuck_(spec_.mac, prio_, line_rate_) {
+      stuck_(spec_.mac, prio_, line_rate_),
+      nic_index_(nic_index) {
     transport::EngineConfig cfg;
     cfg.mac = wire::MacAddr{spec_.mac};
     cfg.gids = {wire::IpAddr::from_v4(spec_.ip)};
@@ -77,16 +67,6 @@ EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_ind
     transport::VerbsError err;
     eng_ = transport::Engine::create(cfg, err);
     if (!eng_) throw std::invalid_argument(err.msg);
-    if (shared) {
-        arena_ = shared->base();
-    } else {
-        // Address-space only: pages are committed as regions touch them.
-        void* hint = reinterpret_cast<void*>(kArenaHint + uint64_t{nic_index + 1} * kArenaBytes);
-        void* a = mmap(hint, kArenaBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (a == MAP_FAILED) throw std::invalid_argument("EngineNic: cannot map the memory arena");
-        arena_ = static_cast<uint8_t*>(a);
-        own_arena_ = true;
-    }
     pd_ = eng_->alloc_pd().value;
     // Grown by create_qp with the sending QPs (the 65536 entries it had were
     // 2 MiB a NIC, 512 MiB of a 256-NIC fabric).
@@ -94,7 +74,7 @@ EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_ind
 }
 
 EngineNic::~EngineNic() {
-    if (own_arena_) munmap(arena_, kArenaBytes);
+    if (arena_) munmap(arena_, kArenaBytes);
 }
 
 sim::NodeId EngineNic::attach() {
@@ -105,12 +85,34 @@ sim::NodeId EngineNic::attach() {
 EngineNic::Region EngineNic::add_region(uint64_t bytes) {
     const uint64_t at = (arena_used_ + 63) & ~uint64_t{63};
     if (at + bytes > kArenaBytes) throw std::invalid_argument("EngineNic: memory arena exhausted");
+    if (arena_ == nullptr) {
+        // Address space only: pages are committed as regions touch them.
+        void* hint = reinterpret_cast<void*>(kArenaHint + uint64_t{nic_index_ + 1} * kArenaBytes);
+        void* a = mmap(hint, kArenaBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (a == MAP_FAILED) throw std::invalid_argument("EngineNic: cannot map the memory arena");
+        arena_ = static_cast<uint8_t*>(a);
+    }
     arena_used_ = at + bytes;
     Region r;
     r.addr = arena_ + at;
+    r.va = reinterpret_cast<uint64_t>(r.addr);
     r.len = bytes;
     const auto mr = eng_->reg_mr(pd_, r.addr, bytes, transport::kLocalWrite | transport::kRemoteWrite);
     if (!mr.ok()) throw std::invalid_argument(mr.error.msg);
+    r.lkey = mr.value.lkey;
+    r.rkey = mr.value.rkey;
+    return r;
+}
+
+EngineNic::Region EngineNic::discard_region(uint64_t bytes) {
+    // An MR per region, as add_region: the same keys in the same order.
+    const auto mr = eng_->alloc_discard_mr(pd_);
+    if (!mr.ok()) throw std::invalid_argument(mr.error.msg);
+    const uint64_t at = (discard_used_ + 63) & ~uint64_t{63};
+    discard_used_ = at + bytes;
+    Region r;
+    r.va = kArenaHint + at;
+    r.len = bytes;
     r.lkey = mr.value.lkey;
     r.rkey = mr.value.rkey;
     return r;

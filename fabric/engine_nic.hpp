@@ -52,30 +52,6 @@ protected:
     ~FlowSink() = default;
 };
 
-// One arena that every NIC uses as its own: region k of one NIC lies at the
-// same address as region k of every other. For fabrics whose payload is never
-// checked and stays zero (sources are null MRs, sinks only ever receive
-// zeros): the memory a run touches does not grow with the number of NICs (a
-// 256-host all-to-all writes 16 MiB of sinks, not 4 GiB), and it is backed by
-// transparent huge pages where the system allows, so that the NICs' writes
-// into it neither miss the cache nor the TLB. (It was a memfd that each NIC
-// mapped at an address of its own: the same pages, but 256 mappings of 4 KiB
-// pages, and a resident size that counted the pages once per mapping.) It is
-// mapped at a fixed address when that is free, so RETH addresses, and with
-// them the pcaps, repeat from run to run. Throws std::runtime_error if the
-// address space cannot be had.
-class SharedArenaMemory {
-public:
-    SharedArenaMemory();
-    ~SharedArenaMemory();
-    SharedArenaMemory(const SharedArenaMemory&) = delete;
-    SharedArenaMemory& operator=(const SharedArenaMemory&) = delete;
-    uint8_t* base() const { return base_; }
-
-private:
-    uint8_t* base_ = nullptr;
-};
-
 class EngineNic : public sim::Node {
 public:
     static constexpr uint32_t kChunk = 64 * 1024;
@@ -86,11 +62,8 @@ public:
     static constexpr uint16_t kRespQueue = 64;  // a receiving QP's queued answers
     static constexpr uint64_t kArenaBytes = uint64_t{256} << 20;
 
-    // Throws std::invalid_argument if the engine config is rejected. With
-    // `shared`, the arena maps that memory (see SharedArenaMemory) instead of
-    // private pages.
-    EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index,
-              const SharedArenaMemory* shared = nullptr);
+    // Throws std::invalid_argument if the engine config is rejected.
+    EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index);
     ~EngineNic() override;
     EngineNic(const EngineNic&) = delete;
     EngineNic& operator=(const EngineNic&) = delete;
@@ -98,17 +71,27 @@ public:
     sim::NodeId attach();
 
     // A memory region of `bytes` (zeroed) with local and remote write access,
-    // carved from the NIC's arena. The arena is mapped at an address derived
-    // from the NIC index when that range is free, so RETH virtual addresses,
-    // and with them the pcaps, repeat from run to run. Throws
-    // std::invalid_argument when the arena (kArenaBytes) is exhausted.
+    // carved from the NIC's arena, which the first call maps. The arena is
+    // mapped at an address derived from the NIC index when that range is
+    // free, so RETH virtual addresses, and with them the pcaps, repeat from
+    // run to run. Throws std::invalid_argument when the arena (kArenaBytes)
+    // is exhausted or cannot be mapped.
     struct Region {
-        uint8_t* addr = nullptr;
+        uint8_t* addr = nullptr;  // null for null and discard regions: no memory
+        uint64_t va = 0;          // the address a peer's RETH names
         uint64_t len = 0;
         uint32_t lkey = 0;
         uint32_t rkey = 0;
     };
     Region add_region(uint64_t bytes);
+    // A sink of `bytes` for peers' WRITEs whose payload nobody reads, in the
+    // discard MR of its own (Engine::alloc_discard_mr): each WRITE is checked and
+    // acknowledged as into add_region's memory, and its payload is dropped,
+    // so a receiver touches no memory for it. Its va is the address the
+    // same call to add_region would give the first NIC's arena (fixed, so
+    // RETHs and pcaps repeat from run to run); it grows by `bytes` per call
+    // without bound (nothing is mapped).
+    Region discard_region(uint64_t bytes);
     // A source of `bytes` in the NIC's null MR (Engine::alloc_null_mr):
     // WRITEs from it carry zeros, as from a zeroed region, but no memory is
     // read and the frame pool zeroes only what an earlier frame left in a
@@ -209,16 +192,17 @@ private:
     transport::CqHandle cq_;
     uint32_t senders_ = 0;        // sending QPs: the CQ has room for all their WQEs
     uint32_t cq_room_ = kSqDepth;  // the CQ's entries
-    uint8_t* arena_ = nullptr;
-    bool own_arena_ = false;  // mapped by this NIC (no SharedArenaMemory)
+    uint8_t* arena_ = nullptr;  // mapped by the first add_region()
     transport::MrHandle null_mr_{};  // allocated by the first null_region()
     uint64_t arena_used_ = 0;
+    uint64_t discard_used_ = 0;
     std::vector<QpCtx> qps_;
     sim::NodeId id_ = 0;
     Nanos busy_until_{};
     NicPause pause_;
     Nanos stall_at_ = Nanos::max();
     StuckPause stuck_;
+    const uint32_t nic_index_;
     std::vector<TxFlow> tx_;
     // A NIC of a 256-NIC all-to-all holds 510 QPs and 255 flows, so nothing
     // per event walks them all:

@@ -47,10 +47,9 @@ Fabric::Fabric(const Topology& topo, uint64_t seed)
         switches_.push_back(std::make_unique<SwitchNode>(sim_, topo_, s, node_seed(seed, s), &switch_fx_));
         sw_ids.push_back(switches_.back()->attach());
     }
-    if (model() == NicModel::Rc) arena_memory_ = std::make_unique<SharedArenaMemory>();
     for (uint32_t n = 0; n < topo_.nics.size(); ++n) {
         if (model() == NicModel::Rc) {
-            rc_nics_.push_back(std::make_unique<EngineNic>(sim_, topo_, n, arena_memory_.get()));
+            rc_nics_.push_back(std::make_unique<EngineNic>(sim_, topo_, n));
             rc_nics_.back()->set_flow_sink(&stats_, this);
             nic_ids.push_back(rc_nics_.back()->attach());
         } else {
@@ -85,13 +84,13 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     src.connect(sq, dq, topo_.nics[f.dst], Psn{0}, Psn{0}, f.sport);
     dst.connect(dq, sq, topo_.nics[f.src], Psn{0}, Psn{0}, f.sport);
     // Payload is never checked here: sources are null MRs (zeros nobody
-    // reads), sinks share their pages across NICs (SharedArenaMemory).
+    // reads), sinks discard MRs (checked, acknowledged, placed nowhere).
     const EngineNic::Region from = src.null_region(EngineNic::kChunk);
-    const EngineNic::Region to = dst.add_region(EngineNic::kChunk);
+    const EngineNic::Region to = dst.discard_region(EngineNic::kChunk);
     // A gated flow never opens by time: on_step_done opens it.
     FlowSpec spec = f;
     if (f.gated()) spec.start = Nanos::max();
-    src.add_tx_flow(id, spec, sq, from, reinterpret_cast<uint64_t>(to.addr), to.rkey);
+    src.add_tx_flow(id, spec, sq, from, to.va, to.rkey);
     rx_qps_.emplace_back(f.dst, dq);
     steps_done_.push_back(0);
     steps_begun_.push_back(f.gated() ? 0 : 1);  // else step 0 opens at the flow's start

@@ -130,9 +130,6 @@ private:
     sw::Effects switch_fx_;  // the switches' shared effects scratch (SwitchNode)
     std::vector<std::unique_ptr<SwitchNode>> switches_;
     std::vector<std::unique_ptr<GenNic>> nics_;
-    // RC model: the flows' payload is never checked, so all NICs' memory
-    // regions share their pages (the run's footprint stays flat with size).
-    std::unique_ptr<SharedArenaMemory> arena_memory_;
     std::vector<std::unique_ptr<EngineNic>> rc_nics_;
     // RC model, per flow: steps completed and begun, and the flows whose
     // next step waits for this one.

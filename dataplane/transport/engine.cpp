@@ -187,6 +187,11 @@ Result<MrHandle> Engine::alloc_null_mr(PdHandle pd) {
     return add_mr(Mr{true, pd.id, 0, UINT64_MAX, 0, 0, true});
 }
 
+Result<MrHandle> Engine::alloc_discard_mr(PdHandle pd) {
+    if (!pd_live(pd)) return {{}, err(EINVAL, "pd", "unknown PD")};
+    return add_mr(Mr{true, pd.id, 0, UINT64_MAX, kRemoteWrite, 0, true});
+}
+
 Result<MrHandle> Engine::add_mr(Mr m) {
     const uint32_t i = alloc_slot(mrs_, cfg_.max_mr);
     if (i == 0 || i >= (1u << 24)) return {{}, err(ENOMEM, "mr", "no MR slots left")};

@@ -177,6 +177,13 @@ public:
     // and no remote access (its rkey is refused like any other without
     // access). dereg_mr frees it.
     Result<MrHandle> alloc_null_mr(PdHandle pd);
+    // An emulator extension for sinks whose bytes nobody reads (the
+    // virtual-time fabric's RC flows): a null MR whose rkey grants remote
+    // write. A WRITE into it is checked as any other (rkey, PD, length, PSN,
+    // ICRC) and acknowledged, and its payload is discarded, as a null MR
+    // discards what is written through its lkey on mlx5. Locally it is a null
+    // MR: a source of zeros, no local write. dereg_mr frees it.
+    Result<MrHandle> alloc_discard_mr(PdHandle pd);
     VerbsError dereg_mr(MrHandle mr);
     Result<CqHandle> create_cq(uint32_t cqe);
     VerbsError destroy_cq(CqHandle cq);
@@ -246,7 +253,7 @@ private:
     const Qp* find_qp(Qpn qpn) const;
     bool pd_live(PdHandle pd) const { return pd.id != 0 && pd.id < pds_.size() && pds_[pd.id].live; }
     Mr* find_mr(uint32_t key);
-    // reg_mr and alloc_null_mr, once checked: `m` in a free slot, its key
+    // reg_mr, alloc_null_mr and alloc_discard_mr, once checked: `m` in a free slot, its key
     // made, its PD counting it.
     Result<MrHandle> add_mr(Mr m);
     // Zero copy: `f` carries `len` bytes at `bytes` of the MR whose key is

@@ -26,6 +26,8 @@ struct Mr {
     uint32_t key = 0;  // lkey == rkey: index << 8 | generation byte
     // alloc_null_mr: no memory behind it. It covers every address, grants no
     // access (so it is neither written nor reached by rkey) and reads as zeros.
+    // alloc_discard_mr: the same with kRemoteWrite; what a WRITE carries into
+    // it is dropped.
     bool null = false;
 
     // True when [va, va+len) lies inside the region. len 0 is always inside.

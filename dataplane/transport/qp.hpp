@@ -117,6 +117,7 @@ struct Qp {
     bool in_msg = false;
     uint8_t msg_op = 0;     // opcode of the FIRST packet of the message in progress
     bool write_cached = false;  // its MR takes plain stores (EngineConfig::cached_write_max)
+    bool write_discard = false;  // its MR is a discard MR: the payload is checked, not placed
     uint32_t write_len = 0;     // RETH DMA length of the WRITE in progress
     uint64_t write_va = 0;
     uint64_t msg_offset = 0;  // bytes placed so far

@@ -255,12 +255,14 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
                 const Reth& r = p.reth;
                 if (r.dma_len > kMaxMsg) return fail(aeth::kNakInvalidRequest, WcStatus::Success);
                 qp.write_cached = false;
+                qp.write_discard = false;
                 if (r.dma_len) {
                     const Mr* m = find_mr(r.rkey);
                     if (m == nullptr || m->pd != qp.init.pd.id || !(m->access & kRemoteWrite) ||
                         !m->covers(r.va, r.dma_len))
                         return fail(aeth::kNakRemoteAccess, WcStatus::Success);
                     qp.write_cached = m->length <= cfg_.cached_write_max;
+                    qp.write_discard = m->null;
                 }
                 if (last ? len != r.dma_len : r.dma_len <= len)
                     return fail(aeth::kNakInvalidRequest, WcStatus::Success);
@@ -274,7 +276,7 @@ void Engine::resp_execute(Qp& qp, const wire::RocePacket& p, bool placed, Nanos 
                 if (!resp_take_recv(qp, qp.msg_wqe)) return rnr();
                 qp.msg_has_wqe = true;
             }
-            if (!placed && len) place_payload(p, qp.write_va + qp.msg_offset, qp.write_cached);
+            if (!placed && len && !qp.write_discard) place_payload(p, qp.write_va + qp.msg_offset, qp.write_cached);
             qp.msg_offset += len;
             qp.counters.rcvd_bytes += len;
             counters_.rcvd_bytes += len;
@@ -443,6 +445,8 @@ Qp* Engine::resp_place_target(const wire::RocePacket& p, uint8_t*& dst, bool& st
         (qp->spraying() && qp->ooo.test(p.bth.psn)))
         return nullptr;
     const bool writing = qp->in_msg && kind_of(opcode_info(qp->msg_op)) == Kind::Write;
+    // Into a discard MR: checked on the general path, placed nowhere.
+    if (writing && qp->write_discard) return nullptr;
     const int32_t d = Psn::diff(p.bth.psn, qp->epsn);
     uint64_t off = qp->msg_offset;
     staged = false;
@@ -544,7 +548,7 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos
     h.placed = false;
     uint64_t off;
     if (direct_offset(qp, p, off)) {
-        if (p.payload_len && !placed) place_payload(p, qp.write_va + off, qp.write_cached);
+        if (p.payload_len && !placed && !qp.write_discard) place_payload(p, qp.write_va + off, qp.write_cached);
         h.placed = true;
         ++qp.counters.direct_placed;
         ++counters_.direct_placed;

@@ -3,7 +3,8 @@
 // a caller may take the zeroing of the payload on itself (TxFrame::
 // defer_zeros); a receiver told that a payload is zero (on_frame's
 // zero_from) computes its ICRC share without reading it. The virtual-time
-// fabric's RC NICs use all three.
+// fabric's RC NICs use all three, and discard MRs (Engine::alloc_discard_mr)
+// as their sinks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -262,6 +263,82 @@ TEST(TransportNullMr, IsASourceOnly) {
         EXPECT_EQ(n.only_completion(1, n.s[1].rcq), WcStatus::LocProtErr);
         EXPECT_TRUE(all_of_byte(mem, 0x11));
     }
+}
+
+// A discard MR: a peer's WRITEs into it are checked (a corrupted frame is
+// dropped and sent again), acknowledged and counted, and nothing is written
+// anywhere, not even at the address the RETH names. Locally it is a null MR.
+TEST(TransportDiscardMr, WritesIntoItAreCheckedAcknowledgedAndPlacedNowhere) {
+    Loop L;
+    Side s[2];
+    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
+    std::vector<uint8_t> src(kMem, 0x3C), far(kMem, 0xAA), rbuf(64, 0x11);
+    const MrHandle real = L[0].reg_mr(s[0].pd, src.data(), kMem, kLocalWrite).value;
+    const MrHandle sink = L[1].alloc_discard_mr(s[1].pd).value;
+    const MrHandle rmr = L[1].reg_mr(s[1].pd, rbuf.data(), rbuf.size(), kLocalWrite).value;
+    ASSERT_NE(sink.rkey, 0u);
+    EXPECT_EQ(L[1].alloc_discard_mr(PdHandle{99}).error.err, EINVAL);
+    connect(L, s);
+    // The second frame of side 0 arrives corrupted, once.
+    L.filter = [](int from, const wire::RocePacket&, uint64_t i) {
+        Delivery d;
+        d.corrupt = from == 0 && i == 1;
+        return d;
+    };
+    auto write = [&](uint64_t id, WrOpcode op, uint32_t len, size_t at) {
+        SendWr w = make_wr(id, op, src.data() + at, len, real.lkey);
+        w.remote_addr = reinterpret_cast<uint64_t>(far.data() + at);
+        w.rkey = sink.rkey;
+        w.imm_data = 0x1234;
+        EXPECT_FALSE(L[0].post_send(s[0].qpn, std::array{w}, L.fx[0]));
+    };
+    ASSERT_FALSE(L[1].post_recv(s[1].qpn, std::array{make_recv(9, rbuf.data(), 64, rmr.lkey)}, L.fx[1]));
+    write(1, WrOpcode::RdmaWrite, 2999, 0);  // 3 packets, the second corrupted
+    write(2, WrOpcode::RdmaWrite, 40, 4096);
+    write(3, WrOpcode::RdmaWriteWithImm, 600, 8192);
+    L.settle();
+    const std::vector<Wc> sent = drain(L[0], s[0].scq), got = drain(L[1], s[1].rcq);
+    ASSERT_EQ(sent.size(), 3u);
+    for (const Wc& wc : sent) EXPECT_EQ(wc.status, WcStatus::Success) << "wr " << wc.wr_id;
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, WcStatus::Success);
+    EXPECT_EQ(got[0].opcode, WcOpcode::RecvRdmaWithImm);
+    EXPECT_EQ(got[0].byte_len, 600u);
+    EXPECT_EQ(L[1].counters().drops[static_cast<size_t>(DropReason::BadIcrc)], 1u);
+    EXPECT_EQ(L[1].counters().rcvd_bytes, 2999u + 40u + 600u);
+    EXPECT_TRUE(all_of_byte(far, 0xAA));
+    EXPECT_TRUE(all_of_byte(rbuf, 0x11));
+
+    // Locally a null MR: a receive into it fails, a READ by its key too (no
+    // remote read), and it deregisters like any MR.
+    ASSERT_FALSE(L[1].post_recv(s[1].qpn, std::array{make_recv(10, far.data(), 64, sink.lkey)}, L.fx[1]));
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{make_wr(4, WrOpcode::Send, src.data(), 64, real.lkey)}, L.fx[0]));
+    L.settle();
+    const std::vector<Wc> recv = drain(L[1], s[1].rcq);
+    ASSERT_EQ(recv.size(), 1u);
+    EXPECT_EQ(recv[0].status, WcStatus::LocProtErr);
+    EXPECT_TRUE(all_of_byte(far, 0xAA));
+    EXPECT_FALSE(L[1].dereg_mr(sink));
+    EXPECT_EQ(L[1].dereg_mr(sink).err, EINVAL);
+}
+
+TEST(TransportDiscardMr, GrantsNoRemoteRead) {
+    Loop L;
+    Side s[2];
+    for (int i = 0; i < 2; ++i) s[i] = make_side(L[i]);
+    std::vector<uint8_t> mem(kMem, 0x11);
+    const MrHandle local = L[0].reg_mr(s[0].pd, mem.data(), kMem, kLocalWrite).value;
+    const MrHandle sink = L[1].alloc_discard_mr(s[1].pd).value;
+    connect(L, s);
+    SendWr read = make_wr(1, WrOpcode::RdmaRead, mem.data(), 64, local.lkey);
+    read.remote_addr = 0x1000;
+    read.rkey = sink.rkey;
+    ASSERT_FALSE(L[0].post_send(s[0].qpn, std::array{read}, L.fx[0]));
+    L.settle();
+    const std::vector<Wc> wcs = drain(L[0], s[0].scq);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::RemAccessErr);
+    EXPECT_TRUE(all_of_byte(mem, 0x11));
 }
 
 }  // namespace
