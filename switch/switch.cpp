@@ -65,14 +65,11 @@ Switch::Switch(const SwitchConfig& cfg)
     for (int pg = 0; pg < kNumTc; ++pg)
         per_port += cfg_.pg_lossless_at(pg) ? cfg_.pg_lossless.size.v + cfg_.pg_lossless.xoff.v : cfg_.pg_lossy.size.v;
     const uint64_t max_bytes = cfg_.pool_size.v + per_port * hot_.size();
-    // Allocated, not written: a chunk's page is touched when the free list
-    // first reaches it (link_fresh), so a big pool (3.6 MiB a switch in a
-    // 256-host fabric) costs only what a run uses. Each queue leaves at most
-    // two chunks part empty (its head's and its tail's), so these chunks
-    // hold slot_count_ packets however the queues split them.
+    // Allocated, not written: a descriptor's page is touched when the free
+    // list first reaches it (link_fresh), so a big pool (4.5 MiB a switch in
+    // a 256-host fabric) costs only what a run uses.
     slot_count_ = static_cast<uint32_t>(max_bytes / kMinFrame + 1);
-    chunk_count_ = static_cast<uint32_t>((slot_count_ + kPerChunk - 1) / kPerChunk + 2 * queue_hot_.size());
-    chunks_.reset(new Chunk[chunk_count_]);
+    slots_.reset(new Slot[slot_count_]);
     for (std::size_t p = 0; p < hot_.size(); ++p) {
         speed_div_.push_back(ExactDiv(cfg_.ports[p].speed.v));
         const Nanos pause = cfg_.ports[p].speed.serialise(pause_bytes(cfg_.pause_quanta));
@@ -87,14 +84,13 @@ void Switch::reset() {
     std::fill(hot_.begin(), hot_.end(), PortHot{});
     for (std::size_t p = 0; p < hot_.size(); ++p) hot_[p].max_frame = cfg_.ports[p].mtu + kL2Header;
     std::fill(queue_hot_.begin(), queue_hot_.end(), QueueHot{});
-    // Descriptor chunks as a new pool has them: zero, on the free list in
-    // index order (nothing should read a free one; if something did, it
-    // reads what it would in a new switch). Linked kLinkChunks at a time,
-    // when the list runs dry (link_fresh): the list hands out the same
-    // chunks in the same order as one linked whole.
+    // Descriptors as a new pool has them: zero, on the free list in index
+    // order (nothing should read a free one; if something did, it reads what
+    // it would in a new switch). Linked a chunk at a time, when the list runs
+    // dry (link_fresh): the list hands out the same slots in the same order
+    // as one linked whole.
     free_head_ = kNil;
     fresh_ = 0;
-    slots_used_ = 0;
     link_fresh();
     storming_ = 0;
     timer_dirty_ = true;
@@ -172,16 +168,16 @@ uint8_t Switch::eligible_mask_held(PortId p, Nanos now) const {
 }
 
 bool Switch::link_fresh() {
-    if (fresh_ == chunk_count_) return false;
-    const uint32_t n = std::min(kLinkChunks, chunk_count_ - fresh_);
+    if (fresh_ == slot_count_) return false;
+    const uint32_t n = std::min(kSlotChunk, slot_count_ - fresh_);
     // One memset and a pointer loop: std::fill and indexing cost 4x as much
-    // in the fuzz build, whose sanitizers check every chunk.
-    static_assert(std::is_trivially_copyable_v<Chunk>);
-    Chunk* c = chunks_.get() + fresh_;
-    std::memset(static_cast<void*>(c), 0, n * sizeof(Chunk));
+    // in the fuzz build, whose sanitizers check every slot.
+    static_assert(std::is_trivially_copyable_v<Slot>);
+    Slot* s = slots_.get() + fresh_;
+    std::memset(static_cast<void*>(s), 0, n * sizeof(Slot));
     uint32_t next = fresh_;
-    for (Chunk* const last = c + n - 1; c != last; ++c) c->next = ++next;
-    c->next = free_head_;
+    for (Slot* const last = s + n - 1; s != last; ++s) s->next = ++next;
+    s->next = free_head_;
     free_head_ = fresh_;
     fresh_ += n;
     return true;
@@ -189,18 +185,15 @@ bool Switch::link_fresh() {
 
 Switch::Slot Switch::pop(PortId p, int q) {
     QueueHot& qs = qhot(p, q);
-    const uint32_t c = qs.head;
-    const Slot s = chunks_[c].s[qs.head_pos];
-    --slots_used_;
+    const uint32_t i = qs.head;
+    const Slot s = slots_[i];
+    qs.head = s.next;
     if (--qs.count == 0) {
-        qs.head = qs.tail = kNil;
-        free_chunk(c);
+        qs.tail = kNil;
         hot_[p].nonempty &= static_cast<uint8_t>(~(1u << q));
-    } else if (++qs.head_pos == kPerChunk) {
-        qs.head = chunks_[c].next;
-        qs.head_pos = 0;
-        free_chunk(c);
     }
+    slots_[i].next = free_head_;
+    free_head_ = i;
     return s;
 }
 
@@ -261,21 +254,16 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
 
 // The packet into the free descriptor `free` (which moves to the next one),
 // at the tail of `qs`, counted there.
-[[gnu::always_inline]] inline void Switch::link_slot(Chunk* chunks, uint32_t& free, QueueHot& qs,
-                                                     const PacketDesc& d, uint8_t pg) {
-    if (needs_chunk(qs)) {
-        const uint32_t c = free;
-        free = chunks[c].next;
-        if (qs.tail == kNil) {
-            qs.head = c;
-            qs.head_pos = 0;
-        } else {
-            chunks[qs.tail].next = c;
-        }
-        qs.tail = c;
-        qs.tail_pos = 0;
-    }
-    chunks[qs.tail].s[qs.tail_pos++] = Slot{d.handle, static_cast<uint32_t>(d.frame_len.v), d.in_port, pg, d.ecn};
+[[gnu::always_inline]] inline void Switch::link_slot(Slot* slots, uint32_t& free, QueueHot& qs, const PacketDesc& d,
+                                                     uint8_t pg) {
+    const uint32_t i = free;
+    free = slots[i].next;
+    slots[i] = Slot{d.handle, static_cast<uint32_t>(d.frame_len.v), kNil, d.in_port, pg, d.ecn};
+    if (qs.tail == kNil)
+        qs.head = i;
+    else
+        slots[qs.tail].next = i;
+    qs.tail = i;
     ++qs.count;
     ++qs.enq_pkts;
     qs.enq_bytes += d.frame_len.v;
@@ -411,10 +399,7 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
         region = v.region;
     }
     if (!mmu_.query_egress(out, q, d.frame_len)) return egress_drop(out, q, d.handle, DropReason::EgressQueueLimit, fx);
-    // The second test cannot fail while the first passes (the chunks cover
-    // slot_count_ packets): it links fresh chunks.
-    if (slots_used_ == slot_count_ || (needs_chunk(qs) && free_head_ == kNil && !link_fresh()))
-        return egress_drop(out, q, d.handle, DropReason::NoDescriptor, fx);
+    if (free_head_ == kNil && !link_fresh()) return egress_drop(out, q, d.handle, DropReason::NoDescriptor, fx);
     bool mark = false;
     // At or below Kmin red_decide passes without a draw, and so does it
     // with the profile off (no bound then): a compare decides the usual
@@ -428,8 +413,7 @@ void Switch::prefetch(const PacketDesc& d, const Routed& r) const {
     if (far) mmu_.commit_reserved(d.in_port, pg, out, q, d.frame_len);
     else mmu_.commit(d.in_port, pg, out, q, d.frame_len, region);
     op.nonempty |= static_cast<uint8_t>(1u << q);
-    link_slot(chunks_.get(), free_head_, qs, d, static_cast<uint8_t>(pg));
-    ++slots_used_;
+    link_slot(slots_.get(), free_head_, qs, d, static_cast<uint8_t>(pg));
     const bool paused = (op.paused >> q) & 1;
     qs.watermark = std::max(qs.watermark, mmu_.queue_bytes(out, q));
 
@@ -471,15 +455,14 @@ std::size_t Switch::admit_run(const PacketDesc* d, std::size_t n, unsigned far, 
     // every store to a slot or a queue (which could alias them).
     RouteMemo m = memo;
     uint32_t free = free_head_;
-    uint32_t used = slots_used_;
-    Chunk* const chunks = chunks_.get();
+    Slot* const slots = slots_.get();
     PortHot* const hot = hot_.data();
     QueueHot* const queues = queue_hot_.data();
     std::size_t j = 0;
     for (; j < n; ++j) {
         const PacketDesc& p = d[j];
         const Routed r = route_packet(p, m);
-        if (r.drop != DropReason::kCount || r.adaptive || !((far >> r.pg) & 1) || used == slot_count_) [[unlikely]] {
+        if (r.drop != DropReason::kCount || r.adaptive || !((far >> r.pg) & 1) || free == kNil) [[unlikely]] {
             stop = r;
             break;
         }
@@ -490,17 +473,16 @@ std::size_t Switch::admit_run(const PacketDesc* d, std::size_t n, unsigned far, 
         const Bytes len = p.frame_len;
         // What admit() tests before it commits, and the tests after it that
         // could add an effect (a mark, a pause's watchdog, arming the port).
-        QueueHot& qs = queues[out * kNumTc + q];
         if (!op.tx_armed || (op.paused & bit) || len.v > op.max_frame || !mmu_.query_egress(out, q, len) ||
-            mmu_.queue_bytes(out, q) > fast_kmin_[q] || (free == kNil && needs_chunk(qs))) [[unlikely]] {
+            mmu_.queue_bytes(out, q) > fast_kmin_[q]) [[unlikely]] {
             stop = r;
             break;
         }
         // admit()'s far path from here, without its tests that passed above.
         mmu_.commit_reserved(p.in_port, r.pg, out, q, len);
         op.nonempty |= bit;
-        link_slot(chunks, free, qs, p, r.pg);
-        ++used;
+        QueueHot& qs = queues[out * kNumTc + q];
+        link_slot(slots, free, qs, p, r.pg);
         qs.watermark = std::max(qs.watermark, mmu_.queue_bytes(out, q));
         if constexpr (kNextHop) {
             next_hop[j] = r.nb;
@@ -512,7 +494,6 @@ std::size_t Switch::admit_run(const PacketDesc* d, std::size_t n, unsigned far, 
         }
     }
     free_head_ = free;
-    slots_used_ = used;
     memo = m;
     fast_admits_ += j;
     return j;
@@ -668,7 +649,7 @@ int Switch::pick_queue(PortId p, Nanos now) {
             qs.deficit += dwrr_quantum_[q];
             qs.credited = true;
         }
-        const int32_t head_len = static_cast<int32_t>(chunks_[qs.head].s[qs.head_pos].len);
+        const int32_t head_len = static_cast<int32_t>(slots_[qs.head].len);
         if (head_len <= qs.deficit) {
             qs.deficit -= head_len;
             return q;
@@ -725,6 +706,8 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
     if (cfg_.wred_stage == WredStage::Dequeue && cfg_.wred[q].active()) return kNotSole;
     QueueHot& qs = qhot(port, q);
     const ExactDiv& speed = speed_div_[port];
+    const uint32_t first = qs.head;
+    uint32_t i = first, last = kNil;
     uint64_t bytes = 0;
     std::size_t n = 0;
     // Runs of equal frames serialise alike: the last frame's wire time is reused.
@@ -743,13 +726,7 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
     // reloaded them around every TxDesc store (which could alias them).
     Nanos at = t;
     const uint8_t queue = static_cast<uint8_t>(q);
-    // The run walks the queue's chunks from its head, and gives each back
-    // to the free list (a local: through the member, the compiler reloaded
-    // it around every TxDesc store) as it leaves it.
-    Chunk* const chunks = chunks_.get();
-    uint32_t c = qs.head;
-    uint32_t pos = qs.head_pos;
-    uint32_t free = free_head_;
+    const Slot* const slots = slots_.get();
     // One frame into out[n]: its TxDesc, its wire time, the run's sums.
     const auto send = [&](const Slot& s) {
         const uint32_t len = s.len;
@@ -765,16 +742,11 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
         at += timed;
         tx.end = at;
         bytes += len;
-        if (++pos == kPerChunk) {
-            const uint32_t next = chunks[c].next;
-            chunks[c].next = free;
-            free = c;
-            c = next;
-            pos = 0;
-        }
+        last = i;
+        i = s.next;
     };
     while (n < lim && at <= now && fx_room > kEffectReserve) {
-        const Slot& s = chunks[c].s[pos];
+        const Slot& s = slots[i];
         if (s.in_port != pend.in || s.pg != pend.pg) {
             settle(pend);
             pend = PendingRelease{s.in_port, s.pg, 0, !mmu_.xoff(s.in_port, s.pg)};
@@ -792,7 +764,7 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
         const uint8_t pg = pend.pg;
         const uint64_t before = bytes;
         do {
-            const Slot& f = chunks[c].s[pos];
+            const Slot& f = slots[i];
             if (f.in_port != in || f.pg != pg) break;
             send(f);
         } while (n < lim && at <= now);
@@ -801,20 +773,11 @@ std::size_t Switch::dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, 
     t = at;
     settle(pend);
     if (n == 0) return 0;
+    // The run's slots are a chain from `first` to `last`: freed in one splice.
+    slots_[last].next = free_head_;
+    free_head_ = first;
+    qs.head = i;
     qs.count -= static_cast<uint32_t>(n);
-    slots_used_ -= static_cast<uint32_t>(n);
-    if (qs.count == 0) {
-        // The last chunk, unless the run left it at its end (given back then).
-        if (pos != 0) {
-            chunks[c].next = free;
-            free = c;
-        }
-        qs.head = kNil;
-    } else {
-        qs.head = c;
-        qs.head_pos = static_cast<uint8_t>(pos);
-    }
-    free_head_ = free;
     mmu_.release_queue(port, q, Bytes{bytes});
     qs.tx_pkts += n;
     qs.tx_bytes += bytes;

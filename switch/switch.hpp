@@ -141,28 +141,16 @@ public:
     std::string dump(Nanos now) const;
 
 private:
-    // A queued packet's descriptor.
+    // Queued-packet descriptors live in one pool shared by all queues, like
+    // an MMU's cells: a queue is a linked list through `next`.
     struct Slot {
         uint32_t handle;
         uint32_t len;
+        uint32_t next;
         PortId in_port;
         uint8_t pg;
         uint8_t ecn;
     };
-    static_assert(sizeof(Slot) == 12);
-    // Descriptors live in chunks of kPerChunk, one cache line each, from one
-    // pool shared by all queues, like an MMU's cells: a queue is a linked
-    // list of chunks through `next`, filled at its tail and emptied at its
-    // head, so that a queue's consecutive packets share a line (issue #8: a
-    // descriptor of its own per packet, anywhere in the pool, cost a miss at
-    // enqueue, one at the previous tail's link and one at dequeue, at 256
-    // hosts). A chunk goes back to the pool when its last packet leaves.
-    static constexpr uint32_t kPerChunk = 5;
-    struct alignas(64) Chunk {
-        Slot s[kPerChunk];
-        uint32_t next;  // the queue's next chunk, or the pool's free list
-    };
-    static_assert(sizeof(Chunk) == 64);
     static constexpr uint32_t kNil = 0xFFFFFFFF;
     // A port's state is split by how often it is touched, so that a packet
     // reads and writes few cache lines however many ports and queues there
@@ -172,14 +160,12 @@ private:
     // QueueHot: what enqueue and dequeue touch on the egress queue, and the
     // queue counters they bump, in one line.
     struct alignas(64) QueueHot {
-        uint32_t head = kNil;  // chunk of the first packet, kNil when empty
-        uint32_t tail = kNil;  // chunk of the last packet
+        uint32_t head = kNil;
+        uint32_t tail = kNil;
         uint32_t count = 0;
         // DWRR credit: at most a jumbo frame plus a quantum of weight 100.
         int32_t deficit = 0;
         bool credited = false;
-        uint8_t head_pos = 0;  // the first packet's slot in its chunk
-        uint8_t tail_pos = 0;  // one past the last packet's slot in its chunk
         uint64_t enq_pkts = 0;
         uint64_t enq_bytes = 0;
         uint64_t tx_pkts = 0;
@@ -314,15 +300,7 @@ private:
     std::size_t dequeue_sole(PortId port, Nanos& t, Nanos now, TxDesc* out, std::size_t max, Effects& fx);
     static constexpr std::size_t kNotSole = ~std::size_t{0};
     Slot pop(PortId p, int q);
-    // The packet at the tail of `qs`, in a chunk taken from the free list
-    // `free` when its tail chunk is full (the caller has made sure one is
-    // free then: needs_chunk), counted there.
-    static void link_slot(Chunk* chunks, uint32_t& free, QueueHot& qs, const PacketDesc& d, uint8_t pg);
-    static bool needs_chunk(const QueueHot& qs) { return qs.tail == kNil || qs.tail_pos == kPerChunk; }
-    void free_chunk(uint32_t c) {
-        chunks_[c].next = free_head_;
-        free_head_ = c;
-    }
+    static void link_slot(Slot* slots, uint32_t& free, QueueHot& qs, const PacketDesc& d, uint8_t pg);
     // ECMP: the member a flow hash `h` picks out of n.
     static uint32_t hashed_member(uint64_t h, std::size_t n) { return static_cast<uint32_t>(((h >> 32) * n) >> 32); }
     // Per-TC adaptive routing (PerPacket, Flowlet), for groups of two or more.
@@ -374,16 +352,12 @@ private:
     // and the route table, each from a line of its own.
     std::vector<PortHot> hot_;
     std::vector<QueueHot> queue_hot_;  // port x kNumTc + queue
-    std::unique_ptr<Chunk[]> chunks_;  // chunk_count_ of them, written from fresh_ on only once linked
-    uint32_t chunk_count_ = 0;
-    uint32_t fresh_ = 0;  // chunks from here on were never linked since reset()
-    uint32_t free_head_ = kNil;  // free chunks
-    // Descriptors queued, and how many may be (the pool's capacity in
-    // packets; its chunks cover that however the queues split it).
-    uint32_t slots_used_ = 0;
+    std::unique_ptr<Slot[]> slots_;  // slot_count_ of them, written from fresh_ on only once linked
     uint32_t slot_count_ = 0;
-    static constexpr uint32_t kLinkChunks = 1024;
-    // Links the next kLinkChunks chunks never linked as the free list (which
+    uint32_t fresh_ = 0;  // slots from here on were never linked since reset()
+    uint32_t free_head_ = kNil;
+    static constexpr uint32_t kSlotChunk = 4096;
+    // Links the next kSlotChunk slots never linked as the free list (which
     // must be empty); false when none are left.
     bool link_fresh();
     const uint32_t num_ports_;  // hot_.size(), kept so a packet reads one word, not the vector's two ends
