@@ -8,11 +8,16 @@ Ipv6Key ipv6_key(const std::array<uint8_t, 16>& a) {
     return k;
 }
 
-uint32_t RouteTable::route_uncached(const PacketDesc& d) const {
-    if (d.ipv6) return v6_.lookup(ipv6_key(d.dst_v6)).value_or(kNoRoute);
-    CachedV4& c = cache_v4_[cache_slot(d.dst_v4)];
-    c = CachedV4{d.dst_v4, v4_.lookup(d.dst_v4).value_or(kNoRoute), epoch_};
-    return c.value;
+RouteTable::Routed RouteTable::route_uncached(const PacketDesc& d) const {
+    const uint32_t v = d.ipv6 ? v6_.lookup(ipv6_key(d.dst_v6)).value_or(kNoRoute)
+                              : v4_.lookup(d.dst_v4).value_or(kNoRoute);
+    const Group g = v < groups_.size() ? groups_[v] : Group{};
+    if (!d.ipv6) {
+        const bool fits = g.size <= 0xFFFF;
+        cache_v4_[cache_slot(d.dst_v4)] = CachedV4{d.dst_v4, v, g.first, static_cast<uint16_t>(fits ? g.size : 0),
+                                                   static_cast<uint16_t>(fits ? epoch_ : 0)};
+    }
+    return {v, g};
 }
 
 uint32_t RouteTable::add_neighbor(PortId port, const std::array<uint8_t, 6>& mac) {
@@ -33,7 +38,7 @@ uint32_t RouteTable::add_group(const std::vector<uint32_t>& neighbors) {
 uint32_t RouteTable::learn_host_v4(uint32_t ip, PortId port, const std::array<uint8_t, 6>& mac) {
     const uint32_t n = add_neighbor(port, mac);
     v4_.insert(ip, 32, add_group({n}));
-    ++epoch_;
+    new_epoch();
     return n;
 }
 

@@ -131,14 +131,14 @@ public:
 
     void add_route_v4(uint32_t prefix, int len, uint32_t group) {
         v4_.insert(prefix, len, group);
-        ++epoch_;
+        new_epoch();
     }
     void add_route_v6(const std::array<uint8_t, 16>& prefix, int len, uint32_t group) {
         v6_.insert(ipv6_key(prefix), len, group);
     }
     void add_connected_v4(uint32_t prefix, int len) {
         v4_.insert(prefix, len, kUnresolved);
-        ++epoch_;
+        new_epoch();
     }
     void add_connected_v6(const std::array<uint8_t, 16>& prefix, int len) {
         v6_.insert(ipv6_key(prefix), len, kUnresolved);
@@ -153,10 +153,24 @@ public:
     // and the cache hit inline: an optional returned through the stack
     // stalled the load that read it (store forwarding), per packet.
     static constexpr uint32_t kNoRoute = 0xFFFFFFFE;  // never a group id
-    uint32_t route(const PacketDesc& d) const {
+    uint32_t route(const PacketDesc& d) const { return route_group(d).group; }
+    // What forwarding reads of a group: where its members start in
+    // members() and how many there are.
+    struct Group {
+        uint32_t first = 0;
+        uint32_t size = 0;
+    };
+    // route() and, when it is a group, the group itself: an IPv4 cache hit
+    // reads the group from its cache entry (issue #8: reading groups_ after
+    // the entry was a second dependent miss a packet at 256 hosts).
+    struct Routed {
+        uint32_t group;
+        Group g;  // {0, 0} unless group is a group id
+    };
+    Routed route_group(const PacketDesc& d) const {
         if (!d.ipv6) {
             const CachedV4& c = cache_v4_[cache_slot(d.dst_v4)];
-            if (c.epoch == epoch_ && c.addr == d.dst_v4) return c.value;
+            if (c.epoch == epoch_ && c.addr == d.dst_v4) return {c.value, {c.first, c.size}};
         }
         return route_uncached(d);
     }
@@ -175,12 +189,6 @@ public:
         const Group& g = groups_[id];
         return {member_nb_.data() + g.first, g.size};
     }
-    // What forwarding reads of a group: where its members start in
-    // members() and how many there are.
-    struct Group {
-        uint32_t first = 0;
-        uint32_t size = 0;
-    };
     // A group member with its neighbor's port beside it, so picking one and
     // finding the egress port are two loads from two flat arrays (groups_,
     // members_), not a chain through a vector per group and the neighbor.
@@ -199,17 +207,32 @@ private:
     // starts a new epoch, which empties it.
     static constexpr int kCacheBits = 8;
     static std::size_t cache_slot(uint32_t addr) { return (addr * 0x9E3779B1u) >> (32 - kCacheBits); }
-    uint32_t route_uncached(const PacketDesc& d) const;
+    Routed route_uncached(const PacketDesc& d) const;
+    // An entry holds its group's first member and size (groups never change
+    // once added), so a hit is one line. A group of more than 65535 members
+    // is not cached (its size would not fit); epoch 0 never matches.
     struct CachedV4 {
         uint32_t addr = 0;
         uint32_t value = kNoRoute;
-        uint64_t epoch = 0;
+        uint32_t first = 0;
+        uint16_t size = 0;
+        uint16_t epoch = 0;
     };
+    static_assert(sizeof(CachedV4) == 16);
+    // Any route change: entries of older epochs no longer match. 16 bits
+    // wrap after 65535 changes; the cache is emptied then, so no entry of
+    // an epoch before the wrap can match again.
+    void new_epoch() {
+        if (++epoch_ == 0) {
+            clear_cache();
+            epoch_ = 1;
+        }
+    }
     // What a routed packet reads besides its cache entry, its group and its
     // members, in the first 64 bytes (one line where the switch aligns the
     // table; issue #8): the epoch and the vectors' starts, before the 4 KiB
     // cache and the LPM tables.
-    uint64_t epoch_ = 1;
+    uint16_t epoch_ = 1;
     std::vector<Group> groups_;
     std::vector<Member> members_;  // every group's members, back to back
     std::vector<Neighbor> neighbors_;

@@ -295,13 +295,14 @@ void Switch::xoff(PortId in, int pg, Nanos now, Effects& fx) {
     // Routes do not change within a burst: the same IPv4 destination as the
     // packet before takes the same group.
     if (d.ipv6 || !memo.valid || memo.dst != d.dst_v4) {
-        const uint32_t group = routes_.route(d);
+        const RouteTable::Routed rt = routes_.route_group(d);
+        const uint32_t group = rt.group;
         memo = RouteMemo{.valid = !d.ipv6, .hashed = false, .dst = d.dst_v4, .src = 0, .group = group, .addrs = 0};
         memo.drop = group == RouteTable::kNoRoute      ? DropReason::NoRoute
                     : group == RouteTable::kUnresolved ? DropReason::NeighborMiss
                                                        : DropReason::kCount;
         if (memo.drop == DropReason::kCount) {
-            memo.g = routes_.group_ref(group);
+            memo.g = rt.g;
             if (memo.g.size == 0) memo.drop = DropReason::NoRoute;
         }
     }

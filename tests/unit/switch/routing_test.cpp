@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <cmath>
 
 #include "harness.hpp"
@@ -81,6 +83,31 @@ TEST(SwitchRouting, RouteChangesReachDestinationsAlreadySeen) {
     EXPECT_EQ(enqueued_port(r.send(r.pkt(0, dst, kDscpTc1), 0_ns)), 2);
     // A neighbour of the /16, not looked up before, takes the /16.
     EXPECT_EQ(enqueued_port(r.send(r.pkt(0, 0x0A000607, kDscpTc1), 0_ns)), 1);
+}
+
+// The cache's epoch is 16 bits: after 65536 route changes (65535 if the
+// wrap skipped a value) it comes round to an entry's epoch again, and that
+// entry, from before the changes, must not decide the packet. An entry also
+// carries its group (first member, size): an ECMP group's hit spreads over
+// all its members.
+TEST(SwitchRouting, CachedRoutesDoNotOutliveTheEpochsWrap) {
+    Rig r(sonic_default_config(4, BitsPerSec::gbps(100)));
+    RouteTable& rt = r.sw->routes();
+    const std::array<uint32_t, 4> dsts{0x0B010203, 0x0B010709, 0x0B012801, 0x0B016305};
+    rt.add_route_v4(0x0B000000, 8, rt.add_group({r.host_nb[1]}));
+    for (const uint32_t dst : dsts) EXPECT_EQ(enqueued_port(r.send(r.pkt(0, dst, kDscpTc1), 0_ns)), 1);  // cached
+    rt.add_route_v4(0x0B010000, 16, rt.add_group({r.host_nb[2], r.host_nb[3]}));
+    int changes = 1;
+    for (std::size_t k = 0; k < dsts.size(); ++k) {
+        for (; changes < 65534 + static_cast<int>(k); ++changes) rt.add_route_v4(0xC0A80000, 16, 0);
+        std::set<int> ports;
+        for (uint16_t sport = 0; sport < 64; ++sport)
+            ports.insert(enqueued_port(r.send(r.pkt(0, dsts[k], kDscpTc1, 1000, 0xC000 + sport), 0_ns)));
+        EXPECT_EQ(ports, (std::set<int>{2, 3})) << "after " << changes << " changes";
+    }
+    const RouteTable::Routed hit = rt.route_group(r.pkt(0, dsts[0], kDscpTc1));
+    EXPECT_EQ(hit.g.size, 2u);
+    EXPECT_EQ(rt.group(hit.group).size(), 2u);
 }
 
 TEST(SwitchRouting, Ipv6RouteForwards) {
