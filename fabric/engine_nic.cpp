@@ -34,6 +34,8 @@ void for_each_bit(const std::vector<uint64_t>& words, F&& f) {
 // past 16 TiB) and below its allocator (96 TiB) and the shared libraries, so
 // the hint is honoured in sanitizer builds too.
 constexpr uint64_t kArenaHint = uint64_t{0x2000} << 32;
+// Where the next region starts: regions are 64-byte aligned.
+constexpr uint64_t line_aligned(uint64_t used) { return (used + 63) & ~uint64_t{63}; }
 
 transport::PathMtu path_mtu(uint32_t bytes) {
     switch (bytes) {
@@ -83,7 +85,7 @@ sim::NodeId EngineNic::attach() {
 }
 
 EngineNic::Region EngineNic::add_region(uint64_t bytes) {
-    const uint64_t at = (arena_used_ + 63) & ~uint64_t{63};
+    const uint64_t at = line_aligned(arena_used_);
     if (at + bytes > kArenaBytes) throw std::invalid_argument("EngineNic: memory arena exhausted");
     if (arena_ == nullptr) {
         // Address space only: pages are committed as regions touch them.
@@ -108,7 +110,7 @@ EngineNic::Region EngineNic::discard_region(uint64_t bytes) {
     // An MR per region, as add_region: the same keys in the same order.
     const auto mr = eng_->alloc_discard_mr(pd_);
     if (!mr.ok()) throw std::invalid_argument(mr.error.msg);
-    const uint64_t at = (discard_used_ + 63) & ~uint64_t{63};
+    const uint64_t at = line_aligned(discard_used_);
     discard_used_ = at + bytes;
     Region r;
     r.va = kArenaHint + at;

@@ -84,13 +84,14 @@ public:
         uint32_t rkey = 0;
     };
     Region add_region(uint64_t bytes);
-    // A sink of `bytes` for peers' WRITEs whose payload nobody reads, in the
-    // discard MR of its own (Engine::alloc_discard_mr): each WRITE is checked and
-    // acknowledged as into add_region's memory, and its payload is dropped,
-    // so a receiver touches no memory for it. Its va is the address the
-    // same call to add_region would give the first NIC's arena (fixed, so
-    // RETHs and pcaps repeat from run to run); it grows by `bytes` per call
-    // without bound (nothing is mapped).
+    // A sink of `bytes` for peers' WRITEs whose payload nobody reads, in a
+    // discard MR of its own (Engine::alloc_discard_mr): each WRITE is checked
+    // and acknowledged as into add_region's memory, and its payload is
+    // dropped, so a receiver touches no memory for it. Its va is numbered
+    // from the fixed address the NICs' shared sink arena had before discard
+    // regions (the same for every NIC), so RETHs and pcaps repeat from run to
+    // run and match earlier builds'; it grows by `bytes` per call without
+    // bound (nothing is mapped).
     Region discard_region(uint64_t bytes);
     // A source of `bytes` in the NIC's null MR (Engine::alloc_null_mr):
     // WRITEs from it carry zeros, as from a zeroed region, but no memory is

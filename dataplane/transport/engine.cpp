@@ -182,14 +182,13 @@ Result<MrHandle> Engine::reg_mr(PdHandle pd, void* addr, uint64_t length, uint32
     return add_mr(Mr{true, pd.id, reinterpret_cast<uint64_t>(addr), length, access});
 }
 
-Result<MrHandle> Engine::alloc_null_mr(PdHandle pd) {
-    if (!pd_live(pd)) return {{}, err(EINVAL, "pd", "unknown PD")};
-    return add_mr(Mr{true, pd.id, 0, UINT64_MAX, 0, 0, true});
-}
+Result<MrHandle> Engine::alloc_null_mr(PdHandle pd) { return add_null_mr(pd, 0); }
 
-Result<MrHandle> Engine::alloc_discard_mr(PdHandle pd) {
+Result<MrHandle> Engine::alloc_discard_mr(PdHandle pd) { return add_null_mr(pd, kRemoteWrite); }
+
+Result<MrHandle> Engine::add_null_mr(PdHandle pd, uint32_t access) {
     if (!pd_live(pd)) return {{}, err(EINVAL, "pd", "unknown PD")};
-    return add_mr(Mr{true, pd.id, 0, UINT64_MAX, kRemoteWrite, 0, true});
+    return add_mr(Mr{true, pd.id, 0, UINT64_MAX, access, 0, true});
 }
 
 Result<MrHandle> Engine::add_mr(Mr m) {

@@ -256,6 +256,8 @@ private:
     // reg_mr, alloc_null_mr and alloc_discard_mr, once checked: `m` in a free slot, its key
     // made, its PD counting it.
     Result<MrHandle> add_mr(Mr m);
+    // A null MR on `pd` granting `access` (0: alloc_null_mr; kRemoteWrite: alloc_discard_mr).
+    Result<MrHandle> add_null_mr(PdHandle pd, uint32_t access);
     // Zero copy: `f` carries `len` bytes at `bytes` of the MR whose key is
     // `key` as they lie (TxFrame::ext), and the MR is pinned until the
     // runtime frees the frame. The caller writes the tail (pad, ICRC).
