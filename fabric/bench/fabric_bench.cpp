@@ -22,10 +22,14 @@
 //
 // Usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both]
 //            [--hosts 16|32|64|128|256|all|sweep] [--flows random|shift|both] [--repeat N] [--span-us N]
-//            [--mtu 1500|4200|9000] [--no-incast] [--scatter-heap]
+//            [--mtu 1500|4200|9000] [--no-incast] [--scatter-heap] [--page-census NS]
 // --scatter-heap first leaves the heap as a long process's is (400000 blocks
 // of 16 to 6015 bytes allocated, two in three freed, the rest kept), so the
 // fabrics are built in its holes, as a sweep's later sizes are.
+// --page-census NS runs no timing: after each permutation's warm-up it
+// counts the distinct pages 50 windows of NS ns of virtual time touch, by
+// mapping and by the code that touched each first (page_census.hpp;
+// page_census.sh names that code's source files).
 // --repeat runs the sizes N times interleaved (default 3) and keeps the
 // cheapest of each, since other load on the machine only adds time. `all` is
 // 16, 64 and 256 hosts; `sweep` every size from 16 to 256, doubling, to see
@@ -53,6 +57,7 @@
 #include <fmt/format.h>
 
 #include "common/malloc_thp.hpp"
+#include "fabric/bench/page_census.hpp"
 #include "fabric/fabric.hpp"
 #include "fabric/workload.hpp"
 
@@ -111,10 +116,11 @@ Figures timed_run(Fabric& f, Nanos warmup, Nanos span) {
 constexpr std::string_view kUsage =
     "usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both] "
     "[--hosts 16|32|64|128|256|all|sweep] [--flows random|shift|both] [--repeat N] [--span-us N] "
-    "[--mtu 1500|4200|9000] [--no-incast] [--scatter-heap]\n"
+    "[--mtu 1500|4200|9000] [--no-incast] [--scatter-heap] [--page-census NS]\n"
     "  the 2:1 incast (INCAST_SECONDS simulated, default 1) on each model, then at each host count a random\n"
     "  permutation and (shift) every host sending to the same host of the next leaf, CPU ns per packet-hop and\n"
-    "  each size's ratio to 16 hosts (fabric/README.md, Speed)\n";
+    "  each size's ratio to 16 hosts (fabric/README.md, Speed); --page-census NS instead counts the pages\n"
+    "  windows of NS simulated ns touch after each permutation's warm-up (fabric/bench/page_census.sh)\n";
 
 void usage_error(std::string_view msg) {
     fmt::print(stderr, "rocemu_fabric_bench: {}\n{}", msg, kUsage);
@@ -148,15 +154,17 @@ enum class Flows { Random, Shift };
 
 const char* flows_name(Flows f) { return f == Flows::Random ? "random permutation" : "shift to the next leaf"; }
 
-// CPU ns per packet-hop of one flow per host on `hosts` hosts.
-double permutation(int hosts, NicModel model, int mtu, Nanos span, Flows flows) {
+// The fabric of `hosts` hosts the permutations run on.
+Topology permutation_topology(int hosts, NicModel model, int mtu) {
     const int leaves = hosts / kHostsPerLeaf;
-    const Topology topo =
-        make(fmt::format("topology: {{kind: leaf_spine, leaves: {}, hosts_per_leaf: {}, spines: {}}}\n"
-                         "links: {{host: {{speed_gbps: 100}}, fabric: {{speed_gbps: 100}}}}\n"
-                         "nic: {{model: {}, cc: connectx-default, mtu: {}}}\nswitch: {{profile: lossless-100g}}\n",
-                         leaves, kHostsPerLeaf, kSpines, nic_model_name(model), mtu));
-    Fabric f(topo, 1);
+    return make(fmt::format("topology: {{kind: leaf_spine, leaves: {}, hosts_per_leaf: {}, spines: {}}}\n"
+                            "links: {{host: {{speed_gbps: 100}}, fabric: {{speed_gbps: 100}}}}\n"
+                            "nic: {{model: {}, cc: connectx-default, mtu: {}}}\nswitch: {{profile: lossless-100g}}\n",
+                            leaves, kHostsPerLeaf, kSpines, nic_model_name(model), mtu));
+}
+
+// One flow per host, started at 0.
+void add_permutation_flows(Fabric& f, const Topology& topo, int hosts, Flows flows) {
     Rng rng(1);
     Workload w;
     w.pattern = Pattern::Permutation;
@@ -168,9 +176,19 @@ double permutation(int hosts, NicModel model, int mtu, Nanos span, Flows flows) 
             f.add_flow(FlowSpec{static_cast<uint32_t>(i), static_cast<uint32_t>((i + kHostsPerLeaf) % hosts), w.size,
                                 Nanos{0}, static_cast<uint16_t>(0xC000 | i)});
     }
-    // The warm-up lets the queues and the frame pool reach their steady
-    // state before the timed span.
-    const Nanos warmup = Nanos::from_us(500);
+}
+
+// The warm-up lets the queues and the frame pool reach their steady state
+// before the timed span (or the census).
+constexpr Nanos kWarmup = Nanos::from_us(500);
+
+// CPU ns per packet-hop of one flow per host on `hosts` hosts.
+double permutation(int hosts, NicModel model, int mtu, Nanos span, Flows flows) {
+    const int leaves = hosts / kHostsPerLeaf;
+    const Topology topo = permutation_topology(hosts, model, mtu);
+    Fabric f(topo, 1);
+    add_permutation_flows(f, topo, hosts, flows);
+    const Nanos warmup = kWarmup;
     const Figures r = timed_run(f, warmup, span);
     const double cost = r.cpu_s * 1e9 / static_cast<double>(r.packets);
     fmt::print(
@@ -182,6 +200,28 @@ double permutation(int hosts, NicModel model, int mtu, Nanos span, Flows flows) 
         r.compact, r.in_use, static_cast<double>(r.in_use) / hosts, static_cast<double>(r.heap) / 1e6, cost);
     std::fflush(stdout);
     return cost;
+}
+
+// The pages windows of `window` virtual time touch after the permutation's
+// warm-up (page_census.hpp), printed for page_census.sh.
+void census(int hosts, NicModel model, int mtu, Flows flows, Nanos window) {
+    constexpr uint64_t kWindows = 50;
+    const Topology topo = permutation_topology(hosts, model, mtu);
+    Fabric f(topo, 1);
+    add_permutation_flows(f, topo, hosts, flows);
+    f.start();
+    f.run(kWarmup);
+    const uint64_t hops0 = f.totals().frames_delivered;
+    const bench::CensusResult c = bench::page_census(kWindows, [&](uint64_t) { f.run(f.now() + window); });
+    const double hops = static_cast<double>(f.totals().frames_delivered - hops0) / kWindows;
+    const double pages = static_cast<double>(c.pages) / kWindows;
+    fmt::print("[{}] {:>3} hosts, {}: page census, {} windows of {} ns after {:.1f} ms: {:.1f} pages a window, {:.1f} "
+               "packet-hops a window, {:.3f} pages a packet-hop{}\n-- by mapping:\n{}-- by code (pages a window, "
+               "first touch):\n{}-- end\n",
+               nic_model_name(model), hosts, flows_name(flows), kWindows, window.v, kWarmup.ms(), pages, hops,
+               pages / hops, c.dropped ? fmt::format(" ({} first touches not recorded)", c.dropped) : "",
+               c.by_mapping, c.by_code);
+    std::fflush(stdout);
 }
 
 // The core's caches as sysfs describes them: "L1d 48K 12-way, L2 2048K 16-way, ...".
@@ -316,6 +356,7 @@ int main(int argc, char** argv) {
     std::vector<int> hosts{16, 64, 256};
     std::vector<Flows> flow_sets{Flows::Random, Flows::Shift};
     Nanos span = Nanos::from_us(2000);
+    Nanos census_window{0};
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         const auto value = [&]() -> std::string_view {
@@ -363,6 +404,13 @@ int main(int argc, char** argv) {
             const std::string v(value());
             mtu = std::atoi(v.c_str());
             if (mtu != 1500 && mtu != 4200 && mtu != 9000) usage_error(fmt::format("--mtu: '{}' is not 1500, 4200 or 9000", v));
+        } else if (a == "--page-census") {
+            const std::string v(value());
+            char* end = nullptr;
+            const long long ns = std::strtoll(v.c_str(), &end, 10);
+            if (end == v.c_str() || *end != '\0' || ns < 10 || ns > 1000000)
+                usage_error(fmt::format("--page-census: '{}' is not a number of ns in [10, 1000000]", v));
+            census_window = Nanos{ns};
         } else if (a == "--no-incast") {
             run_incast = false;
         } else if (a == "--scatter-heap") {
@@ -377,6 +425,12 @@ int main(int argc, char** argv) {
         }
     }
 
+    if (census_window > Nanos{0}) {
+        for (const NicModel m : models)
+            for (const int h : hosts)
+                for (const Flows fl : flow_sets) census(h, m, mtu, fl, census_window);
+        return 0;
+    }
     print_caches();
     const std::vector<void*> kept = scatter ? scatter_heap() : std::vector<void*>{};
     if (scatter) fmt::print("heap scattered: {} blocks kept of 400000\n", kept.size());
