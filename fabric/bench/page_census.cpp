@@ -15,6 +15,7 @@
 #include "common/sanitizer.hpp"
 
 namespace rocemu::bench {
+#ifndef ROCEMU_SANITIZED_HEAP
 namespace {
 
 constexpr uintptr_t kPage = 4096;
@@ -107,6 +108,7 @@ std::string ranked(const std::map<Key, uint64_t>& counts, uint64_t windows, cons
 }
 
 }  // namespace
+#endif
 
 CensusResult page_census(uint64_t windows, const std::function<void(uint64_t)>& run_window) {
 #ifdef ROCEMU_SANITIZED_HEAP
