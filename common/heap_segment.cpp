@@ -36,7 +36,6 @@ constinit bool g_tried = false;  // under g_mu
 constinit Segment g_seg[HeapSegment::kSegments];
 constinit std::atomic<std::size_t> g_released{0};
 constinit thread_local int tl_seg = -1;
-constinit thread_local HeapSegment::Stretch* tl_stretch = nullptr;
 
 uint8_t* seg_base(int i) {
     return reinterpret_cast<uint8_t*>(g_base.load(std::memory_order_relaxed)) +
@@ -99,40 +98,6 @@ int owner_of(const void* p) {
 
 }  // namespace
 
-struct StretchAccess {
-    // A block of the stretch `s`, when it fits and the thread allocates from its segment.
-    static void* alloc(HeapSegment::Stretch& s, std::size_t n, std::size_t align) {
-        if (s.seg_ != tl_seg || s.seg_ < 0) return nullptr;
-        if (n == 0) n = 1;
-        if (n > s.max_block_) return nullptr;
-        const std::size_t at = (s.next_ + align - 1) & ~(align - 1);
-        if (at + n > s.end_ || at + n < at) return nullptr;
-        s.next_ = at + n;
-        g_seg[s.seg_].live.fetch_add(1, std::memory_order_relaxed);
-        return seg_base(s.seg_) + at;
-    }
-};
-
-HeapSegment::Stretch::Stretch(std::size_t bytes, std::size_t max_block) : max_block_(max_block) {
-    if (tl_seg < 0 || bytes == 0) return;
-    constexpr std::size_t kPage = 4096;
-    Segment& s = g_seg[tl_seg];
-    bytes = (bytes + kPage - 1) & ~(kPage - 1);
-    std::size_t off = s.next.load(std::memory_order_relaxed), at;
-    do {
-        at = (off + kPage - 1) & ~(kPage - 1);
-        if (at + bytes > HeapSegment::kSegmentBytes) return;  // no room: an empty stretch
-    } while (!s.next.compare_exchange_weak(off, at + bytes, std::memory_order_relaxed));
-    // Not a block: its blocks are counted one by one (StretchAccess::alloc).
-    seg_ = tl_seg;
-    begin_ = next_ = at;
-    end_ = at + bytes;
-}
-
-HeapSegment::Stretch::Use::Use(Stretch& s) : prev_(tl_stretch) { tl_stretch = &s; }
-
-HeapSegment::Stretch::Use::~Use() { tl_stretch = prev_; }
-
 HeapSegment::HeapSegment() {
     std::lock_guard lock(g_mu);
     if (!reserve()) return;
@@ -186,8 +151,6 @@ namespace heap_detail {
 // through the new handler as the standard's operator new does. Null when
 // nothing is left.
 void* allocate(std::size_t n, std::size_t align) {
-    if (tl_stretch != nullptr)
-        if (void* p = StretchAccess::alloc(*tl_stretch, n, align)) return p;
     if (tl_seg >= 0)
         if (void* p = seg_alloc(tl_seg, n, align)) return p;
     if (n == 0) n = 1;

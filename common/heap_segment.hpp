@@ -52,42 +52,6 @@ public:
         int prev_;
     };
 
-    // A stretch of a segment kept for one owner's blocks (a NIC's), so that
-    // what the owner allocates later, after other owners' blocks, still lies
-    // next to its first ones: the pages it touches per event are then few
-    // and its own, not shared line by line with other owners'. Taken,
-    // page-aligned, from the segment this thread's Use has open (empty
-    // without one). While a Stretch::Use is alive on the thread, operator
-    // new bumps through the stretch and, once a block no longer fits,
-    // through the segment as without it. Blocks from a stretch are the
-    // segment's blocks: they are freed, and the segment released, the same way.
-    class Stretch {
-    public:
-        Stretch() = default;  // empty: a Use of it changes nothing
-        // Blocks of more than `max_block` bytes go to the segment.
-        Stretch(std::size_t bytes, std::size_t max_block);
-
-        class Use {
-        public:
-            explicit Use(Stretch& s);
-            ~Use();
-            Use(const Use&) = delete;
-            Use& operator=(const Use&) = delete;
-
-        private:
-            Stretch* prev_;
-        };
-
-        std::size_t size() const { return end_ - begin_; }
-        std::size_t used() const { return next_ - begin_; }
-
-    private:
-        friend struct StretchAccess;
-        int seg_ = -1;
-        std::size_t begin_ = 0, next_ = 0, end_ = 0;  // offsets in the segment
-        std::size_t max_block_ = 0;
-    };
-
     bool active() const { return index_ >= 0; }
     // Bytes handed out so far (freed ones included: it only grows).
     std::size_t used() const;

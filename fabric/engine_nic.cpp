@@ -75,17 +75,6 @@ EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_ind
     cq_ = eng_->create_cq(kSqDepth).value;
 }
 
-std::unique_ptr<EngineNic> EngineNic::make(sim::Simulator& sim, const Topology& topo, uint32_t nic_index) {
-    HeapSegment::Stretch stretch(kStretchBytes, kStretchMaxBlock);
-    std::unique_ptr<EngineNic> nic;
-    {
-        const HeapSegment::Stretch::Use use(stretch);
-        nic = std::make_unique<EngineNic>(sim, topo, nic_index);
-    }
-    nic->stretch_ = stretch;  // what the constructor left of it
-    return nic;
-}
-
 EngineNic::~EngineNic() {
     if (arena_) munmap(arena_, kArenaBytes);
 }
@@ -96,7 +85,6 @@ sim::NodeId EngineNic::attach() {
 }
 
 EngineNic::Region EngineNic::add_region(uint64_t bytes) {
-    const HeapSegment::Stretch::Use use(stretch_);
     const uint64_t at = line_aligned(arena_used_);
     if (at + bytes > kArenaBytes) throw std::invalid_argument("EngineNic: memory arena exhausted");
     if (arena_ == nullptr) {
@@ -119,7 +107,6 @@ EngineNic::Region EngineNic::add_region(uint64_t bytes) {
 }
 
 EngineNic::Region EngineNic::discard_region(uint64_t bytes) {
-    const HeapSegment::Stretch::Use use(stretch_);
     // An MR per region, as add_region: the same keys in the same order.
     const auto mr = eng_->alloc_discard_mr(pd_);
     if (!mr.ok()) throw std::invalid_argument(mr.error.msg);
@@ -134,7 +121,6 @@ EngineNic::Region EngineNic::discard_region(uint64_t bytes) {
 }
 
 EngineNic::Region EngineNic::null_region(uint64_t bytes) {
-    const HeapSegment::Stretch::Use use(stretch_);
     if (null_mr_.lkey == 0) {
         const auto mr = eng_->alloc_null_mr(pd_);
         if (!mr.ok()) throw std::invalid_argument(mr.error.msg);
@@ -147,7 +133,6 @@ EngineNic::Region EngineNic::null_region(uint64_t bytes) {
 }
 
 Qpn EngineNic::create_qp(QpEnd end) {
-    const HeapSegment::Stretch::Use use(stretch_);
     transport::QpInitAttr ia;
     ia.pd = pd_;
     ia.send_cq = cq_;
@@ -193,7 +178,6 @@ Qpn EngineNic::create_qp(QpEnd end) {
 }
 
 void EngineNic::connect(Qpn local, Qpn remote, const NicSpec& peer, Psn sq_psn, Psn rq_psn, uint16_t udp_sport) {
-    const HeapSegment::Stretch::Use use(stretch_);
     using namespace transport;
     QpAttr a;
     a.qp_state = QpState::Init;
@@ -245,7 +229,6 @@ bool EngineNic::post_write(Qpn qp, uint64_t wr_id, const Region& src, uint32_t l
 
 void EngineNic::add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const Region& src, uint64_t remote_addr,
                             uint32_t rkey) {
-    const HeapSegment::Stretch::Use use(stretch_);
     if (QpCtx* c = ctx(qp)) c->flow = flow;
     const auto i = static_cast<uint32_t>(tx_.size());
     tx_.push_back(TxFlow{flow, qp, src, remote_addr, rkey, spec.start, spec.size.v, std::max(spec.steps, 1u)});

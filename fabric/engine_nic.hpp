@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "cc/cc.hpp"
-#include "common/heap_segment.hpp"
 #include "dataplane/transport/engine.hpp"
 #include "fabric/gen_nic.hpp"
 #include "fabric/topology.hpp"
@@ -65,21 +64,6 @@ public:
 
     // Throws std::invalid_argument if the engine config is rejected.
     EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index);
-    // As the constructor, with the NIC and the blocks it allocates later
-    // (QPs, MRs, flows; made long after the NICs, between other NICs'
-    // blocks) in a stretch of the heap segment open on this thread
-    // (common/heap_segment.hpp): one NIC's state on three pages of its own
-    // rather than spread line by line among the other NICs' pages. Blocks
-    // over kStretchMaxBlock (the send queue's and responses' rings, read a
-    // slot at a time; the engine's MR pin counters, never read here) and
-    // whatever outgrows the stretch go to the segment as before. A 256-NIC
-    // fabric touched 1990 distinct pages every 250 simulated ns, more than a
-    // TLB of 4 KiB entries holds (1536), 1780 with stretches (page census,
-    // fabric/bench/README.md).
-    static std::unique_ptr<EngineNic> make(sim::Simulator& sim, const Topology& topo, uint32_t nic_index);
-    // 9.7 KB of it hold a NIC with one flow each way.
-    static constexpr std::size_t kStretchBytes = 16 * 1024;
-    static constexpr std::size_t kStretchMaxBlock = 2048;
     ~EngineNic() override;
     EngineNic(const EngineNic&) = delete;
     EngineNic& operator=(const EngineNic&) = delete;
@@ -198,7 +182,6 @@ private:
     void rearm(Nanos now);
 
     sim::Simulator& sim_;
-    HeapSegment::Stretch stretch_;  // make()'s: where the NIC's later blocks go
     const NicSpec spec_;
     const NicProfile profile_;
     const BitsPerSec line_rate_;

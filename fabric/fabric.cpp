@@ -49,7 +49,7 @@ Fabric::Fabric(const Topology& topo, uint64_t seed)
     }
     for (uint32_t n = 0; n < topo_.nics.size(); ++n) {
         if (model() == NicModel::Rc) {
-            rc_nics_.push_back(EngineNic::make(sim_, topo_, n));
+            rc_nics_.push_back(std::make_unique<EngineNic>(sim_, topo_, n));
             rc_nics_.back()->set_flow_sink(&stats_, this);
             nic_ids.push_back(rc_nics_.back()->attach());
         } else {

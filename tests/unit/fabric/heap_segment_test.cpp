@@ -1,11 +1,8 @@
 // A fabric's own heap segment (common/heap_segment.hpp): what is allocated
 // while a Use is alive lies in the segment, the segment lives as long as its
-// last block, and a fabric built and destroyed leaves nothing behind. A
-// stretch keeps one owner's blocks together however many of other owners'
-// come between them.
+// last block, and a fabric built and destroyed leaves nothing behind.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -130,129 +127,6 @@ TEST(HeapSegment, AReleasedSegmentIsTakenAgainFromItsStart) {
     }
     EXPECT_EQ(firsts[0], firsts[1]);
     EXPECT_EQ(firsts[1], firsts[2]);
-}
-
-TEST(HeapSegmentStretch, KeepsItsOwnersBlocksTogetherBetweenOthers) {
-    HeapSegment s;
-    REQUIRE_SEGMENT(s);
-    const HeapSegment::Use use(s);
-    HeapSegment::Stretch a(8192, 1024), b(8192, 1024);
-    EXPECT_EQ(a.size(), 8192u);
-    std::vector<std::unique_ptr<uint64_t[]>> in_a, in_b, between;
-    in_a.reserve(20);  // not grown inside a stretch's Use
-    in_b.reserve(20);
-    for (int i = 0; i < 20; ++i) {
-        {
-            const HeapSegment::Stretch::Use ua(a);
-            in_a.push_back(std::make_unique<uint64_t[]>(8));  // 64 bytes
-        }
-        between.push_back(std::make_unique<uint64_t[]>(8));
-        {
-            const HeapSegment::Stretch::Use ub(b);
-            in_b.push_back(std::make_unique<uint64_t[]>(8));
-        }
-    }
-    const auto addr = [](const std::unique_ptr<uint64_t[]>& p) { return reinterpret_cast<uintptr_t>(p.get()); };
-    // Each stretch's blocks follow one another; the others lie outside both.
-    for (int i = 1; i < 20; ++i) {
-        EXPECT_EQ(addr(in_a[i]) - addr(in_a[i - 1]), 64u) << i;
-        EXPECT_EQ(addr(in_b[i]) - addr(in_b[i - 1]), 64u) << i;
-    }
-    EXPECT_EQ(addr(in_a[0]) % 4096, 0u);  // page-aligned
-    EXPECT_EQ(a.used(), 20 * 64u);
-    for (const auto& p : between) {
-        EXPECT_TRUE(addr(p) < addr(in_a[0]) || addr(p) >= addr(in_a[0]) + a.size());
-        EXPECT_TRUE(addr(p) < addr(in_b[0]) || addr(p) >= addr(in_b[0]) + b.size());
-        EXPECT_TRUE(HeapSegment::owns(p.get()));
-    }
-    {
-        // A block over max_block, or past the end, goes to the segment.
-        const HeapSegment::Stretch::Use ua(a);
-        auto big = std::make_unique<uint8_t[]>(2000);
-        EXPECT_FALSE(addr(in_a[0]) <= reinterpret_cast<uintptr_t>(big.get()) &&
-                     reinterpret_cast<uintptr_t>(big.get()) < addr(in_a[0]) + a.size());
-        std::vector<std::unique_ptr<uint8_t[]>> fill;
-        fill.reserve(16);
-        while (a.used() + 1000 <= a.size()) fill.push_back(std::make_unique<uint8_t[]>(1000));
-        auto past = std::make_unique<uint8_t[]>(1000);
-        EXPECT_TRUE(HeapSegment::owns(past.get()));
-        EXPECT_FALSE(addr(in_a[0]) <= reinterpret_cast<uintptr_t>(past.get()) &&
-                     reinterpret_cast<uintptr_t>(past.get()) < addr(in_a[0]) + a.size());
-        EXPECT_LE(a.used(), a.size());
-    }
-}
-
-TEST(HeapSegmentStretch, OutsideItsSegmentsUseItChangesNothing) {
-    HeapSegment s;
-    REQUIRE_SEGMENT(s);
-    HeapSegment::Stretch none(8192, 1024);  // no segment open on this thread
-    EXPECT_EQ(none.size(), 0u);
-    std::unique_ptr<int> p;
-    {
-        const HeapSegment::Stretch::Use use(none);
-        p = std::make_unique<int>(1);
-    }
-    EXPECT_FALSE(HeapSegment::owns(p.get()));
-    // A stretch of the segment, used once the segment's Use has ended.
-    std::unique_ptr<HeapSegment::Stretch> st;
-    {
-        const HeapSegment::Use use(s);
-        st = std::make_unique<HeapSegment::Stretch>(8192, 1024);
-    }
-    const HeapSegment::Stretch::Use use(*st);
-    auto q = std::make_unique<int>(2);
-    EXPECT_FALSE(HeapSegment::owns(q.get()));
-    EXPECT_EQ(st->used(), 0u);
-}
-
-TEST(HeapSegmentStretch, ItsBlocksHoldTheSegmentUntilFreed) {
-    const HeapSegment::Stats before = HeapSegment::stats();
-    std::unique_ptr<std::string> kept;
-    {
-        HeapSegment s;
-        REQUIRE_SEGMENT(s);
-        const HeapSegment::Use use(s);
-        HeapSegment::Stretch st(4096, 2048);
-        const HeapSegment::Stretch::Use in(st);
-        kept = std::make_unique<std::string>(100, 'k');
-        EXPECT_GT(st.used(), 0u);
-    }
-    EXPECT_EQ(HeapSegment::stats().held, before.held + 1);
-    EXPECT_EQ(*kept, std::string(100, 'k'));
-    kept.reset();
-    EXPECT_EQ(HeapSegment::stats().held, before.held);
-    EXPECT_EQ(HeapSegment::stats().released, before.released + 1);
-}
-
-TEST(HeapSegmentStretch, AFabricsRcNicsEachKeepTheirStateInAStretch) {
-    {
-        HeapSegment probe;
-        REQUIRE_SEGMENT(probe);
-    }
-    const fabric::ConfigResult r = fabric::parse_fabric_config(
-        "topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 4, spines: 2}\n"
-        "switch: {profile: lossless-100g}\nnic: {model: rc}\n",
-        "stretch.yaml");
-    ASSERT_TRUE(r.config) << r.error;
-    const fabric::Topology topo = fabric::generate(*r.config);
-    fabric::Fabric f(topo, 1);
-    for (uint32_t i = 0; i < 8; ++i) f.add_flow(fabric::FlowSpec{i, (i + 4) % 8, Bytes{64 << 10}, Nanos{0}, 0});
-    // Each NIC, with its engine and both its QPs (made long after the NICs
-    // were), within the NIC's own 16 KiB: not interleaved with the others.
-    std::vector<uintptr_t> starts;
-    for (const auto& nic : f.rc_nics()) {
-        const auto at = reinterpret_cast<uintptr_t>(nic.get());
-        EXPECT_EQ(at % 4096, 0u);
-        const auto engine = reinterpret_cast<uintptr_t>(&nic->engine());
-        EXPECT_GT(engine, at);
-        EXPECT_LT(engine, at + fabric::EngineNic::kStretchBytes);
-        starts.push_back(at);
-    }
-    std::sort(starts.begin(), starts.end());
-    for (std::size_t i = 1; i < starts.size(); ++i) EXPECT_GE(starts[i] - starts[i - 1], fabric::EngineNic::kStretchBytes);
-    f.start();
-    f.run(Nanos::from_ms(5));
-    EXPECT_TRUE(f.all_done());
 }
 
 // Threads building in segments of their own while others free their
