@@ -215,12 +215,12 @@ void census(int hosts, NicModel model, int mtu, Flows flows, Nanos window) {
     const bench::CensusResult c = bench::page_census(kWindows, [&](uint64_t) { f.run(f.now() + window); });
     const double hops = static_cast<double>(f.totals().frames_delivered - hops0) / kWindows;
     const double pages = static_cast<double>(c.pages) / kWindows;
-    fmt::print("[{}] {:>3} hosts, {}: page census, {} windows of {} ns after {:.1f} ms: {:.1f} pages a window, {:.1f} "
-               "packet-hops a window, {:.3f} pages a packet-hop{}\n-- by mapping:\n{}-- by code (pages a window, "
-               "first touch):\n{}-- end\n",
-               nic_model_name(model), hosts, flows_name(flows), kWindows, window.v, kWarmup.ms(), pages, hops,
-               pages / hops, c.dropped ? fmt::format(" ({} first touches not recorded)", c.dropped) : "",
-               c.by_mapping, c.by_code);
+    fmt::print("[{}] {:>3} hosts, {}: page census, {} windows of {} ns after {:.1f} ms: {:.1f} pages a window ({:.1f} "
+               "2 MiB ranges), {:.1f} packet-hops a window, {:.3f} pages a packet-hop{}\n-- by mapping:\n{}-- by code "
+               "(pages a window, first touch):\n{}-- end\n",
+               nic_model_name(model), hosts, flows_name(flows), kWindows, window.v, kWarmup.ms(), pages,
+               static_cast<double>(c.huge_pages) / kWindows, hops, pages / hops,
+               c.dropped ? fmt::format(" ({} first touches not recorded)", c.dropped) : "", c.by_mapping, c.by_code);
     std::fflush(stdout);
 }
 

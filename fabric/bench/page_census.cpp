@@ -164,6 +164,10 @@ CensusResult page_census(uint64_t windows, const std::function<void(uint64_t)>& 
         }
         unwatch();
         out.pages += g_n;
+        std::vector<uintptr_t> huge(g_n);
+        for (std::size_t i = 0; i < g_n; ++i) huge[i] = g_rec[i].page >> 21;
+        std::sort(huge.begin(), huge.end());
+        out.huge_pages += static_cast<uint64_t>(std::unique(huge.begin(), huge.end()) - huge.begin());
         for (std::size_t i = 0; i < g_n; ++i) {
             ++by_ip[g_rec[i].ip];
             for (std::size_t k = 0; k < ranges.size(); ++k)

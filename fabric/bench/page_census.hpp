@@ -25,8 +25,9 @@ namespace rocemu::bench {
 
 struct CensusResult {
     uint64_t windows = 0;
-    uint64_t pages = 0;    // first touches, summed over the windows
-    uint64_t dropped = 0;  // first touches not recorded: a window touched more than kMaxPages
+    uint64_t pages = 0;       // first touches, summed over the windows
+    uint64_t huge_pages = 0;  // the 2 MiB-aligned ranges they lie in, summed over the windows
+    uint64_t dropped = 0;     // first touches not recorded: a window touched more than kMaxCensusPages
     // "pages-a-window where" lines, most first: `by_code` by the touching
     // instruction ("module+0xOFFSET", for addr2line), `by_mapping` by the
     // mapping touched ("anon|[heap] lo-hi").
