@@ -13,6 +13,9 @@ model=${2:-rc}
 hosts=${3:-256}
 flows=${4:-shift}
 window=${5:-1000}
+case "$model" in rc|generator) ;; *) echo "page_census.sh: model '$model' is not rc or generator" >&2; exit 2 ;; esac
+case "$hosts" in 16|32|64|128|256) ;; *) echo "page_census.sh: HOSTS '$hosts' is not 16, 32, 64, 128 or 256" >&2; exit 2 ;; esac
+case "$flows" in shift|random) ;; *) echo "page_census.sh: flows '$flows' are not shift or random" >&2; exit 2 ;; esac
 [ -x "$bench" ] || { echo "page_census.sh: $bench: not an executable (build/fabric/rocemu_fabric_bench)" >&2; exit 2; }
 command -v addr2line >/dev/null || { echo "page_census.sh: needs addr2line (apt install binutils)" >&2; exit 2; }
 out=$("$bench" --model "$model" --hosts "$hosts" --flows "$flows" --page-census "$window")
