@@ -188,14 +188,13 @@ double permutation(int hosts, NicModel model, int mtu, Nanos span, Flows flows) 
     const Topology topo = permutation_topology(hosts, model, mtu);
     Fabric f(topo, 1);
     add_permutation_flows(f, topo, hosts, flows);
-    const Nanos warmup = kWarmup;
-    const Figures r = timed_run(f, warmup, span);
+    const Figures r = timed_run(f, kWarmup, span);
     const double cost = r.cpu_s * 1e9 / static_cast<double>(r.packets);
     fmt::print(
         "[{}] {:>3} hosts ({} leaves, {} spines), MTU {}, {}: {:.1f} simulated ms (after {:.1f} ms warm-up) in "
         "{:.2f} s wall, {:.2f} s CPU, {} packet-hops ({:.0f} per host), {:.2f} events each, {} page faults, {} frame "
         "buffers ({} compact; {} in use, {:.1f} per host), {:.1f} MB built in its heap segment, {:.0f} CPU ns per packet-hop\n",
-        nic_model_name(model), hosts, leaves, kSpines, mtu, flows_name(flows), span.ms(), warmup.ms(), r.wall_s, r.cpu_s, r.packets,
+        nic_model_name(model), hosts, leaves, kSpines, mtu, flows_name(flows), span.ms(), kWarmup.ms(), r.wall_s, r.cpu_s, r.packets,
         static_cast<double>(r.packets) / hosts, static_cast<double>(r.events) / r.packets, r.page_faults, r.frames,
         r.compact, r.in_use, static_cast<double>(r.in_use) / hosts, static_cast<double>(r.heap) / 1e6, cost);
     std::fflush(stdout);

@@ -137,7 +137,9 @@ CensusResult page_census(uint64_t windows, const std::function<void(uint64_t)>& 
     const auto unwatch = [&] {
         for (const Range& r : ranges) mprotect(reinterpret_cast<void*>(r.lo), r.hi - r.lo, PROT_READ | PROT_WRITE);
     };
+    // Everything back as it was (the memory writable, the old handler).
     const auto finish = [&] {
+        unwatch();
         sigaction(SIGSEGV, &g_old, nullptr);
         g_nranges = 0;
         munmap(mem, rec_bytes);
@@ -151,14 +153,12 @@ CensusResult page_census(uint64_t windows, const std::function<void(uint64_t)>& 
         g_n = 0;
         for (const Range& r : ranges)
             if (mprotect(reinterpret_cast<void*>(r.lo), r.hi - r.lo, PROT_NONE) != 0) {
-                unwatch();
                 finish();
                 throw std::runtime_error("page census: mprotect refused to watch " + r.name);
             }
         try {
             run_window(w);
         } catch (...) {
-            unwatch();
             finish();
             throw;
         }

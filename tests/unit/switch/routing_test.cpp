@@ -1,8 +1,7 @@
 #include <gtest/gtest.h>
 
-#include <set>
-
 #include <cmath>
+#include <set>
 
 #include "harness.hpp"
 
