@@ -186,6 +186,96 @@ bool render_plots(const std::string& dir, std::vector<std::string>& files, std::
     return true;
 }
 
+namespace {
+
+// `path` relative to `dir`, or empty when it is not inside it.
+std::string inside(const std::filesystem::path& dir, const std::string& path) {
+    std::error_code ec;
+    const std::filesystem::path base = std::filesystem::weakly_canonical(dir, ec);
+    if (ec) return {};
+    const std::filesystem::path full = std::filesystem::weakly_canonical(path, ec);
+    if (ec) return {};
+    const std::filesystem::path rel = full.lexically_relative(base);
+    if (rel.empty() || rel.is_absolute() || *rel.begin() == "..") return {};
+    return rel.generic_string();
+}
+
+// A manifest line names a file in the folder: relative, no "..".
+bool listable(const std::string& line) {
+    if (line.empty()) return false;
+    const std::filesystem::path p(line);
+    if (p.is_absolute()) return false;
+    for (const auto& part : p)
+        if (part == ".." || part == ".") return false;
+    return true;
+}
+
+std::vector<std::string> read_manifest(const std::filesystem::path& at) {
+    std::vector<std::string> lines;
+    std::ifstream in(at);
+    for (std::string line; std::getline(in, line);)
+        if (listable(line)) lines.push_back(line);
+    return lines;
+}
+
+bool write_manifest(const std::filesystem::path& at, std::vector<std::string> listed, std::string& error) {
+    std::sort(listed.begin(), listed.end());
+    listed.erase(std::unique(listed.begin(), listed.end()), listed.end());
+    std::ofstream out(at, std::ios::trunc);
+    for (const std::string& l : listed) out << l << '\n';
+    out.close();
+    if (!out) {
+        error = fmt::format("cannot write {}", at.string());
+        return false;
+    }
+    return true;
+}
+
+std::vector<std::string> relative_to(const std::string& dir, const std::vector<std::string>& files) {
+    std::vector<std::string> rel;
+    for (const std::string& f : files)
+        if (std::string r = inside(dir, f); !r.empty() && r != kReportManifest) rel.push_back(std::move(r));
+    return rel;
+}
+
+}  // namespace
+
+std::optional<std::size_t> replace_report(const std::string& dir, const std::vector<std::string>& files,
+                                          std::string& error) {
+    if (dir.empty()) return 0;
+    const std::filesystem::path at = std::filesystem::path(dir) / kReportManifest;
+    std::vector<std::string> now = relative_to(dir, files);
+    std::sort(now.begin(), now.end());
+    std::size_t removed = 0;
+    std::error_code ec;
+    for (const std::string& l : read_manifest(at)) {
+        if (std::binary_search(now.begin(), now.end(), l)) continue;
+        const std::filesystem::path p = std::filesystem::path(dir) / l;
+        if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(p, ec))) continue;
+        if (!std::filesystem::remove(p, ec) || ec) {
+            error = fmt::format("cannot remove {} (a file of the folder's previous report): {}", p.string(),
+                                ec ? ec.message() : "not removed");
+            return std::nullopt;
+        }
+        ++removed;
+    }
+    if (now.empty()) {
+        std::filesystem::remove(at, ec);
+        return removed;
+    }
+    if (!write_manifest(at, std::move(now), error)) return std::nullopt;
+    return removed;
+}
+
+bool record_report(const std::string& dir, const std::vector<std::string>& files, std::string& error) {
+    if (dir.empty() || files.empty()) return true;
+    const std::filesystem::path at = std::filesystem::path(dir) / kReportManifest;
+    std::vector<std::string> listed = read_manifest(at);
+    const std::vector<std::string> more = relative_to(dir, files);
+    listed.insert(listed.end(), more.begin(), more.end());
+    return write_manifest(at, std::move(listed), error);
+}
+
 double jain(const std::vector<double>& x) {
     double s = 0, s2 = 0;
     for (const double v : x) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,29 @@ void write_plot_script(const std::string& path, const std::string& xlabel, const
 // files of the folder, e.g. an earlier run's, are left alone. Returns false
 // (with a message) if gnuplot is missing or failed.
 bool render_plots(const std::string& dir, std::vector<std::string>& files, std::string& message);
+
+// A report folder's manifest: the files rocemu runs wrote there, one path a
+// line relative to the folder, in `dir`/.rocemu-report (hidden: `ls` shows
+// the report alone). A run's report replaces the one before it: what the
+// manifest lists and the run did not write again (another size's CSVs, a
+// PFC plot this run has no pauses for) is removed when the run ends, so it
+// never sits beside the new report; files rocemu did not write are left
+// alone, and a run refused before it writes anything changes nothing.
+inline constexpr const char* kReportManifest = ".rocemu-report";
+
+// Removes the regular files the manifest lists that are not among `files`
+// (paths in `dir`, as the writers named them; those outside it are left
+// out), then lists `files` alone. A manifest line naming an absolute path, a
+// path with "..", a folder or a symbolic link removes nothing. Returns how
+// many files it removed; nullopt, with `error`, if one cannot be removed or
+// the manifest cannot be written.
+std::optional<std::size_t> replace_report(const std::string& dir, const std::vector<std::string>& files,
+                                          std::string& error);
+
+// Adds `files` to the manifest, keeping what it lists (a file written after
+// the run's report, such as a merged capture). False, with `error`, if the
+// manifest cannot be written.
+bool record_report(const std::string& dir, const std::vector<std::string>& files, std::string& error);
 
 // Jain's fairness index of the values: 1 = perfectly fair, 1/n = one takes all.
 double jain(const std::vector<double>& x);

@@ -3,7 +3,8 @@
 # - `rocemu demo` (the README's first command) passes its verdict and writes
 #   the report folder it names (CSV series, SVG plots when gnuplot is there);
 #   its progress on a non-terminal stderr has no carriage returns, and the
-#   file count it prints is what the folder holds;
+#   file count it prints is what the folder holds; a later run into that
+#   folder removes the demo's files (and says so), not the user's;
 # - `rocemu fabric run` sweeps sizes into nccl-tests rows and captures a
 #   named link; the same seed twice gives byte-identical CSVs and pcaps, and
 #   another seed a different capture; every ICRC in it verifies; its rows
@@ -36,6 +37,25 @@ if grep -q $'\r' "$OUT/demo.err"; then fail "carriage returns in a non-terminal 
 said=$(sed -n "s|^report: $OUT/rocemu-report (\([0-9]*\) files.*|\1|p" "$OUT/demo.txt")
 there=$(ls "$OUT/rocemu-report" | wc -l)
 [ "$said" = "$there" ] || fail "the demo says $said files, its folder has $there"
+
+# Another run into the same folder: the demo's files go (it says how many),
+# a file of the user's stays, and the folder holds this run's report alone.
+echo mine >"$OUT/rocemu-report/notes.txt"
+(cd "$OUT" && "$ROCEMU" fabric run -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 64K >"$OUT/again.txt" 2>&1) ||
+  { cat "$OUT/again.txt"; fail "fabric run into the demo's folder failed"; }
+grep -q "^report: $OUT/rocemu-report ([0-9]* files; .*; the previous report's other $said files removed)$" "$OUT/again.txt" ||
+  fail "no report line saying the demo's $said files were removed: $(grep '^report:' "$OUT/again.txt")"
+ls "$OUT"/rocemu-report/ecmp_* >/dev/null 2>&1 && fail "the demo's files are still there: $(ls "$OUT/rocemu-report")"
+[ -f "$OUT/rocemu-report/notes.txt" ] || fail "the user's file was removed"
+said=$(sed -n "s|^report: $OUT/rocemu-report (\([0-9]*\) files.*|\1|p" "$OUT/again.txt")
+there=$(ls "$OUT/rocemu-report" | grep -vc '^notes.txt$')
+[ "$said" = "$there" ] || fail "the second run says $said files, the folder has $there besides the user's"
+# A refused run changes nothing there.
+before=$(ls "$OUT/rocemu-report" | tr '\n' ' ')
+(cd "$OUT" && "$ROCEMU" fabric run -c "$ROOT/configs/fabrics/incast.yaml" -w incast --sizes 0 >/dev/null 2>&1) &&
+  fail "a size of 0 was not refused"
+[ "$(ls "$OUT/rocemu-report" | tr '\n' ' ')" = "$before" ] || fail "a refused run changed the report folder"
+echo "second run into the demo's folder: its $said files alone, the user's file kept; a refused run changed nothing"
 
 # A sweep with a capture, twice with one seed and once with another.
 sweep() {  # sweep DIR SEED

@@ -215,12 +215,26 @@ void print_interrupted(Bytes size, std::size_t finished, std::size_t asked) {
                asked);
 }
 
+// Makes `files` the folder's report: what the run before listed and this one
+// did not write again is removed (replace_report). Returns how many. A run
+// that wrote nothing (refused, or failed before its first file) leaves the
+// folder as it was.
+std::size_t keep_report(const std::string& dir, const std::vector<std::string>& files) {
+    if (dir.empty() || files.empty()) return 0;
+    std::string why;
+    const std::optional<std::size_t> n = replace_report(dir, files, why);
+    if (!n) fmt::print(stderr, "rocemu: report folder {}: {}\n", dir, why);
+    return n.value_or(0);
+}
+
 // Draws a run's plots and names its report folder and what the run wrote there.
 void print_report(const std::string& dir, std::vector<std::string> files) {
     if (dir.empty() || files.empty()) return;
     std::string msg;
     render_plots(dir, files, msg);
-    fmt::print("report: {} ({} files; {})\n", std::filesystem::absolute(dir).string(), files.size(), msg);
+    const std::size_t removed = keep_report(dir, files);
+    fmt::print("report: {} ({} files; {}{})\n", std::filesystem::absolute(dir).string(), files.size(), msg,
+               removed > 0 ? fmt::format("; the previous report's other {} files removed", removed) : "");
 }
 
 // `fabric run --live`: the same topology on DPDK in real time.
@@ -333,6 +347,7 @@ int report_live(Pattern p, const live::LiveResult& r, const FabricArgs& a, const
     for (const std::string& n : r.notes) fmt::print("  {}\n", n);
     if (!r.error.empty()) {
         fmt::print(stderr, "{}: {}\n", me, r.error);
+        keep_report(a.out, r.files);
         return 2;
     }
     if (r.stopped_in) print_interrupted(*r.stopped_in, r.rows.size(), r.sizes);
@@ -454,6 +469,7 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
             return 2;
         }
         fmt::print("pcap: {} frames of link {} in {} (from {} node files)\n", *frames, a.pcap, out, parts.size());
+        if (!record_report(a.out, {out}, why)) fmt::print(stderr, "{}: report folder {}: {}\n", me, a.out, why);
     }
     if (own_dir && r.status == 0) std::filesystem::remove_all(dir, ec);
     return r.status;
@@ -535,6 +551,7 @@ int run_scenario_cli(const std::string& name, const ScenarioOptions& o) {
         } catch (const std::exception& e) {
             clear_progress();
             fmt::print(stderr, "rocemu scenario: {}\n", e.what());
+            keep_report(o.out_dir, files);
             return 2;
         }
         clear_progress();
@@ -899,6 +916,7 @@ void add_fabric_command(CLI::App& app, int& status) {
         } catch (const std::exception& e) {
             clear_progress();
             fmt::print(stderr, "rocemu fabric run: {}\n", e.what());
+            keep_report(o.out_dir, files);
             status = 2;
             return;
         }
