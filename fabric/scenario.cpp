@@ -219,9 +219,12 @@ FabricConfig base_or(const ScenarioOptions& o, std::string_view yaml, const std:
 // Runs of each ecmp variant, each with its own draw of the flows' UDP source
 // ports (their ECMP entropy) and of the fabric's seed. Whether hashing
 // collides is luck: over the embedded fabric one draw in about 40 puts every
-// flow on its own spine (ECMP then at 97%) and the mean of many is 65%, the
-// playbook's "60-70%". The claim is about the mean, so the verdict is too.
-constexpr uint32_t kEcmpDraws = 4;
+// flow on its own spine (ECMP then at 97%) and the mean of many is about
+// 63% (64 draws), the playbook's "60-70%". The claim is about the mean, so
+// the verdict is too. Four draws' mean still ranged 51-67% by seed (seeds
+// 1-8), so the full size takes sixteen (61.8-66.6% for seeds 1-4); the
+// reduced (CI) size keeps four, the first four of the sixteen.
+uint32_t ecmp_draws(const ScenarioOptions& o) { return o.reduced ? 4 : 16; }
 
 // Draw 0 is the run's seed itself, so its report files are the run's.
 uint64_t draw_seed(uint64_t seed, uint32_t draw) {
@@ -240,7 +243,8 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
         "effective bw is the mean of the {} (worst and best shown), slowest and max queue the worst, completion "
         "the latest, counts the totals; the report files are the first draw's. "
         "Pass: spray+ar >= 90% and beats ECMP by >= 10 points.",
-        kEcmpDraws, kEcmpDraws);
+        ecmp_draws(o), ecmp_draws(o));
+    const uint32_t draws = ecmp_draws(o);
     FabricConfig cfg = o.fabric ? *o.fabric : *default_fabric_config().config;
     if (cfg.shape != Shape::LeafSpine || cfg.leaves < 2 || cfg.spines < 2)
         throw std::invalid_argument("ecmp needs a leaf_spine fabric with >= 2 leaves and >= 2 spines");
@@ -265,7 +269,7 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
         uint64_t ooo = 0, pfc = 0, ecn = 0, cnp = 0;
         Nanos completion{};
         Bytes max_queue{};
-        for (uint32_t d = 0; d < kEcmpDraws; ++d) {
+        for (uint32_t d = 0; d < draws; ++d) {
             const uint64_t seed = draw_seed(o.seed, d);
             Variant v{label, topo, {}, Nanos::from_ms(o.reduced ? 20 : 100)};
             // Every NIC sends to the NIC in the same slot of the next leaf:
@@ -292,12 +296,12 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
             cnp += out.totals.cnps;
             max_queue = std::max(max_queue, out.totals.max_queue);
         }
-        const double eff = eff_sum / kEcmpDraws;
+        const double eff = eff_sum / draws;
         res.metrics[label + ".effective"] = eff;
         res.metrics[label + ".effective_worst"] = eff_min;
         res.metrics[label + ".effective_best"] = eff_max;
         res.metrics[label + ".out_of_order"] = static_cast<double>(ooo);
-        res.table.push_back({label, pct(eff), pct(eff_min), pct(eff_max), fmt::format("{:.1f}", mean_sum / kEcmpDraws),
+        res.table.push_back({label, pct(eff), pct(eff_min), pct(eff_max), fmt::format("{:.1f}", mean_sum / draws),
                              fmt::format("{:.1f}", slowest), fmt::format("{:.1f}", completion.us()), num(ooo), num(pfc),
                              num(ecn), num(cnp), kib(max_queue)});
     }
@@ -306,7 +310,7 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
     res.pass = s >= 0.90 && s - e >= 0.10;
     res.verdict = fmt::format(
         "ECMP {} vs spray+ar {} (+{:.1f} points), means of {} draws (ECMP {} to {}); oblivious spray {}, flowlet {}",
-        pct(e), pct(s), 100 * (s - e), kEcmpDraws, pct(res.metrics["ecmp.effective_worst"]),
+        pct(e), pct(s), 100 * (s - e), draws, pct(res.metrics["ecmp.effective_worst"]),
         pct(res.metrics["ecmp.effective_best"]), pct(os), pct(fl));
     return res;
 }
