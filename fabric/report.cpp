@@ -251,7 +251,9 @@ std::optional<std::size_t> replace_report(const std::string& dir, const std::vec
     for (const std::string& l : read_manifest(at)) {
         if (std::binary_search(now.begin(), now.end(), l)) continue;
         const std::filesystem::path p = std::filesystem::path(dir) / l;
-        if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(p, ec))) continue;
+        // A regular file, reached without a symbolic link on the way.
+        if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(p, ec)) || inside(dir, p.string()) != l)
+            continue;
         if (!std::filesystem::remove(p, ec) || ec) {
             error = fmt::format("cannot remove {} (a file of the folder's previous report): {}", p.string(),
                                 ec ? ec.message() : "not removed");

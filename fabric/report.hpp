@@ -99,9 +99,9 @@ inline constexpr const char* kReportManifest = ".rocemu-report";
 // Removes the regular files the manifest lists that are not among `files`
 // (paths in `dir`, as the writers named them; those outside it are left
 // out), then lists `files` alone. A manifest line naming an absolute path, a
-// path with "..", a folder or a symbolic link removes nothing. Returns how
-// many files it removed; nullopt, with `error`, if one cannot be removed or
-// the manifest cannot be written.
+// path with "..", a folder, a symbolic link or a path through one removes
+// nothing. Returns how many files it removed; nullopt, with `error`, if one
+// cannot be removed or the manifest cannot be written.
 std::optional<std::size_t> replace_report(const std::string& dir, const std::vector<std::string>& files,
                                           std::string& error);
 

@@ -86,15 +86,20 @@ TEST_F(ReportManifest, NoLineOfAManifestRemovesWhatItCouldMisname) {
     touch(root_ / "outside.txt");
     touch(dir_ / "sub" / "kept.csv");
     fs::create_symlink(root_ / "outside.txt", dir_ / "link.csv");
+    fs::create_directories(root_ / "elsewhere");
+    touch(root_ / "elsewhere" / "far.csv");
+    fs::create_directory_symlink(root_ / "elsewhere", dir_ / "linked");
     touch(dir_ / "ours.csv");
     {
         std::ofstream m(dir_ / kReportManifest);
-        m << "../outside.txt\n" << (root_ / "outside.txt").string() << "\nsub\nlink.csv\n./sub/kept.csv\n\nours.csv\n";
+        m << "../outside.txt\n" << (root_ / "outside.txt").string()
+          << "\nsub\nlink.csv\n./sub/kept.csv\nlinked/far.csv\n\nours.csv\n";
     }
     EXPECT_EQ(replace({in_dir("new.csv")}), std::optional<std::size_t>{1});  // ours.csv alone
     EXPECT_FALSE(fs::exists(dir_ / "ours.csv"));
     EXPECT_TRUE(fs::exists(root_ / "outside.txt"));
     EXPECT_TRUE(fs::is_symlink(dir_ / "link.csv"));
+    EXPECT_TRUE(fs::exists(root_ / "elsewhere" / "far.csv"));  // behind a linked folder
     EXPECT_TRUE(fs::is_directory(dir_ / "sub"));
     EXPECT_TRUE(fs::exists(dir_ / "sub" / "kept.csv"));
     EXPECT_EQ(manifest(), (std::vector<std::string>{"new.csv"}));
