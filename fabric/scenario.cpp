@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -51,6 +52,7 @@ struct Outcome {
     std::vector<Nanos> sample_times;
     std::vector<std::vector<double>> sample_rates;
     double mean_queue = 0;  // deepest time-averaged data queue, bytes
+    std::vector<std::array<uint64_t, 2>> link_tx_bytes;  // per topology link: a->b, b->a
 
     // A flow's goodput from its first packet to its last byte (Gbit/s).
     double goodput(std::size_t f) const {
@@ -185,6 +187,9 @@ public:
         o.ideal_gbps = v.topo.cfg.host_link.speed.as_gbps() * payload_efficiency(v.topo.cfg.nic.rdma_mtu());
         o.events = f.events();
         o.mean_queue = rec.deepest_mean_queue();
+        for (uint32_t i = 0; i < v.topo.links.size(); ++i)
+            o.link_tx_bytes.push_back({f.sim().link(f.sim_link(i, 0)).counters().tx_bytes,
+                                       f.sim().link(f.sim_link(i, 1)).counters().tx_bytes});
         for (std::size_t i = 0; i < rec.samples(); ++i) {
             o.sample_times.push_back(rec.time(i));
             std::vector<double> r(o.stats.size());
@@ -231,6 +236,48 @@ uint64_t draw_seed(uint64_t seed, uint32_t draw) {
     return draw == 0 ? seed : Rng(seed ^ (0xD1B54A32D192ED03ull * draw)).next();
 }
 
+}  // namespace
+
+EcmpPlacement ecmp_placement(const Topology& t, const std::vector<std::array<uint64_t, 2>>& link_tx_bytes,
+                             uint32_t flows) {
+    EcmpPlacement p;
+    std::vector<uint32_t> leaf_of(t.switches.size(), UINT32_MAX);
+    for (std::size_t i = 0; i < t.switches.size(); ++i)
+        if (t.switches[i].role == Role::Leaf) {
+            leaf_of[i] = static_cast<uint32_t>(p.per_leaf.size());
+            p.per_leaf.emplace_back();
+        }
+    // Each leaf's uplinks in link order, with what went up them.
+    std::vector<std::vector<uint64_t>> up(p.per_leaf.size());
+    uint64_t total = 0;
+    for (std::size_t i = 0; i < t.links.size() && i < link_tx_bytes.size(); ++i) {
+        const LinkSpec& l = t.links[i];
+        if (!l.fabric) continue;
+        const bool a_leaf = leaf_of[l.a.index] != UINT32_MAX, b_leaf = leaf_of[l.b.index] != UINT32_MAX;
+        if (a_leaf == b_leaf) continue;
+        const uint64_t bytes = link_tx_bytes[i][a_leaf ? 0 : 1];
+        up[leaf_of[a_leaf ? l.a.index : l.b.index]].push_back(bytes);
+        total += bytes;
+    }
+    if (flows == 0 || total == 0) return p;
+    // One flow's bytes on the way up; each uplink's share rounds to whole
+    // flows (the acknowledgements going the other way add about 2 %).
+    const double unit = static_cast<double>(total) / flows;
+    const double up_per_host = t.cfg.fabric_link.speed.as_gbps() / t.cfg.host_link.speed.as_gbps();
+    double sum = 0;
+    for (std::size_t leaf = 0; leaf < up.size(); ++leaf)
+        for (const uint64_t b : up[leaf]) {
+            const auto k = static_cast<uint32_t>(std::llround(static_cast<double>(b) / unit));
+            p.per_leaf[leaf].push_back(k);
+            p.flows += k;
+            if (k > 0) sum += k * std::min(1.0, up_per_host / k);
+        }
+    p.fair_share = sum / flows;
+    return p;
+}
+
+namespace {
+
 ScenarioResult ecmp(const ScenarioOptions& o) {
     ScenarioResult res;
     res.expectation = fmt::format(
@@ -241,7 +288,9 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
         "builds queues, ECN marks and DCQCN cuts) and flowlet switching without reordering. Collisions are luck, "
         "so each variant runs {} times, each with its own draw of the flows' UDP source ports and hash seeds: "
         "effective bw is the mean of the {} (worst and best shown), slowest and max queue the worst, completion "
-        "the latest, counts the totals; the report files are the first draw's. "
+        "the latest, counts the totals; the report files are the first draw's. Under the table, each ECMP draw's "
+        "flows per spine uplink, read off the links, and what fair shares on those uplinks would give: the "
+        "collisions' own cost; the measured figure differs by how DCQCN shares the collided links. "
         "Pass: spray+ar >= 90% and beats ECMP by >= 10 points.",
         ecmp_draws(o), ecmp_draws(o));
     const uint32_t draws = ecmp_draws(o);
@@ -265,7 +314,7 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
         c.nic.spraying = mode.spray;
         c.sw.adaptive = mode.ar;
         const Topology topo = generate(c);
-        double eff_sum = 0, eff_min = 1e300, eff_max = 0, mean_sum = 0, slowest = 1e300;
+        double eff_sum = 0, eff_min = 1e300, eff_max = 0, mean_sum = 0, slowest = 1e300, fair_sum = 0;
         uint64_t ooo = 0, pfc = 0, ecn = 0, cnp = 0;
         Nanos completion{};
         Bytes max_queue{};
@@ -286,6 +335,24 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
                 ooo += out.stats[f].rx_out_of_order;
             }
             const double eff = out.mean_goodput() / out.ideal_gbps;
+            if (label == "ecmp") {
+                const EcmpPlacement pl =
+                    ecmp_placement(topo, out.link_tx_bytes, static_cast<uint32_t>(v.flows.size()));
+                std::string where;
+                for (std::size_t leaf = 0; leaf < pl.per_leaf.size(); ++leaf)
+                    where += fmt::format("{}leaf{} {}", leaf ? ", " : "", leaf, fmt::join(pl.per_leaf[leaf], "/"));
+                res.log.push_back(fmt::format(
+                    "ecmp draw {:>2}: flows per spine uplink {}: fair shares on them {}, measured {}{}", d + 1, where,
+                    pct(pl.fair_share), pct(eff),
+                    pl.flows == v.flows.size() ? "" : fmt::format(" (uplinks add up to {} flows of {})", pl.flows,
+                                                                   v.flows.size())));
+                fair_sum += pl.fair_share;
+                if (d == 0) {
+                    res.metrics["ecmp.fair_share_draw1"] = pl.fair_share;
+                    res.metrics["ecmp.effective_draw1"] = eff;
+                    res.metrics["ecmp.placed_flows_draw1"] = pl.flows;
+                }
+            }
             eff_sum += eff;
             eff_min = std::min(eff_min, eff);
             eff_max = std::max(eff_max, eff);
@@ -301,6 +368,7 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
         res.metrics[label + ".effective_worst"] = eff_min;
         res.metrics[label + ".effective_best"] = eff_max;
         res.metrics[label + ".out_of_order"] = static_cast<double>(ooo);
+        if (label == "ecmp") res.metrics["ecmp.fair_share"] = fair_sum / draws;
         res.table.push_back({label, pct(eff), pct(eff_min), pct(eff_max), fmt::format("{:.1f}", mean_sum / draws),
                              fmt::format("{:.1f}", slowest), fmt::format("{:.1f}", completion.us()), num(ooo), num(pfc),
                              num(ecn), num(cnp), kib(max_queue)});
@@ -309,9 +377,10 @@ ScenarioResult ecmp(const ScenarioOptions& o) {
                  os = res.metrics["spray.effective"], fl = res.metrics["flowlet.effective"];
     res.pass = s >= 0.90 && s - e >= 0.10;
     res.verdict = fmt::format(
-        "ECMP {} vs spray+ar {} (+{:.1f} points), means of {} draws (ECMP {} to {}); oblivious spray {}, flowlet {}",
+        "ECMP {} vs spray+ar {} (+{:.1f} points), means of {} draws (ECMP {} to {}; fair shares on its hashed "
+        "paths {}); oblivious spray {}, flowlet {}",
         pct(e), pct(s), 100 * (s - e), draws, pct(res.metrics["ecmp.effective_worst"]),
-        pct(res.metrics["ecmp.effective_best"]), pct(os), pct(fl));
+        pct(res.metrics["ecmp.effective_best"]), pct(res.metrics["ecmp.fair_share"]), pct(os), pct(fl));
     return res;
 }
 

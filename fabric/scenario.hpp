@@ -4,6 +4,7 @@
 // can leave a report folder (CSV time series, gnuplot SVGs, pcaps).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -54,6 +55,23 @@ std::string_view scenario_description(std::string_view name);
 // Throws std::invalid_argument for an unknown name or a fabric that does not
 // fit the scenario.
 ScenarioResult run_scenario(std::string_view name, const ScenarioOptions& opts);
+
+// Where flow hashing put the flows of a run in which each flow kept one path
+// (ECMP: no spraying, no adaptive routing) and every flow leaves its leaf
+// towards one other leaf (the ecmp scenario's shift): read off the bytes each
+// leaf's uplinks carried (`link_tx_bytes`, per topology link a->b and b->a),
+// whole flows per uplink. `fair_share` is the effective bandwidth fair
+// shares on those uplinks would give, each flow min(1, uplink speed / host
+// speed / flows on its uplink) of its host link: what the collisions alone
+// cost, before any congestion control; `flows` is what the per-uplink counts
+// add up to (the run's flow count when the reading is sound).
+struct EcmpPlacement {
+    std::vector<std::vector<uint32_t>> per_leaf;  // [leaf][uplink, in link order]: flows
+    uint32_t flows = 0;
+    double fair_share = 0;
+};
+EcmpPlacement ecmp_placement(const Topology& t, const std::vector<std::array<uint64_t, 2>>& link_tx_bytes,
+                             uint32_t flows);
 
 // nccl-tests style: one run per size, each a fresh fabric.
 struct SweepRow {

@@ -67,7 +67,54 @@ TEST(FabricScenario, SprayingWithAdaptiveRoutingBeatsEcmp) {
         EXPECT_EQ(m["ecmp.out_of_order"], 0) << "seed " << seed;
         EXPECT_GT(m["spray.out_of_order"], 0) << "seed " << seed;
         EXPECT_TRUE(r.pass) << r.verdict;
+        // The first draw's placement, read off the uplinks: every flow on
+        // exactly one, and fair shares on them bound what the run got (DCQCN
+        // shares a collided link less evenly, never better).
+        EXPECT_EQ(m["ecmp.placed_flows_draw1"], 8) << "seed " << seed;
+        EXPECT_GT(m["ecmp.fair_share_draw1"], 0.0) << "seed " << seed;
+        EXPECT_LE(m["ecmp.effective_draw1"], m["ecmp.fair_share_draw1"] + 0.02) << "seed " << seed;
+        if (seed == 34) EXPECT_EQ(m["ecmp.fair_share_draw1"], 1.0) << "every flow on a spine of its own";
+        else EXPECT_LT(m["ecmp.fair_share_draw1"], 1.0) << "seed " << seed;
     }
+}
+
+// The placement's arithmetic on links whose bytes are set by hand: the
+// default fabric (2 leaves x 4 hosts, 4 spines, 100 Gbit/s everywhere).
+TEST(FabricScenario, EcmpPlacementCountsFlowsPerUplinkAndTheirFairShares) {
+    FabricConfig cfg = *default_fabric_config().config;
+    const Topology t = generate(cfg);
+    const auto bytes_for = [&](const std::vector<std::vector<uint32_t>>& per_leaf, uint64_t flow_bytes) {
+        std::vector<std::array<uint64_t, 2>> b(t.links.size(), {0, 0});
+        std::vector<uint32_t> next(2, 0);
+        for (std::size_t i = 0; i < t.links.size(); ++i) {
+            const LinkSpec& l = t.links[i];
+            if (!l.fabric) {
+                b[i] = {flow_bytes, flow_bytes};  // host links: not uplinks, left out
+                continue;
+            }
+            const bool a_leaf = t.switches[l.a.index].role == Role::Leaf;
+            const uint32_t leaf = t.switches[a_leaf ? l.a.index : l.b.index].index;
+            const uint32_t k = per_leaf[leaf][next[leaf]++];
+            // Up: k flows plus 2 % of acknowledgements; down: anything.
+            b[i][a_leaf ? 0 : 1] = k * flow_bytes + flow_bytes / 50;
+            b[i][a_leaf ? 1 : 0] = 3 * flow_bytes;
+        }
+        return b;
+    };
+    const std::vector<std::vector<uint32_t>> collided{{2, 1, 1, 0}, {1, 1, 1, 1}};
+    const EcmpPlacement p = ecmp_placement(t, bytes_for(collided, 32u << 20), 8);
+    EXPECT_EQ(p.per_leaf, collided);
+    EXPECT_EQ(p.flows, 8u);
+    EXPECT_DOUBLE_EQ(p.fair_share, 7.0 / 8);  // two flows at one half, six at line rate
+    const EcmpPlacement worst = ecmp_placement(t, bytes_for({{4, 0, 0, 0}, {0, 0, 4, 0}}, 1u << 20), 8);
+    EXPECT_DOUBLE_EQ(worst.fair_share, 0.25);
+
+    // Uplinks four times the host links' speed carry four flows at line rate each.
+    cfg.fabric_link.speed = BitsPerSec::gbps(400);
+    const Topology fast = generate(cfg);
+    EXPECT_DOUBLE_EQ(ecmp_placement(fast, bytes_for({{4, 0, 0, 0}, {0, 0, 4, 0}}, 1u << 20), 8).fair_share, 1.0);
+    // Nothing measured: nothing placed.
+    EXPECT_EQ(ecmp_placement(t, {}, 8).flows, 0u);
 }
 
 TEST(FabricScenario, DcqcnCutsPauseTimeAndQueueInIncast) {
