@@ -62,9 +62,10 @@ ScenarioResult run_scenario(std::string_view name, const ScenarioOptions& opts);
 // leaf's uplinks carried (`link_tx_bytes`, per topology link a->b and b->a),
 // whole flows per uplink. `fair_share` is the effective bandwidth fair
 // shares on those uplinks would give, each flow min(1, uplink speed / host
-// speed / flows on its uplink) of its host link: what the collisions alone
-// cost, before any congestion control; `flows` is what the per-uplink counts
-// add up to (the run's flow count when the reading is sound).
+// speed / flows on its uplink) of its host link, over what a balanced fabric
+// gives (the host link, or 1 / oversubscription of it): what the collisions
+// alone cost, before any congestion control; `flows` is what the per-uplink
+// counts add up to (the run's flow count when the reading is sound).
 struct EcmpPlacement {
     std::vector<std::vector<uint32_t>> per_leaf;  // [leaf][uplink, in link order]: flows
     uint32_t flows = 0;

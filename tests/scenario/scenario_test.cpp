@@ -113,6 +113,13 @@ TEST(FabricScenario, EcmpPlacementCountsFlowsPerUplinkAndTheirFairShares) {
     cfg.fabric_link.speed = BitsPerSec::gbps(400);
     const Topology fast = generate(cfg);
     EXPECT_DOUBLE_EQ(ecmp_placement(fast, bytes_for({{4, 0, 0, 0}, {0, 0, 4, 0}}, 1u << 20), 8).fair_share, 1.0);
+    // Uplinks at half the host links' speed (2:1): one flow each is all a
+    // balanced fabric gives, 100 %.
+    cfg.fabric_link.speed = BitsPerSec::gbps(50);
+    const Topology slow = generate(cfg);
+    ASSERT_DOUBLE_EQ(slow.oversubscription, 2.0);
+    EXPECT_DOUBLE_EQ(ecmp_placement(slow, bytes_for({{1, 1, 1, 1}, {1, 1, 1, 1}}, 1u << 20), 8).fair_share, 1.0);
+    EXPECT_DOUBLE_EQ(ecmp_placement(slow, bytes_for({{2, 1, 1, 0}, {1, 1, 1, 1}}, 1u << 20), 8).fair_share, 7.0 / 8);
     // Nothing measured: nothing placed.
     EXPECT_EQ(ecmp_placement(t, {}, 8).flows, 0u);
 }
