@@ -66,6 +66,9 @@ Fabric::Fabric(const Topology& topo, uint64_t seed)
 }
 
 uint32_t Fabric::add_flow(const FlowSpec& f) {
+    if (f.src >= nic_count() || f.dst >= nic_count() || f.src == f.dst)
+        throw std::invalid_argument(fmt::format("flow {} -> {}: the fabric has NICs 0 to {}, and a flow needs two of them",
+                                                f.src, f.dst, nic_count() - 1));
     const HeapSegment::Use use(heap_);
     const auto id = static_cast<uint32_t>(flows_.size());
     flows_.push_back(f);

@@ -54,8 +54,9 @@ public:
 
     // Before start(): flows, stalls, captures. With the RC model a flow is
     // an RC QP pair (one QP on each NIC, connected to each other) and a
-    // kChunk memory region on each side. start() throws std::invalid_argument
-    // if a flow's `after` names no other flow.
+    // kChunk memory region on each side. Throws std::invalid_argument for a
+    // flow whose ends are not two of the fabric's NICs; start() throws it if
+    // a flow's `after` names no other flow.
     uint32_t add_flow(const FlowSpec& f);
     // NIC `nic` becomes a stuck receiver at `at`: it stops draining what
     // arrives and keeps its port paused (EngineNic::stall_from,

@@ -420,7 +420,13 @@ Topology single_leaf(uint32_t hosts, const std::string& cc, const ScenarioOption
     c.nic.cc_name = cc;
     c.nic.cc = ccr.config->nic.cc;
     c.nic.cc.dcqcn.clamp_tgt_rate = c.nic.cc.dcqcn.clamp_tgt_rate || clamp_target;
-    return generate(c);
+    Topology t = generate(c);
+    // A fabric of the user's (`fabric run -c FILE --scenario`) must hold the
+    // scenario's hosts: NIC i sends, the last receives.
+    if (t.nic_count() < hosts)
+        throw std::invalid_argument(fmt::format("this scenario needs a fabric of at least {} NICs; fabric '{}' has {}",
+                                                hosts, c.name, t.nic_count()));
+    return t;
 }
 
 ScenarioResult incast(const ScenarioOptions& o) {

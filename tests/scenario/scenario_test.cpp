@@ -124,6 +124,20 @@ TEST(FabricScenario, EcmpPlacementCountsFlowsPerUplinkAndTheirFairShares) {
     EXPECT_EQ(ecmp_placement(t, {}, 8).flows, 0u);
 }
 
+// `fabric run -c FILE --scenario incast` on a fabric with too few NICs for
+// the scenario's senders is refused with what it needs (it crashed).
+TEST(FabricScenario, AGivenFabricTooSmallForTheScenarioIsRefused) {
+    ScenarioOptions o;
+    o.reduced = true;
+    o.fabric = *default_fabric_config().config;  // 8 NICs; the reduced incast needs 9
+    try {
+        run_scenario("incast", o);
+        ADD_FAILURE() << "incast ran on 8 NICs";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("at least 9 NICs"), std::string::npos) << e.what();
+    }
+}
+
 TEST(FabricScenario, DcqcnCutsPauseTimeAndQueueInIncast) {
     for (const uint64_t seed : kSeeds) {
         const ScenarioResult r = run("incast", seed);

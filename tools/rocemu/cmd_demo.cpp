@@ -10,7 +10,7 @@
 
 namespace rocemu::cli {
 
-int run_scenario_cli(const std::string& name, const fabric::ScenarioOptions& o);
+int run_scenario_cli(const std::string& name, const fabric::ScenarioOptions& o, const char* me);
 
 void add_demo_command(CLI::App& app, int& status) {
     auto o = std::make_shared<fabric::ScenarioOptions>();
@@ -19,7 +19,7 @@ void add_demo_command(CLI::App& app, int& status) {
         "demo", "Run the default scenario (ECMP vs spraying) on the embedded default fabric and write a report");
     cmd->add_option("-o,--out", o->out_dir, "report folder")->capture_default_str();
     cmd->add_option("--seed", o->seed, "run seed")->capture_default_str();
-    cmd->callback([o, &status] { status = run_scenario_cli("ecmp", *o); });
+    cmd->callback([o, &status] { status = run_scenario_cli("ecmp", *o, "rocemu demo"); });
 }
 
 }  // namespace rocemu::cli

@@ -521,14 +521,14 @@ int run_hosts_node_cli(const FabricConfig& cfg, Pattern p, const std::vector<Byt
 
 }  // namespace
 
-int run_scenario_cli(const std::string& name, const ScenarioOptions& o) {
+int run_scenario_cli(const std::string& name, const ScenarioOptions& o, const char* me) {
     std::vector<std::string> names;
     for (auto n : scenario_names())
         if (name == "all" || name == n) names.emplace_back(n);
     if (names.empty()) {
         std::string known;
         for (auto n : scenario_names()) known += fmt::format("{}, ", n);
-        fmt::print(stderr, "rocemu scenario: unknown scenario '{}' (known: {}all)\n", name, known);
+        fmt::print(stderr, "{}: unknown scenario '{}' (known: {}all)\n", me, name, known);
         return 2;
     }
     bool all_pass = true;
@@ -545,12 +545,12 @@ int run_scenario_cli(const std::string& name, const ScenarioOptions& o) {
         } catch (const Interrupted& e) {
             clear_progress();
             std::fflush(stdout);
-            fmt::print(stderr, "rocemu scenario: interrupted by {}: {}; no verdict\n", StopOnSignal::name(), e.what());
+            fmt::print(stderr, "{}: interrupted by {}: {}; no verdict\n", me, StopOnSignal::name(), e.what());
             print_report(o.out_dir, files);
             return StopOnSignal::exit_status();
         } catch (const std::exception& e) {
             clear_progress();
-            fmt::print(stderr, "rocemu scenario: {}\n", e.what());
+            fmt::print(stderr, "{}: {}\n", me, e.what());
             keep_report(o.out_dir, files);
             return 2;
         }
@@ -876,7 +876,7 @@ void add_fabric_command(CLI::App& app, int& status) {
         o.pcap_link = a->pcap;
         o.fabric = *cfg;
         if (!a->scenario.empty() && !live->enabled) {
-            status = run_scenario_cli(a->scenario, o);
+            status = run_scenario_cli(a->scenario, o, "rocemu fabric run --scenario");
             return;
         }
         const auto p = workload_of(*a);
@@ -959,7 +959,7 @@ void add_scenario_subcommand(CLI::App& app, int& status) {
             }
             o->fabric = r.config;
         }
-        status = run_scenario_cli(*name, *o);
+        status = run_scenario_cli(*name, *o, "rocemu scenario");
     });
 }
 

@@ -57,6 +57,30 @@ TEST(FabricRun, RcFlowsStartAtTheirOwnTimesWhateverTheirOrder) {
     EXPECT_EQ(f.totals().switch_drops, 0u);
 }
 
+// A flow between NICs the fabric does not have, or from a NIC to itself,
+// is refused with the reason (it used to reach the NIC array out of range:
+// `fabric run -c default.yaml --scenario incast` crashed with SIGSEGV), on
+// both NIC models, and leaves the fabric as it was.
+TEST(FabricRun, AFlowNeedsTwoOfTheFabricsNics) {
+    for (const char* model : {"rc", "generator"}) {
+        Fabric f(make(std::string(kLeafSpine) + "nic: {model: " + model + "}\n"), 1);
+        ASSERT_EQ(f.nic_count(), 4u);
+        for (const auto& [src, dst] : {std::pair{0u, 4u}, std::pair{7u, 1u}, std::pair{2u, 2u}}) {
+            try {
+                f.add_flow(FlowSpec{src, dst, Bytes{4096}, Nanos{0}, 0xC000});
+                ADD_FAILURE() << model << ": flow " << src << " -> " << dst << " accepted";
+            } catch (const std::invalid_argument& e) {
+                EXPECT_NE(std::string(e.what()).find("NICs 0 to 3"), std::string::npos) << e.what();
+            }
+        }
+        EXPECT_TRUE(f.flows().empty()) << model;
+        f.add_flow(FlowSpec{0, 3, Bytes{4096}, Nanos{0}, 0xC000});
+        f.start();
+        f.run(Nanos::from_ms(1));
+        EXPECT_TRUE(f.all_done()) << model;
+    }
+}
+
 TEST(FabricRun, OneFlowCrossesTheFabricAtLineRate) {
     Fabric f(make(kLeafSpine), 1);
     const Bytes size{4 << 20};
