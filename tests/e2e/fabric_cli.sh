@@ -25,7 +25,8 @@ scratch_dir fab_cli_e2e
 # size (the same code, a quarter of the draws: 70 s under ASan instead of
 # 270 s); a release build runs the README's command as it is.
 DEMO_ARGS=()
-if ldd "$ROCEMU" 2>/dev/null | grep -q 'libasan\|libubsan'; then DEMO_ARGS=(--reduced); fi
+# Not grep -q: with pipefail, grep leaving early fails ldd with SIGPIPE.
+if ldd "$ROCEMU" 2>/dev/null | grep libasan >/dev/null; then DEMO_ARGS=(--reduced); fi
 (cd "$OUT" && "$ROCEMU" demo "${DEMO_ARGS[@]}" >"$OUT/demo.txt" 2>"$OUT/demo.err")
 rc=$?
 cat "$OUT/demo.txt"
