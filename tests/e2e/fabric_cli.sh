@@ -24,9 +24,11 @@ scratch_dir fab_cli_e2e
 # The demo, from an empty folder. A sanitizer build runs it at the reduced
 # size (the same code, a quarter of the draws: 70 s under ASan instead of
 # 270 s); a release build runs the README's command as it is.
-DEMO_ARGS=()
+SANITIZED=false
 # Not grep -q: with pipefail, grep leaving early fails ldd with SIGPIPE.
-if ldd "$ROCEMU" 2>/dev/null | grep libasan >/dev/null; then DEMO_ARGS=(--reduced); fi
+if ldd "$ROCEMU" 2>/dev/null | grep libasan >/dev/null; then SANITIZED=true; fi
+DEMO_ARGS=()
+$SANITIZED && DEMO_ARGS=(--reduced)
 (cd "$OUT" && "$ROCEMU" demo "${DEMO_ARGS[@]}" >"$OUT/demo.txt" 2>"$OUT/demo.err")
 rc=$?
 cat "$OUT/demo.txt"
@@ -120,7 +122,7 @@ said=$(sed -n "s|^report: $OUT/int (\([0-9]*\) files.*|\1|p" "$OUT/int.txt")
 tunables_of() {  # tunables_of ENV-ARGS...: the GLIBC_TUNABLES rocemu runs with (its debug log)
   env "$@" "$ROCEMU" --log-level debug fabric show --default 2>&1 | sed -n 's/.*glibc tunables: //p'
 }
-if ldd "$ROCEMU" 2>/dev/null | grep libasan >/dev/null; then  # not -q: with pipefail, grep leaving early fails ldd with SIGPIPE
+if $SANITIZED; then
   echo "heap huge pages: not in a sanitizer build"
 else
   got=$(tunables_of -u GLIBC_TUNABLES)
