@@ -364,6 +364,7 @@ std::unique_ptr<Context> Context::open(const DeviceOptions& opts, const std::vec
 }
 
 const std::string& Context::name() const { return impl_->port->name(); }
+const std::string& Context::driver() const { return impl_->port->driver(); }
 const std::string& Context::last_error() const { return impl_->error; }
 
 int Context::query_device(DeviceAttr& out) const {

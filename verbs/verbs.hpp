@@ -143,7 +143,8 @@ public:
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;
 
-    const std::string& name() const;  // the ethdev name
+    const std::string& name() const;    // the ethdev name
+    const std::string& driver() const;  // its DPDK driver, e.g. net_virtio
     const std::string& last_error() const;
 
     int query_device(DeviceAttr& out) const;

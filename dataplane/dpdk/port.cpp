@@ -7,15 +7,67 @@
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
+#include <rte_eal.h>
 #include <rte_mbuf.h>
+#include <rte_pci.h>
 #include <rte_ring.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <string_view>
 
 namespace rocemu::dpdk {
+
+std::string pci_probe_hint(std::string_view addr, bool pci_bus, bool iova_va, std::string_view kernel_driver,
+                           bool iommu) {
+    rte_pci_addr pa;
+    if (rte_pci_addr_parse(std::string(addr).c_str(), &pa) != 0) return "";
+    if (!pci_bus)
+        return fmt::format("PCI devices are probed only when allowed: give -a {} after `--` (without -a or -b, "
+                           "rocemu passes --no-pci)",
+                           addr);
+    if (kernel_driver.empty())
+        return fmt::format("{} has no kernel driver: bind it to vfio-pci (or uio_pci_generic), e.g. dpdk-devbind.py "
+                           "-b vfio-pci {}",
+                           addr, addr);
+    if (kernel_driver == "vfio-pci" || kernel_driver == "uio_pci_generic" || kernel_driver == "igb_uio") {
+        if (iova_va && (kernel_driver != "vfio-pci" || !iommu))
+            return fmt::format("{} is bound to {}{}, which needs physical addresses (IOVA as PA), so hugepages: "
+                               "give them to the EAL after `--` (--huge-dir DIR, a hugetlbfs mount, or --in-memory)",
+                               addr, kernel_driver, kernel_driver == "vfio-pci" ? " without an IOMMU" : "");
+        return fmt::format("{} is bound to {}: the EAL's messages above say why its PMD did not take it", addr,
+                           kernel_driver);
+    }
+    if (kernel_driver == "mlx5_core")
+        return fmt::format("{} is an mlx5 NIC, which DPDK's mlx5 PMD drives beside mlx5_core: the EAL's messages "
+                           "above say why it did not (is librte-net-mlx5 installed?)",
+                           addr);
+    return fmt::format("{} is bound to the kernel's {}: DPDK's PMD needs it bound to vfio-pci or uio_pci_generic "
+                       "instead (e.g. dpdk-devbind.py -b vfio-pci {}), which takes it from the kernel",
+                       addr, kernel_driver, addr);
+}
+
+namespace {
+
+// pci_probe_hint for this process's EAL and the device's sysfs entry.
+std::string probe_hint(const std::string& name) {
+    rte_pci_addr pa;
+    if (rte_pci_addr_parse(name.c_str(), &pa) != 0) return "";
+    char full[PCI_PRI_STR_SIZE];
+    rte_pci_device_name(&pa, full, sizeof full);
+    namespace fs = std::filesystem;
+    const fs::path dev = fs::path("/sys/bus/pci/devices") / full;
+    std::error_code ec;
+    if (!fs::exists(dev, ec)) return fmt::format("this machine has no PCI device {}", full);
+    const fs::path drv = fs::read_symlink(dev / "driver", ec);
+    const std::string driver = ec ? "" : drv.filename().string();
+    return pci_probe_hint(name, rte_eal_has_pci() != 0, rte_eal_iova_mode() == RTE_IOVA_VA, driver,
+                          fs::exists(dev / "iommu", ec));
+}
+
+}  // namespace
 
 std::unique_ptr<Port> Port::open(const PortConfig& cfg, std::string& error) {
     const std::string name = cfg.devspec.substr(0, cfg.devspec.find(','));
@@ -24,7 +76,9 @@ std::unique_ptr<Port> Port::open(const PortConfig& cfg, std::string& error) {
     if (rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0) {
         const int rc = rte_dev_probe(cfg.devspec.c_str());
         if (rc < 0) {
-            error = fmt::format("--port {}: probing the device failed: {}", cfg.devspec, rte_strerror(-rc));
+            const std::string hint = probe_hint(name);
+            error = fmt::format("--port {}: probing the device failed: {}{}{}", cfg.devspec, rte_strerror(-rc),
+                                hint.empty() ? "" : ": ", hint);
             return nullptr;
         }
         if (rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0) {
@@ -80,6 +134,7 @@ bool Port::start(const PortConfig& cfg, std::string& error) {
     const std::string_view drv = info.driver_name ? info.driver_name : "";
     const rte_devargs* da = rte_dev_devargs(info.device);
     const std::string_view args = da && da->args ? da->args : "";
+    driver_ = drv;
     memif_ = drv == "net_memif";
     takes_chains_ = pmd_takes_chains(drv, args);
     // A jumbo MTU gets room for a whole 10 KB frame: some PMDs (af_packet

@@ -39,6 +39,17 @@ struct PortConfig {
 // until read.
 bool pmd_takes_chains(std::string_view driver, std::string_view devargs);
 
+// What to do when probing the PCI device `addr` failed, as a sentence to add
+// to the error ("" when `addr` is not a PCI address): `pci_bus` whether the
+// EAL scans PCI (rocemu passes --no-pci unless -a/-b is among the EAL
+// arguments), `iova_va` whether it runs with IOVA as VA (no hugepages, the
+// default), `kernel_driver` the device's driver in sysfs ("" for none). uio
+// drivers and vfio-pci without an IOMMU need IOVA as PA, so hugepages; any
+// other kernel driver holds the device (mlx5 excepted: its PMD runs beside
+// mlx5_core).
+std::string pci_probe_hint(std::string_view addr, bool pci_bus, bool iova_va, std::string_view kernel_driver,
+                           bool iommu);
+
 class Port {
 public:
     // Probes (if needed), configures and starts the device. nullptr and
@@ -64,6 +75,7 @@ public:
 
     uint16_t id() const { return id_; }
     const std::string& name() const { return name_; }
+    const std::string& driver() const { return driver_; }  // the PMD, e.g. net_virtio, net_af_packet
     wire::MacAddr mac() const { return mac_; }
     uint16_t mtu() const { return mtu_; }
     bool link_up() const;
@@ -95,6 +107,7 @@ private:
 
     uint16_t id_ = 0;
     std::string name_;
+    std::string driver_;
     bool probed_ = false;   // we probed it, so we remove it
     rte_device* device_ = nullptr;
     bool started_ = false;

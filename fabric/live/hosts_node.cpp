@@ -404,8 +404,10 @@ LiveResult run_hosts_node(const Topology& t, Pattern p, std::span<const Bytes> s
     if (!make_link_dir(o.link_dir, bad.error)) return bad;
     lo.split.nic_devspecs.assign(t.nics.size(), "");
     lo.split.nic_peer_marks.assign(t.nics.size(), "");
+    lo.split.nic_cables.assign(t.nics.size(), "");
     for (const CableEnd& e : ends) {
         lo.split.nic_devspecs[e.end.index] = e.devspec;
+        if (e.socket.empty()) lo.split.nic_cables[e.end.index] = t.links[e.link].name;
         if (is_memif_client(e)) lo.split.nic_peer_marks[e.end.index] = servers_path(o.link_dir, e.peer_node);
     }
     lo.split.servers_mark = servers_path(o.link_dir, kHostsNode);

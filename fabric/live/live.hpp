@@ -78,6 +78,10 @@ struct SplitHosts {
     // client end, split.hpp), or empty. `servers_mark` is written once the
     // other NICs are open.
     std::vector<std::string> nic_peer_marks;
+    // Per NIC: its cable's name when the user gave this end's device
+    // (--port), else empty; such a NIC's device and driver are printed once
+    // it is open ("cable h0-left: NIC h0 on 0000:00:04.0 (net_virtio)").
+    std::vector<std::string> nic_cables;
     std::string servers_mark;
     // The switch nodes not ready yet, each as the wait for it is described
     // ("switch node left at 10.0.0.1:7700 (connect: Connection refused)"):

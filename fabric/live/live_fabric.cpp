@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -429,6 +430,11 @@ bool LiveFabric::Impl::open_nic(uint32_t n, int attach_port, const std::string& 
         h.ctx->req_notify_cq(h.cq)) {
         error = fmt::format("NIC {}: {}", nic.name, h.ctx->last_error());
         return false;
+    }
+    const std::vector<std::string>& cables = opts.split.nic_cables;
+    if (n < cables.size() && !cables[n].empty()) {
+        fmt::print("cable {}: NIC {} on {} ({})\n", cables[n], nic.name, h.ctx->name(), h.ctx->driver());
+        std::fflush(stdout);
     }
     return true;
 }

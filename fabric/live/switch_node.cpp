@@ -221,6 +221,10 @@ bool SwitchNode::build(const std::vector<CableEnd>& ends, const std::string& lin
             return false;
         }
         cable->set_promiscuous(true);
+        if (e.socket.empty()) {  // a device the user gave (--port)
+            fmt::print("cable {}: {}:{} on {} ({})\n", link.name, name, pname, cable->name(), cable->driver());
+            std::fflush(stdout);
+        }
         if (link.fabric) {
             ports[e.end.port] = std::move(cable);
             continue;

@@ -36,6 +36,11 @@
 # left-right captured and merged; its WRITEs are on the guest's clock, its
 # ACKs on the host's; the hosts node merges it too, reading right's file,
 # still being written on its own machine, up to the end of the run).
+# Then a third: layout 1's nodes with the hosts node's end of h0-left on the
+# guest's first cable NIC as a PCI device under DPDK's own PMD (net_virtio on
+# uio_pci_generic, hugepages in the guest), as a real NIC is driven: the node
+# names each cable's device and driver, the incast completes and verifies,
+# h0's WRITEs came out of that device, and the merged capture verifies.
 # Skipped (77) without root, QEMU or the guest image (its build failing, e.g.
 # offline). Usage: fabric_guest_machine.sh ROCEMU REPO_ROOT
 set -uo pipefail
@@ -168,13 +173,13 @@ icmp_clock() { guest_ns_exec python3 "$ROOT/tests/e2e/icmp_clock.py" 10.77.0.2 2
 icmp_before=$(icmp_clock) || fail "ICMP timestamps of the guest: $icmp_before"
 if [ -n "${GUEST_FABRIC_PCAP:-}" ]; then guest_ns_exec dumpcap -q -i vrb -s 200 -c 50 -w "$GUEST_FABRIC_PCAP" & pids+=($!); fi
 
-# run_hosts N CMD LINK: the hosts node in the guest, its output in
+# run_hosts N CMD LINK [EAL_ARGS]: the hosts node in the guest, its output in
 # $GUEST_SHARE/hostsN.txt and its capture of LINK (in its chroot's tmpfs: the
 # link folder is under /tmp) copied to the share.
 run_hosts() {
-  local n=$1 cmd=$2 link=$3 rc t=$SECONDS dir
+  local n=$1 cmd=$2 link=$3 eal_more=${4:-} rc t=$SECONDS dir
   dir=$(sed -E 's/.*--link-dir ([^ ]*) .*/\1/' <<<"$cmd")
-  out=$(guest_run -t 150 "chroot $GUEST_HOST_ROOT $cmd --pcap $link $EAL >/share/hosts$n.txt 2>/share/hosts$n.err
+  out=$(guest_run -t 150 "chroot $GUEST_HOST_ROOT $cmd --pcap $link $EAL $eal_more >/share/hosts$n.txt 2>/share/hosts$n.err
     rc=\$?; cp '$GUEST_HOST_ROOT$dir/$link@hosts.pcap' /share/ 2>/dev/null; exit \$rc")
   rc=$?
   HOSTS_S=$((SECONDS - t))
@@ -373,6 +378,62 @@ echo "hosts node's merge of left-right: $(grep -E "^[0-9]+ packets" "$D/auto2.tx
 echo "layout 2 (right in the guest): incast $flows x $SIZE in $live_us us live: goodput" \
   "$(goodput "$GUEST_SHARE/hosts2.txt"); $tx bytes from left over vr, the guest's $G3 received $grx;" \
   "left's clock $left2_off ms within $left2_err ms; $frames frames of left-right merged; hosts node in the guest $HOSTS_S s"
+
+# Layout 3: layout 1 again, with the hosts node's end of h0-left on a PCI NIC
+# driven by DPDK's own PMD, as on a real NIC: the guest's first cable NIC
+# (virtio-net) leaves the kernel's virtio-pci for uio_pci_generic and the node
+# probes it with `-a ADDR` (net_virtio). uio needs physical addresses (IOVA as
+# PA), so the node runs on hugepages (--huge-dir).
+PCI=$(guest_run -t 60 "set -e
+  a=\$(basename \$(readlink -f /sys/class/net/$G1/device/..))
+  echo \$a > /sys/bus/pci/devices/\$a/driver/unbind
+  echo uio_pci_generic > /sys/bus/pci/devices/\$a/driver_override
+  echo \$a > /sys/bus/pci/drivers_probe
+  [ \$(basename \$(readlink /sys/bus/pci/devices/\$a/driver)) = uio_pci_generic ]
+  echo 400 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+  [ \$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages) = 400 ]
+  mkdir -p $GUEST_HOST_ROOT/run/huge
+  mount -t hugetlbfs -o pagesize=2M nodev $GUEST_HOST_ROOT/run/huge
+  echo \$a") || fail "cannot give the guest's $G1 to uio_pci_generic with 400 hugepages: $PCI"
+guest_run -t 30 "[ ! -e /sys/class/net/$G1 ]" || fail "$G1 is still the guest kernel's"
+echo "h0-left in the guest: PCI device $PCI on uio_pci_generic"
+REP3=$GUEST_SHARE/rep3
+plan "$D/plan3.txt" --machine sw=left,right --machine guest=hosts --link-dir "$D/links3" -o "$REP3" >/dev/null
+HOSTS=$(command_of "$D/plan3.txt" hosts | sed -E "s#'h0-left=[^']*'#'h0-left=$PCI'#")
+LEFT=$(command_of "$D/plan3.txt" left)
+RIGHT=$(command_of "$D/plan3.txt" right)
+echo "$HOSTS" | grep -q -- "--port 'h0-left=$PCI'" || fail "no PCI port in the hosts node's command: $HOSTS"
+eval exec ip netns exec "$GUEST_NS" "$LEFT --pcap h0-left" $EAL >"$D/left3.log" 2>&1 &
+pids+=($!)
+eval exec ip netns exec "$GUEST_NS" "$RIGHT" $EAL >"$D/right3.log" 2>&1 &
+pids+=($!)
+rx0=$(dev_bytes rxetap1 rx)
+run_hosts 3 "$HOSTS" h0-left "-a $PCI --huge-dir /run/huge"
+check_report "$REP3" "$GUEST_SHARE/hosts3.txt"
+grep -qx "cable h0-left: NIC h0 on $PCI (net_virtio)" "$GUEST_SHARE/hosts3.txt" ||
+  fail "the hosts node does not say h0 is on $PCI under net_virtio: $(grep ^cable "$GUEST_SHARE/hosts3.txt")"
+grep -qx "cable h1-left: NIC h1 on net_af_packet1 (net_af_packet)" "$GUEST_SHARE/hosts3.txt" ||
+  fail "the hosts node does not say h1 is on af_packet: $(grep ^cable "$GUEST_SHARE/hosts3.txt")"
+# h0's WRITEs left the guest through the PCI device, into the host's tap.
+rx=$(( $(dev_bytes rxetap1 rx) - rx0 ))
+[ "$rx" -ge "$bytes" ] || fail "only $rx bytes came out of the guest's PCI device $PCI over rxetap1"
+kill -TERM "${pids[@]}"
+wait "${pids[@]}"
+pids=()
+grep -qx "cable h0-left: left:Ethernet0 on net_af_packet0 (net_af_packet)" "$D/left3.log" ||
+  { cat "$D/left3.log"; fail "switch left does not name h0-left's device"; }
+grep -q "^switch left: .*ARP requests answered [1-9]" "$D/left3.log" || fail "switch left did not stop cleanly (layout 3)"
+# The hosts node's merge of h0-left (the WRITEs captured by left on the host,
+# the ACKs by the hosts node on the PCI port): every packet verifies.
+"$ROCEMU" pcap "$REP3/live_incast_h0-left.pcap" >"$D/auto3.txt" 2>&1 &&
+  grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$D/auto3.txt" || fail "the hosts node's merge 3: $(tail -1 "$D/auto3.txt")"
+pci_writes=$(grep -c " RC_RDMA_WRITE_" "$D/auto3.txt")
+pci_acks=$(grep -c " RC_ACKNOWLEDGE" "$D/auto3.txt")
+[ "$pci_writes" -ge $((bytes / 4096)) ] && [ "$pci_acks" -gt 0 ] ||
+  fail "the hosts node's merge 3 has $pci_writes WRITE packets and $pci_acks ACKs"
+summary3="incast $flows x $SIZE in $live_us us live with h0 on PCI $PCI (net_virtio, uio_pci_generic, hugepages):\
+ $rx bytes out of it over rxetap1; h0-left merged: $pci_writes WRITEs, $pci_acks ACKs, 0 ICRC errors"
+echo "layout 3: $summary3"
 echo "PASS (scale 1:$SCALE: host and fabric links $(awk -v s="$SCALE" 'BEGIN { printf "%.1f", 100000 / s }') Mbit/s;" \
-  "layout 1: $summary1; layout 2 as above;" \
+  "layout 1: $summary1; layout 2 as above; layout 3: $summary3;" \
   "guest booted in $GUEST_READY_SECONDS s, total $((SECONDS - T0)) s; load average $(cut -d' ' -f1-3 /proc/loadavg))"

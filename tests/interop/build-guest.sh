@@ -31,9 +31,10 @@ EXTRA_PKGS=(ibverbs-providers libgcc-s1)
 # modprobe in the guest that request fails unless crc32_generic is loaded first.
 # The host kernel here has no netem, so loss and reordering are injected in the
 # guest: netem on eth0 for what rxe sends, and through ifb (ingress redirect)
-# for what it receives.
+# for what it receives. uio_pci_generic hands one of the guest's virtio-net
+# NICs to DPDK's own PMD (a PCI device as a live fabric's cable end).
 MODULES=(virtio_pci virtio_net 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs rdma_ucm ib_umad
-         sch_netem sch_ingress ifb act_mirred cls_matchall)
+         sch_netem sch_ingress ifb act_mirred cls_matchall uio_pci_generic)
 
 command -v apt-cache >/dev/null || die "apt-cache missing: this needs a Debian host"
 for t in dpkg-deb depmod modprobe cpio readelf gcc zstd; do

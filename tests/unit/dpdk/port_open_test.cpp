@@ -40,5 +40,35 @@ TEST(DpdkPort, TapOpensAtMtu1500) {
     EXPECT_EQ(port->mtu(), 1500);
 }
 
+// A PCI device that failed to probe: the error says which of the usual
+// reasons applies, from what the EAL and sysfs say.
+TEST(DpdkPort, PciProbeHintNamesWhatToDo) {
+    const std::string a = "0000:3b:00.0";
+    EXPECT_EQ(pci_probe_hint("net_af_packet0", true, true, "", false), "");
+    EXPECT_EQ(pci_probe_hint("net_memif0", false, true, "", false), "");
+    std::string h = pci_probe_hint(a, false, true, "vfio-pci", true);
+    EXPECT_NE(h.find("give -a 0000:3b:00.0 after `--`"), std::string::npos) << h;
+    h = pci_probe_hint(a, true, true, "", false);
+    EXPECT_NE(h.find("has no kernel driver: bind it to vfio-pci"), std::string::npos) << h;
+    h = pci_probe_hint(a, true, true, "ixgbe", false);
+    EXPECT_NE(h.find("bound to the kernel's ixgbe"), std::string::npos) << h;
+    EXPECT_NE(h.find("dpdk-devbind.py -b vfio-pci 0000:3b:00.0"), std::string::npos) << h;
+    // uio and vfio without an IOMMU need hugepages; vfio with one does not.
+    for (const char* d : {"uio_pci_generic", "igb_uio"}) {
+        h = pci_probe_hint(a, true, true, d, true);
+        EXPECT_NE(h.find("needs physical addresses (IOVA as PA), so hugepages"), std::string::npos) << h;
+        EXPECT_NE(h.find("--huge-dir"), std::string::npos) << h;
+        h = pci_probe_hint(a, true, false, d, false);  // hugepages given: something else
+        EXPECT_EQ(h.find("hugepages"), std::string::npos) << h;
+        EXPECT_NE(h.find("EAL's messages above"), std::string::npos) << h;
+    }
+    h = pci_probe_hint(a, true, true, "vfio-pci", false);
+    EXPECT_NE(h.find("vfio-pci without an IOMMU, which needs physical addresses"), std::string::npos) << h;
+    h = pci_probe_hint(a, true, true, "vfio-pci", true);
+    EXPECT_EQ(h.find("hugepages"), std::string::npos) << h;
+    h = pci_probe_hint("3b:00.0", true, true, "mlx5_core", false);  // the short form is a PCI address too
+    EXPECT_NE(h.find("mlx5 PMD drives beside mlx5_core"), std::string::npos) << h;
+}
+
 }  // namespace
 }  // namespace rocemu::dpdk
