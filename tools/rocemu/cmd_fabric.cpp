@@ -732,7 +732,8 @@ int plan_cli(const Topology& t, const FabricArgs& a, const LiveCliArgs& l, const
                pa.machines.size(), scale, a.seed);
     fmt::print("# {} cables join two machines, each an af_packet port at both ends: replace <iface:CABLE@MACHINE> by "
                "the interface (MTU >= {}) that reaches the other end, or the whole device by a DPDK NIC's "
-               "(e.g. 0000:3b:00.0){}\n",
+               "(e.g. 0000:3b:00.0, and `-- -a 0000:3b:00.0` at the end of that node's command; under uio also "
+               "hugepages: --huge-dir DIR){}\n",
                crossing.size(), t.cfg.nic.mtu, crossing.empty() ? "" : ":");
     for (const std::string& c : crossing) fmt::print("#   {}\n", c);
     if (l.clock == "fabric")
