@@ -36,11 +36,12 @@
 # left-right captured and merged; its WRITEs are on the guest's clock, its
 # ACKs on the host's; the hosts node merges it too, reading right's file,
 # still being written on its own machine, up to the end of the run).
-# Then a third: layout 1's nodes with the hosts node's end of h0-left on the
-# guest's first cable NIC as a PCI device under DPDK's own PMD (net_virtio on
-# uio_pci_generic, hugepages in the guest), as a real NIC is driven: the node
-# names each cable's device and driver, the incast completes and verifies,
-# h0's WRITEs came out of that device, and the merged capture verifies.
+# Then a third: layout 2's nodes with two cable ends on the guest's NICs as
+# PCI devices under DPDK's own PMD (net_virtio on uio_pci_generic, hugepages
+# in the guest), as real NICs are driven: the hosts node's end of h0-left and
+# switch right's end of left-right. The nodes name each cable's device and
+# driver, the incast completes and verifies, the traffic went through both
+# devices, and the merged capture verifies.
 # Skipped (77) without root, QEMU or the guest image (its build failing, e.g.
 # offline). Usage: fabric_guest_machine.sh ROCEMU REPO_ROOT
 set -uo pipefail
@@ -379,47 +380,65 @@ echo "layout 2 (right in the guest): incast $flows x $SIZE in $live_us us live: 
   "$(goodput "$GUEST_SHARE/hosts2.txt"); $tx bytes from left over vr, the guest's $G3 received $grx;" \
   "left's clock $left2_off ms within $left2_err ms; $frames frames of left-right merged; hosts node in the guest $HOSTS_S s"
 
-# Layout 3: layout 1 again, with the hosts node's end of h0-left on a PCI NIC
-# driven by DPDK's own PMD, as on a real NIC: the guest's first cable NIC
-# (virtio-net) leaves the kernel's virtio-pci for uio_pci_generic and the node
-# probes it with `-a ADDR` (net_virtio). uio needs physical addresses (IOVA as
-# PA), so the node runs on hugepages (--huge-dir).
-PCI=$(guest_run -t 60 "set -e
-  a=\$(basename \$(readlink -f /sys/class/net/$G1/device/..))
-  echo \$a > /sys/bus/pci/devices/\$a/driver/unbind
-  echo uio_pci_generic > /sys/bus/pci/devices/\$a/driver_override
-  echo \$a > /sys/bus/pci/drivers_probe
-  [ \$(basename \$(readlink /sys/bus/pci/devices/\$a/driver)) = uio_pci_generic ]
-  echo 400 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
-  [ \$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages) = 400 ]
+# Layout 3: layout 2's nodes (left on the host; the hosts node and right in
+# the guest), with two cable ends on PCI NICs driven by DPDK's own PMD, as on
+# real NICs: the hosts node's end of h0-left (a NIC) and right's end of
+# left-right (a switch port). Those two guest NICs (virtio-net) leave the
+# kernel's virtio-pci for uio_pci_generic and each node probes its own with
+# `-a ADDR` (net_virtio). uio needs physical addresses (IOVA as PA), so both
+# nodes run on hugepages (--huge-dir).
+to_uio() {  # to_uio IFACE: its PCI address, the device bound to uio_pci_generic
+  guest_run -t 60 "set -e
+    a=\$(basename \$(readlink -f /sys/class/net/$1/device/..))
+    echo \$a > /sys/bus/pci/devices/\$a/driver/unbind
+    echo uio_pci_generic > /sys/bus/pci/devices/\$a/driver_override
+    echo \$a > /sys/bus/pci/drivers_probe
+    [ \$(basename \$(readlink /sys/bus/pci/devices/\$a/driver)) = uio_pci_generic ]
+    [ ! -e /sys/class/net/$1 ]
+    echo \$a"
+}
+PCI1=$(to_uio "$G1") || fail "cannot give the guest's $G1 to uio_pci_generic: $PCI1"
+PCI3=$(to_uio "$G3") || fail "cannot give the guest's $G3 to uio_pci_generic: $PCI3"
+out=$(guest_run -t 60 "set -e
+  echo 520 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+  [ \$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages) = 520 ]
   mkdir -p $GUEST_HOST_ROOT/run/huge
-  mount -t hugetlbfs -o pagesize=2M nodev $GUEST_HOST_ROOT/run/huge
-  echo \$a") || fail "cannot give the guest's $G1 to uio_pci_generic with 400 hugepages: $PCI"
-guest_run -t 30 "[ ! -e /sys/class/net/$G1 ]" || fail "$G1 is still the guest kernel's"
-echo "h0-left in the guest: PCI device $PCI on uio_pci_generic"
+  mount -t hugetlbfs -o pagesize=2M nodev $GUEST_HOST_ROOT/run/huge") ||
+  fail "cannot reserve 520 hugepages in the guest: $out"
+echo "in the guest on uio_pci_generic: $PCI1 (h0-left, the hosts node), $PCI3 (left-right, switch right)"
 REP3=$GUEST_SHARE/rep3
-plan "$D/plan3.txt" --machine sw=left,right --machine guest=hosts --link-dir "$D/links3" -o "$REP3" >/dev/null
-HOSTS=$(command_of "$D/plan3.txt" hosts | sed -E "s#'h0-left=[^']*'#'h0-left=$PCI'#")
+plan "$D/plan3.txt" --machine sw=left --machine guest=hosts,right --link-dir "$D/links3" -o "$REP3" >/dev/null
+HOSTS=$(command_of "$D/plan3.txt" hosts | sed -E "s#'h0-left=[^']*'#'h0-left=$PCI1'#")
 LEFT=$(command_of "$D/plan3.txt" left)
-RIGHT=$(command_of "$D/plan3.txt" right)
-echo "$HOSTS" | grep -q -- "--port 'h0-left=$PCI'" || fail "no PCI port in the hosts node's command: $HOSTS"
+RIGHT=$(command_of "$D/plan3.txt" right | sed -E "s#'left-right=[^']*'#'left-right=$PCI3'#")
+echo "$HOSTS" | grep -q -- "--port 'h0-left=$PCI1'" || fail "no PCI port in the hosts node's command: $HOSTS"
+echo "$RIGHT" | grep -q -- "--port 'left-right=$PCI3'" || fail "no PCI port in switch right's command: $RIGHT"
 eval exec ip netns exec "$GUEST_NS" "$LEFT --pcap h0-left" $EAL >"$D/left3.log" 2>&1 &
 pids+=($!)
-eval exec ip netns exec "$GUEST_NS" "$RIGHT" $EAL >"$D/right3.log" 2>&1 &
-pids+=($!)
+guest_spawn right3 "chroot $GUEST_HOST_ROOT $RIGHT $EAL -a $PCI3 --huge-dir /run/huge >/share/right3.log 2>&1 &
+  echo \$! >/share/right3.pid; wait \$!" || fail "cannot start switch right in the guest"
 rx0=$(dev_bytes rxetap1 rx)
-run_hosts 3 "$HOSTS" h0-left "-a $PCI --huge-dir /run/huge"
+tx0=$(dev_bytes vr tx)
+run_hosts 3 "$HOSTS" h0-left "-a $PCI1 --huge-dir /run/huge"
 check_report "$REP3" "$GUEST_SHARE/hosts3.txt"
-grep -qx "cable h0-left: NIC h0 on $PCI (net_virtio)" "$GUEST_SHARE/hosts3.txt" ||
-  fail "the hosts node does not say h0 is on $PCI under net_virtio: $(grep ^cable "$GUEST_SHARE/hosts3.txt")"
+grep -qx "cable h0-left: NIC h0 on $PCI1 (net_virtio)" "$GUEST_SHARE/hosts3.txt" ||
+  fail "the hosts node does not say h0 is on $PCI1 under net_virtio: $(grep ^cable "$GUEST_SHARE/hosts3.txt")"
 grep -qx "cable h1-left: NIC h1 on net_af_packet1 (net_af_packet)" "$GUEST_SHARE/hosts3.txt" ||
   fail "the hosts node does not say h1 is on af_packet: $(grep ^cable "$GUEST_SHARE/hosts3.txt")"
-# h0's WRITEs left the guest through the PCI device, into the host's tap.
+# h0's WRITEs left the guest through one PCI device, into the host's tap;
+# both senders' messages came back into the guest through the other.
 rx=$(( $(dev_bytes rxetap1 rx) - rx0 ))
-[ "$rx" -ge "$bytes" ] || fail "only $rx bytes came out of the guest's PCI device $PCI over rxetap1"
+[ "$rx" -ge "$bytes" ] || fail "only $rx bytes came out of the guest's PCI device $PCI1 over rxetap1"
+tx=$(( $(dev_bytes vr tx) - tx0 ))
+[ "$tx" -ge $((2 * bytes)) ] || fail "only $tx bytes went from left to $PCI3 in the guest over vr"
+guest_run -t 30 "kill -TERM \$(cat /share/right3.pid)" || fail "cannot stop switch right in the guest"
+guest_wait right3 60 || { cat "$GUEST_SHARE/right3.log"; fail "switch right in the guest did not stop (layout 3)"; }
 kill -TERM "${pids[@]}"
 wait "${pids[@]}"
 pids=()
+grep -qE "^cable left-right: right:Ethernet[0-9]+ on $PCI3 \(net_virtio\)\$" "$GUEST_SHARE/right3.log" ||
+  { cat "$GUEST_SHARE/right3.log"; fail "switch right does not say left-right is on $PCI3 under net_virtio"; }
+grep -q "^switch right: " "$GUEST_SHARE/right3.log" || fail "switch right in the guest did not stop cleanly (layout 3)"
 grep -qx "cable h0-left: left:Ethernet0 on net_af_packet0 (net_af_packet)" "$D/left3.log" ||
   { cat "$D/left3.log"; fail "switch left does not name h0-left's device"; }
 grep -q "^switch left: .*ARP requests answered [1-9]" "$D/left3.log" || fail "switch left did not stop cleanly (layout 3)"
@@ -431,8 +450,9 @@ pci_writes=$(grep -c " RC_RDMA_WRITE_" "$D/auto3.txt")
 pci_acks=$(grep -c " RC_ACKNOWLEDGE" "$D/auto3.txt")
 [ "$pci_writes" -ge $((bytes / 4096)) ] && [ "$pci_acks" -gt 0 ] ||
   fail "the hosts node's merge 3 has $pci_writes WRITE packets and $pci_acks ACKs"
-summary3="incast $flows x $SIZE in $live_us us live with h0 on PCI $PCI (net_virtio, uio_pci_generic, hugepages):\
- $rx bytes out of it over rxetap1; h0-left merged: $pci_writes WRITEs, $pci_acks ACKs, 0 ICRC errors"
+summary3="incast $flows x $SIZE in $live_us us live, h0 on PCI $PCI1 and right's left-right port on PCI $PCI3\
+ (net_virtio, uio_pci_generic, hugepages): $rx bytes out of $PCI1 over rxetap1, $tx bytes over vr into $PCI3;\
+ h0-left merged: $pci_writes WRITEs, $pci_acks ACKs, 0 ICRC errors; hosts node in the guest $HOSTS_S s"
 echo "layout 3: $summary3"
 echo "PASS (scale 1:$SCALE: host and fabric links $(awk -v s="$SCALE" 'BEGIN { printf "%.1f", 100000 / s }') Mbit/s;" \
   "layout 1: $summary1; layout 2 as above; layout 3: $summary3;" \
