@@ -586,7 +586,9 @@ void add_node_subcommand(CLI::App& fab, int& status) {
         ->required();
     node->add_option("--scale", l->scale, "the same in every node; default: the host links' sum over 4 Gbit/s");
     node->add_option("--port", n->ports,
-                     "CABLE=DEVSPEC: this node's end of CABLE on that DPDK device instead of memif (repeatable)")
+                     "CABLE=DEVSPEC: this node's end of CABLE on that DPDK device instead of memif (repeatable): "
+                     "net_af_packet0,iface=eth1,... or a NIC's PCI address, which also needs `-- -a ADDR` (and under "
+                     "uio hugepages: --huge-dir DIR)")
         ->allow_extra_args(false);
     node->add_flag("--busy-poll", n->busy_poll, "never sleep (default: 20 us after 64 idle turns)");
     node->add_option("--clock", l->clock,
