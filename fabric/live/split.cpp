@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <ctime>
 #include <filesystem>
@@ -139,6 +140,71 @@ std::map<std::string, std::string> parse_port_overrides(const Topology& t, const
         if (!t.find_link(kv->first))
             throw std::invalid_argument(fmt::format("--port '{}': fabric '{}' has no cable '{}'", v, t.cfg.name, kv->first));
         m[kv->first] = kv->second;
+    }
+    return m;
+}
+
+bool is_pci_address(std::string_view v) {
+    const auto hex = [](std::string_view h, std::size_t min, std::size_t max) {
+        return h.size() >= min && h.size() <= max &&
+               std::all_of(h.begin(), h.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+    };
+    const std::size_t dot = v.rfind('.');
+    if (dot == std::string_view::npos || v.size() != dot + 2 || v[dot + 1] < '0' || v[dot + 1] > '7') return false;
+    std::string_view rest = v.substr(0, dot);  // [DOMAIN:]BUS:DEV
+    const std::size_t c2 = rest.rfind(':');
+    if (c2 == std::string_view::npos || !hex(rest.substr(c2 + 1), 2, 2)) return false;
+    rest = rest.substr(0, c2);
+    const std::size_t c1 = rest.rfind(':');
+    if (c1 == std::string_view::npos) return hex(rest, 2, 2);
+    return hex(rest.substr(c1 + 1), 2, 2) && hex(rest.substr(0, c1), 1, 8);
+}
+
+std::map<std::pair<std::string, std::string>, PlanDevice> parse_plan_devices(
+    const Topology& t, const std::map<std::string, std::string>& machines, const std::vector<std::string>& values) {
+    std::vector<std::string> crossing;
+    for (const LinkSpec& l : t.links)
+        if (machines.at(node_of(t, l.a)) != machines.at(node_of(t, l.b))) crossing.push_back(l.name);
+    std::map<std::pair<std::string, std::string>, PlanDevice> m;
+    for (const std::string& v : values) {
+        const auto kv = split_assignment(v);
+        const std::size_t at = kv ? kv->first.rfind('@') : std::string::npos;
+        if (!kv || at == std::string::npos || at == 0 || at + 1 == kv->first.size())
+            throw std::invalid_argument(fmt::format(
+                "--device '{}': expected CABLE@MACHINE=DEVICE (an interface, e.g. h0-leaf0@a=eth1, or a PCI address, "
+                "e.g. h0-leaf0@a=0000:3b:00.0)",
+                v));
+        const std::string cable = kv->first.substr(0, at), machine = kv->first.substr(at + 1), dev = kv->second;
+        const auto link = t.find_link(cable);
+        if (!link || std::find(crossing.begin(), crossing.end(), cable) == crossing.end())
+            throw std::invalid_argument(
+                fmt::format("--device '{}': {} (cables between two machines: {})", v,
+                            link ? fmt::format("cable {} does not join two machines", cable)
+                                 : fmt::format("fabric '{}' has no cable '{}'", t.cfg.name, cable),
+                            crossing.empty() ? "none" : fmt::format("{}", fmt::join(crossing, ", "))));
+        const LinkSpec& l = t.links[*link];
+        const std::string ma = machines.at(node_of(t, l.a)), mb = machines.at(node_of(t, l.b));
+        if (machine != ma && machine != mb)
+            throw std::invalid_argument(fmt::format("--device '{}': cable {} joins machines {} and {}, not {}", v,
+                                                    cable, ma, mb, machine));
+        PlanDevice d;
+        if (is_pci_address(dev)) {
+            d.pci = dev;
+        } else if (dev.size() <= 15 && dev != "." && dev != ".." &&
+                   dev.find_first_of("/,=:'\" \t") == std::string::npos) {
+            d.iface = dev;
+        } else {
+            throw std::invalid_argument(fmt::format(
+                "--device '{}': '{}' is neither a PCI address nor an interface name (at most 15 characters, no "
+                "'/', ',', '=', ':', quotes or spaces)",
+                v, dev));
+        }
+        for (const auto& [end, other] : m)
+            if (end.second == machine && end.first != cable && other.iface == d.iface && other.pci == d.pci)
+                throw std::invalid_argument(fmt::format("--device '{}': {} already carries {} on machine {}", v, dev,
+                                                        end.first, machine));
+        if (!m.emplace(std::pair{cable, machine}, d).second)
+            throw std::invalid_argument(fmt::format("--device '{}': {}'s end of {} is given twice", v, machine, cable));
     }
     return m;
 }

@@ -152,6 +152,23 @@ std::optional<SwitchSnapshot> parse_snapshot(std::string_view text);
 // exactly one machine: std::invalid_argument naming the value otherwise.
 std::map<std::string, std::string> parse_machines(const Topology& t, const std::vector<std::string>& values);
 
+// Whether `v` is a PCI address as the EAL's -a takes it: DOMAIN:BUS:DEV.FN
+// or BUS:DEV.FN in hex (e.g. 0000:3b:00.0, 3b:00.0).
+bool is_pci_address(std::string_view v);
+
+// `fabric plan --device CABLE@MACHINE=DEV` values: the device of MACHINE's
+// end of CABLE, a cable between two machines; DEV is a network interface
+// (that end's af_packet port) or a PCI address (the NIC itself, under its
+// DPDK PMD). Keyed by {cable, machine}. std::invalid_argument naming the
+// value if it is malformed, names no cable between two machines, a machine at
+// neither end of it, an end given twice, or an interface name no kernel takes.
+struct PlanDevice {
+    std::string iface;  // or
+    std::string pci;
+};
+std::map<std::pair<std::string, std::string>, PlanDevice> parse_plan_devices(
+    const Topology& t, const std::map<std::string, std::string>& machines, const std::vector<std::string>& values);
+
 // The nodes on another machine than `node` (none without machines).
 std::vector<std::string> nodes_elsewhere(const std::map<std::string, std::string>& machines, std::string_view node);
 

@@ -6,8 +6,9 @@
 # switch-to-switch cable memif inside the switches' namespace, and the hosts
 # node learns that the switches are ready, and reads their counters, over
 # TCP across a control veth. The commands are the ones `rocemu fabric plan`
-# prints, their <iface:...> placeholders filled in. Checked: plan refuses
-# nothing it should accept; a hosts node missing a --port is refused naming
+# prints, every interface given by its --device (later layouts: placeholders
+# filled in). Checked: plan refuses nothing it should accept, and a --device
+# for a cable within one machine; a hosts node missing a --port is refused naming
 # the cable; the incast completes verified with no drop and both switches'
 # counters in the report; a hosts node with another --scale is refused by the
 # topology check; wrong control addresses (refused, unroutable) fail with a
@@ -28,10 +29,19 @@ netns_setup fab_cross "$NS" "$NH"
 dumbbell_machines "$NS" "$NH"
 
 C=$ROOT/tests/e2e/dumbbell_2to1.yaml
+# Every end's interface from --device: the commands run as printed.
+devices=()
+for c in h0-left h1-left h2-right; do devices+=(--device "$c@sw=s$c" --device "$c@nics=n$c"); done
 "$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine nics=hosts --address sw=10.77.0.1 \
-  --link-dir "$D" --binary "$ROCEMU" -w incast --sizes 1M --qps 8 -o "$D/rep" >"$D/plan.txt" 2>&1 ||
+  --link-dir "$D" --binary "$ROCEMU" -w incast --sizes 1M --qps 8 -o "$D/rep" "${devices[@]}" >"$D/plan.txt" 2>&1 ||
   { cat "$D/plan.txt"; fail "fabric plan failed"; }
 cat "$D/plan.txt"
+! grep -q "<iface:\|replace each" "$D/plan.txt" || fail "plan --device left a placeholder"
+# A --device for a cable within one machine is refused, naming those between.
+"$ROCEMU" fabric plan -c "$C" --machine sw=left,right --machine nics=hosts -w incast --device left-right@sw=eth1 \
+  >"$D/baddev.txt" 2>&1 && fail "plan took a --device for a cable within one machine"
+grep -q "^rocemu fabric plan: --device 'left-right@sw=eth1': cable left-right does not join two machines (cables between two machines: h0-left, h1-left, h2-right)" \
+  "$D/baddev.txt" || { cat "$D/baddev.txt"; fail "no clear message for a --device within one machine"; }
 # The command of NODE with its interfaces filled in (IFACES: a sed script
 # for the placeholders of another layout, applied first).
 IFACES=
@@ -45,7 +55,8 @@ echo "$HOSTS" | grep -q -- "--control left=10.77.0.1:7700 --control right=10.77.
 EAL="-- --log-level lib.eal:error"
 
 # A cable to the other machine without its --port: refused, naming it.
-NOPORT=$(echo "$HOSTS" | sed -E "s/--port 'h1-left=[^']*' //")
+NOPORT=$(echo "$HOSTS" | sed -E "s/--port '?h1-left=[^' ]*'? //")
+[ "$NOPORT" != "$HOSTS" ] || fail "no --port h1-left in the hosts command to take out: $HOSTS"
 eval ip netns exec "$NH" "$NOPORT" $EAL >"$D/noport.txt" 2>&1 && fail "a hosts node without h1-left's --port ran"
 grep -q "cable h1-left joins hosts to left, which runs on another machine: give hosts --port h1-left=DEVSPEC" \
   "$D/noport.txt" || { cat "$D/noport.txt"; fail "no clear message for a missing --port"; }

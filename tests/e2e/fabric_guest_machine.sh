@@ -141,6 +141,9 @@ command_of() {
             s/<iface:h0-left@guest>/$G1/; s/<iface:h1-left@guest>/$G2/; s/<iface:(h2-right|left-right)@guest>/$G3/"
 }
 EAL="-- --log-level lib.eal:error"
+# eal_for CMD: $EAL to append to CMD, without its `--` when CMD has EAL
+# arguments already (a PCI NIC's -a, which plan puts at the end).
+eal_for() { case "$1" in *" -- "*) echo "${EAL#-- }" ;; *) echo "$EAL" ;; esac; }
 REP=$GUEST_SHARE/rep
 plan "$D/plan.txt" --machine sw=left,right --machine guest=hosts --link-dir "$D/links" -o "$REP"
 HOSTS=$(command_of "$D/plan.txt" hosts)
@@ -180,7 +183,9 @@ if [ -n "${GUEST_FABRIC_PCAP:-}" ]; then guest_ns_exec dumpcap -q -i vrb -s 200 
 run_hosts() {
   local n=$1 cmd=$2 link=$3 eal_more=${4:-} rc t=$SECONDS dir
   dir=$(sed -E 's/.*--link-dir ([^ ]*) .*/\1/' <<<"$cmd")
-  out=$(guest_run -t 150 "chroot $GUEST_HOST_ROOT $cmd --pcap $link $EAL $eal_more >/share/hosts$n.txt 2>/share/hosts$n.err
+  local opts=${cmd%% -- *} eal=$EAL  # rocemu's options go before the EAL's
+  [ "$opts" = "$cmd" ] || eal="-- ${cmd#* -- } ${EAL#-- }"
+  out=$(guest_run -t 150 "chroot $GUEST_HOST_ROOT $opts --pcap $link $eal $eal_more >/share/hosts$n.txt 2>/share/hosts$n.err
     rc=\$?; cp '$GUEST_HOST_ROOT$dir/$link@hosts.pcap' /share/ 2>/dev/null; exit \$rc")
   rc=$?
   HOSTS_S=$((SECONDS - t))
@@ -407,23 +412,32 @@ out=$(guest_run -t 60 "set -e
   fail "cannot reserve 520 hugepages in the guest: $out"
 echo "in the guest on uio_pci_generic: $PCI1 (h0-left, the hosts node), $PCI3 (left-right, switch right)"
 REP3=$GUEST_SHARE/rep3
-plan "$D/plan3.txt" --machine sw=left --machine guest=hosts,right --link-dir "$D/links3" -o "$REP3" >/dev/null
-HOSTS=$(command_of "$D/plan3.txt" hosts | sed -E "s#'h0-left=[^']*'#'h0-left=$PCI1'#")
-LEFT=$(command_of "$D/plan3.txt" left)
-RIGHT=$(command_of "$D/plan3.txt" right | sed -E "s#'left-right=[^']*'#'left-right=$PCI3'#")
-echo "$HOSTS" | grep -q -- "--port 'h0-left=$PCI1'" || fail "no PCI port in the hosts node's command: $HOSTS"
-echo "$RIGHT" | grep -q -- "--port 'left-right=$PCI3'" || fail "no PCI port in switch right's command: $RIGHT"
+# Every end from plan's --device: no placeholder, and the nodes with a PCI
+# NIC get its -a.
+plan "$D/plan3.txt" --machine sw=left --machine guest=hosts,right --link-dir "$D/links3" -o "$REP3" \
+  --device h0-left@sw=rxetap1 --device h1-left@sw=rxetap2 --device left-right@sw=vr \
+  --device h0-left@guest="$PCI1" --device h1-left@guest="$G2" --device left-right@guest="$PCI3" >/dev/null
+! grep -q "<iface:\|replace each" "$D/plan3.txt" || { cat "$D/plan3.txt"; fail "plan 3 left a placeholder"; }
+grep -q "^# A PCI NIC must be bound to vfio-pci or uio_pci_generic" "$D/plan3.txt" ||
+  { cat "$D/plan3.txt"; fail "plan 3 does not say how a PCI NIC is bound"; }
+node_line() { grep -A1 "^# machine [a-z]*, node $2\$" "$1" | tail -1; }
+HOSTS=$(node_line "$D/plan3.txt" hosts)
+LEFT=$(node_line "$D/plan3.txt" left)
+RIGHT=$(node_line "$D/plan3.txt" right)
+echo "$HOSTS" | grep -q -- "--port h0-left=$PCI1 .* -- -a $PCI1\$" || fail "no PCI port in the hosts node's command: $HOSTS"
+echo "$RIGHT" | grep -q -- "--port left-right=$PCI3 -- -a $PCI3\$" || fail "no PCI port in switch right's command: $RIGHT"
+echo "$LEFT" | grep -q -- "iface=rxetap1,.*iface=rxetap2,.*iface=vr," || fail "left's interfaces: $LEFT"
 eval exec ip netns exec "$GUEST_NS" "$LEFT --pcap h0-left" $EAL >"$D/left3.log" 2>&1 &
 pids+=($!)
-guest_spawn right3 "chroot $GUEST_HOST_ROOT $RIGHT $EAL -a $PCI3 --huge-dir /run/huge >/share/right3.log 2>&1 &
+guest_spawn right3 "chroot $GUEST_HOST_ROOT $RIGHT $(eal_for "$RIGHT") --huge-dir /run/huge >/share/right3.log 2>&1 &
   echo \$! >/share/right3.pid; wait \$!" || fail "cannot start switch right in the guest"
 rx0=$(dev_bytes rxetap1 rx)
 tx0=$(dev_bytes vr tx)
-run_hosts 3 "$HOSTS" h0-left "-a $PCI1 --huge-dir /run/huge"
+run_hosts 3 "$HOSTS" h0-left "--huge-dir /run/huge"
 check_report "$REP3" "$GUEST_SHARE/hosts3.txt"
 grep -qx "cable h0-left: NIC h0 on $PCI1 (net_virtio)" "$GUEST_SHARE/hosts3.txt" ||
   fail "the hosts node does not say h0 is on $PCI1 under net_virtio: $(grep ^cable "$GUEST_SHARE/hosts3.txt")"
-grep -qx "cable h1-left: NIC h1 on net_af_packet1 (net_af_packet)" "$GUEST_SHARE/hosts3.txt" ||
+grep -qx "cable h1-left: NIC h1 on net_af_packet0 (net_af_packet)" "$GUEST_SHARE/hosts3.txt" ||
   fail "the hosts node does not say h1 is on af_packet: $(grep ^cable "$GUEST_SHARE/hosts3.txt")"
 # h0's WRITEs left the guest through one PCI device, into the host's tap;
 # both senders' messages came back into the guest through the other.

@@ -682,17 +682,22 @@ struct PlanArgs {
     uint16_t control_port = 7700;
     std::string link_dir;
     std::string binary = "rocemu";
+    std::vector<std::string> devices;  // CABLE@MACHINE=IFACE|PCI
 };
 
 // `fabric plan`: the `fabric node` command each machine runs. Every cable
-// between two machines gets an af_packet port at both ends, its interface
-// left as a placeholder <iface:CABLE@MACHINE> for the user to fill in.
+// between two machines gets a port at both ends: the device --device gives
+// that end (an interface's af_packet port, or a PCI NIC, which also needs the
+// EAL's -a), else an af_packet port whose interface is left as a placeholder
+// <iface:CABLE@MACHINE> for the user to fill in.
 int plan_cli(const Topology& t, const FabricArgs& a, const LiveCliArgs& l, const PlanArgs& pa) {
     const char* me = "rocemu fabric plan";
     std::map<std::string, std::string> on;
     std::map<std::string, std::string> address;
+    std::map<std::pair<std::string, std::string>, live::PlanDevice> device;
     try {
         on = live::parse_machines(t, pa.machines);
+        if (!on.empty()) device = live::parse_plan_devices(t, on, pa.devices);
         for (const std::string& v : pa.addresses) {
             const auto kv = live::split_assignment(v);
             if (!kv) throw std::invalid_argument(fmt::format("--address '{}': expected MACHINE=HOST", v));
@@ -732,12 +737,18 @@ int plan_cli(const Topology& t, const FabricArgs& a, const LiveCliArgs& l, const
     }
     fmt::print("# fabric {}: {} nodes on {} machines, scale 1:{:g}, seed {}\n", t.cfg.name, on.size(),
                pa.machines.size(), scale, a.seed);
-    fmt::print("# {} cables join two machines, each an af_packet port at both ends: replace <iface:CABLE@MACHINE> by "
-               "the interface (MTU >= {}) that reaches the other end, or the whole device by a DPDK NIC's "
-               "(e.g. 0000:3b:00.0, and `-- -a 0000:3b:00.0` at the end of that node's command; under uio also "
-               "hugepages: --huge-dir DIR){}\n",
-               crossing.size(), t.cfg.nic.mtu, crossing.empty() ? "" : ":");
+    const bool placeholders = device.size() < 2 * crossing.size();
+    fmt::print("# {} cables join two machines, each end on the interface (MTU >= {}, as an af_packet port) or PCI NIC "
+               "that reaches the other end{}{}\n",
+               crossing.size(), t.cfg.nic.mtu,
+               placeholders ? ": replace each <iface:CABLE@MACHINE> (or give plan --device CABLE@MACHINE=IFACE|PCI)"
+                            : "",
+               crossing.empty() ? "" : ":");
     for (const std::string& c : crossing) fmt::print("#   {}\n", c);
+    if (std::any_of(device.begin(), device.end(), [](const auto& d) { return !d.second.pci.empty(); }))
+        fmt::print("# A PCI NIC must be bound to vfio-pci or uio_pci_generic (an mlx5 NIC stays on mlx5_core); under "
+                   "uio, or vfio without an IOMMU, DPDK needs hugepages: add --huge-dir DIR (a hugetlbfs mount) after "
+                   "its -a.\n");
     if (l.clock == "fabric")
         fmt::print("# --clock fabric: the hosts node and each switch node on another machine exchange the fabric clock "
                    "over UDP on that switch's control port: let UDP through wherever TCP to it goes.\n");
@@ -763,16 +774,29 @@ int plan_cli(const Topology& t, const FabricArgs& a, const LiveCliArgs& l, const
                         argv.insert(argv.end(), {"--control-listen", fmt::format("0.0.0.0:{}", port_of[n])});
                 }
                 uint32_t vdev = 0;
+                std::vector<std::string> eal;
                 for (const live::CableEnd& e : live::cable_ends(t, n, "")) {
                     if (on[e.peer_node] == m) continue;
                     const std::string& cable = t.links[e.link].name;
-                    argv.insert(argv.end(), {"--port", fmt::format("{}=net_af_packet{},iface=<iface:{}@{}>,framesz=9216,"
-                                                                   "blocksz=36864", cable, vdev++, cable, m)});
+                    const auto d = device.find({cable, m});
+                    if (d != device.end() && !d->second.pci.empty()) {
+                        argv.insert(argv.end(), {"--port", fmt::format("{}={}", cable, d->second.pci)});
+                        eal.insert(eal.end(), {"-a", d->second.pci});
+                        continue;
+                    }
+                    const std::string iface =
+                        d != device.end() ? d->second.iface : fmt::format("<iface:{}@{}>", cable, m);
+                    argv.insert(argv.end(), {"--port", fmt::format("{}=net_af_packet{},iface={},framesz=9216,"
+                                                                   "blocksz=36864", cable, vdev++, iface)});
                 }
                 if (n == live::kHostsNode)
                     argv.insert(argv.end(), {"-w", a.workload, "--sizes", join_sizes(a.sizes), "--qps",
                                              std::to_string(l.qps), "--timeout", fmt::format("{}", l.timeout_s), "-o",
                                              a.out});
+                if (!eal.empty()) {
+                    argv.push_back("--");
+                    argv.insert(argv.end(), eal.begin(), eal.end());
+                }
                 std::string line;
                 for (const std::string& w : argv) line += (line.empty() ? "" : " ") + shell_word(w);
                 fmt::print("# machine {}, node {}\n{}\n", m, n, line);
@@ -797,6 +821,11 @@ void add_plan_subcommand(CLI::App& fab, int& status) {
     plan->add_option("--link-dir", pa->link_dir, "each machine's link folder is this plus /MACHINE "
                                                  "(default /tmp/rocemu-fabric-NAME)");
     plan->add_option("--binary", pa->binary, "the rocemu binary as the machines call it")->capture_default_str();
+    plan->add_option("--device", pa->devices,
+                     "CABLE@MACHINE=DEV: MACHINE's end of CABLE (a cable between two machines) on interface DEV (an "
+                     "af_packet port) or on the PCI NIC DEV (e.g. 0000:3b:00.0; the node gets -a DEV) instead of a "
+                     "placeholder (repeatable)")
+        ->allow_extra_args(false);
     plan->add_option("--scale", l->scale, "default: the host links' sum over 4 Gbit/s");
     plan->add_option("--qps", l->qps, "the hosts node's RC QPs per flow")->capture_default_str();
     plan->add_option("--timeout", l->timeout_s, "the hosts node's live seconds per size")->capture_default_str();

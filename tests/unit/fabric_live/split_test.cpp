@@ -308,6 +308,54 @@ TEST(FabricLiveSplit, ACableToAnotherMachineNeedsAPortOverride) {
     EXPECT_TRUE(cables_without_port(t, "left", {}, {}).empty());
 }
 
+TEST(FabricLiveSplit, PciAddressesAreTheFormsTheEalTakes) {
+    for (const char* v : {"0000:3b:00.0", "3b:00.1", "0:00:04.0", "10000:ff:1f.7", "0000:AF:00.3"})
+        EXPECT_TRUE(is_pci_address(v)) << v;
+    for (const char* v : {"eth1", "3b:00", "3b:00.8", "0000:3b:0.0", "0000:3b:00.00", "000000000:3b:00.0",
+                          "x000:3b:00.0", ":3b:00.0", "0000:3b:00.", "enp59s0f0", ""})
+        EXPECT_FALSE(is_pci_address(v)) << v;
+}
+
+// `fabric plan --device`: an interface or a PCI NIC for one machine's end of
+// a cable between two machines; everything else refused, naming the value.
+TEST(FabricLiveSplit, PlanDevicesAreEndsOfCablesBetweenMachines) {
+    const Topology t = embedded("incast");  // hosts, left, right; left-right between the switches
+    const auto on = parse_machines(t, {"a=left,right", "b=hosts"});
+    const auto d = parse_plan_devices(t, on, {"h0-left@a=eth1", "h0-left@b=0000:3b:00.0", "h1-left@b=enp59s0f1"});
+    ASSERT_EQ(d.size(), 3u);
+    EXPECT_EQ(d.at({"h0-left", "a"}).iface, "eth1");
+    EXPECT_EQ(d.at({"h0-left", "a"}).pci, "");
+    EXPECT_EQ(d.at({"h0-left", "b"}).pci, "0000:3b:00.0");
+    EXPECT_EQ(d.at({"h0-left", "b"}).iface, "");
+    EXPECT_EQ(d.at({"h1-left", "b"}).iface, "enp59s0f1");
+    EXPECT_TRUE(parse_plan_devices(t, on, {}).empty());
+    const auto refused = [&](std::vector<std::string> v, const std::string& why) {
+        try {
+            parse_plan_devices(t, on, v);
+            ADD_FAILURE() << v.back() << " was taken";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("--device '" + v.back() + "'"), std::string::npos) << e.what();
+        }
+    };
+    refused({"h0-left=eth1"}, "expected CABLE@MACHINE=DEVICE");
+    refused({"@a=eth1"}, "expected CABLE@MACHINE=DEVICE");
+    refused({"h0-left@=eth1"}, "expected CABLE@MACHINE=DEVICE");
+    refused({"h0-left@a="}, "expected CABLE@MACHINE=DEVICE");
+    refused({"left-right@a=eth1"}, "cable left-right does not join two machines (cables between two machines: h0-left");
+    refused({"h99-left@a=eth1"}, "has no cable 'h99-left'");
+    refused({"h0-left@c=eth1"}, "joins machines");
+    refused({"h0-left@a=eth/1"}, "neither a PCI address nor an interface name");
+    refused({"h0-left@a=a-name-of-16-chars"}, "neither a PCI address nor an interface name");
+    refused({"h0-left@a=eth1", "h0-left@a=eth2"}, "a's end of h0-left is given twice");
+    refused({"h0-left@b=0000:3b:00.0", "h1-left@b=0000:3b:00.0"}, "0000:3b:00.0 already carries h0-left on machine b");
+    // The same interface name on two machines is two devices.
+    EXPECT_EQ(parse_plan_devices(t, on, {"h0-left@a=eth1", "h0-left@b=eth1"}).size(), 2u);
+    // With left and right on machines of their own, left-right is between two machines.
+    const auto on3 = parse_machines(t, {"a=left", "c=right", "b=hosts"});
+    EXPECT_EQ(parse_plan_devices(t, on3, {"left-right@c=0000:00:06.0"}).at({"left-right", "c"}).pci, "0000:00:06.0");
+}
+
 // The hosts node gives up while a switch node still runs: the launcher
 // stops the switch, and the error is the hosts node's, not the stopped one's.
 TEST(FabricLiveSplit, LauncherReportsTheHostsNodeThatGaveUpNotTheNodesItStopped) {
