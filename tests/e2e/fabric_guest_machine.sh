@@ -135,15 +135,23 @@ plan() {
     --scale "$SCALE" --timeout 60 ${CLOCK:+--clock "$CLOCK"} >"$file" 2>&1 || { cat "$file"; fail "fabric plan failed"; }
   cat "$file"
 }
+# node_line PLAN NODE: NODE's command in plan's output PLAN, as printed.
+node_line() { grep -A1 "^# machine [a-z]*, node $2\$" "$1" | tail -1; }
+# command_of PLAN NODE: that command with its <iface:...> placeholders filled in.
 command_of() {
-  grep -A1 "^# machine [a-z]*, node $2\$" "$1" | tail -1 |
+  node_line "$1" "$2" |
     sed -E "s/<iface:h0-left@sw>/rxetap1/; s/<iface:h1-left@sw>/rxetap2/; s/<iface:(h2-right|left-right)@sw>/vr/;
             s/<iface:h0-left@guest>/$G1/; s/<iface:h1-left@guest>/$G2/; s/<iface:(h2-right|left-right)@guest>/$G3/"
 }
 EAL="-- --log-level lib.eal:error"
-# eal_for CMD: $EAL to append to CMD, without its `--` when CMD has EAL
-# arguments already (a PCI NIC's -a, which plan puts at the end).
-eal_for() { case "$1" in *" -- "*) echo "${EAL#-- }" ;; *) echo "$EAL" ;; esac; }
+# with_eal CMD [OPTS [EAL_ARGS]]: CMD with rocemu's OPTS before its EAL
+# arguments (plan ends a PCI NIC's node's command with `-- -a ADDR`), then
+# $EAL's and EAL_ARGS.
+with_eal() {
+  local head=${1%% -- *} tail=
+  [ "$head" = "$1" ] || tail=" ${1#* -- }"
+  echo "$head${2:+ $2} --$tail ${EAL#-- }${3:+ $3}"
+}
 REP=$GUEST_SHARE/rep
 plan "$D/plan.txt" --machine sw=left,right --machine guest=hosts --link-dir "$D/links" -o "$REP"
 HOSTS=$(command_of "$D/plan.txt" hosts)
@@ -183,9 +191,7 @@ if [ -n "${GUEST_FABRIC_PCAP:-}" ]; then guest_ns_exec dumpcap -q -i vrb -s 200 
 run_hosts() {
   local n=$1 cmd=$2 link=$3 eal_more=${4:-} rc t=$SECONDS dir
   dir=$(sed -E 's/.*--link-dir ([^ ]*) .*/\1/' <<<"$cmd")
-  local opts=${cmd%% -- *} eal=$EAL  # rocemu's options go before the EAL's
-  [ "$opts" = "$cmd" ] || eal="-- ${cmd#* -- } ${EAL#-- }"
-  out=$(guest_run -t 150 "chroot $GUEST_HOST_ROOT $opts --pcap $link $eal $eal_more >/share/hosts$n.txt 2>/share/hosts$n.err
+  out=$(guest_run -t 150 "chroot $GUEST_HOST_ROOT $(with_eal "$cmd" "--pcap $link" "$eal_more") >/share/hosts$n.txt 2>/share/hosts$n.err
     rc=\$?; cp '$GUEST_HOST_ROOT$dir/$link@hosts.pcap' /share/ 2>/dev/null; exit \$rc")
   rc=$?
   HOSTS_S=$((SECONDS - t))
@@ -420,7 +426,6 @@ plan "$D/plan3.txt" --machine sw=left --machine guest=hosts,right --link-dir "$D
 ! grep -q "<iface:\|replace each" "$D/plan3.txt" || { cat "$D/plan3.txt"; fail "plan 3 left a placeholder"; }
 grep -q "^# A PCI NIC must be bound to vfio-pci or uio_pci_generic" "$D/plan3.txt" ||
   { cat "$D/plan3.txt"; fail "plan 3 does not say how a PCI NIC is bound"; }
-node_line() { grep -A1 "^# machine [a-z]*, node $2\$" "$1" | tail -1; }
 HOSTS=$(node_line "$D/plan3.txt" hosts)
 LEFT=$(node_line "$D/plan3.txt" left)
 RIGHT=$(node_line "$D/plan3.txt" right)
@@ -429,7 +434,7 @@ echo "$RIGHT" | grep -q -- "--port left-right=$PCI3 -- -a $PCI3\$" || fail "no P
 echo "$LEFT" | grep -q -- "iface=rxetap1,.*iface=rxetap2,.*iface=vr," || fail "left's interfaces: $LEFT"
 eval exec ip netns exec "$GUEST_NS" "$LEFT --pcap h0-left" $EAL >"$D/left3.log" 2>&1 &
 pids+=($!)
-guest_spawn right3 "chroot $GUEST_HOST_ROOT $RIGHT $(eal_for "$RIGHT") --huge-dir /run/huge >/share/right3.log 2>&1 &
+guest_spawn right3 "chroot $GUEST_HOST_ROOT $(with_eal "$RIGHT" "" "--huge-dir /run/huge") >/share/right3.log 2>&1 &
   echo \$! >/share/right3.pid; wait \$!" || fail "cannot start switch right in the guest"
 rx0=$(dev_bytes rxetap1 rx)
 tx0=$(dev_bytes vr tx)

@@ -9,12 +9,13 @@
 # A rocemu NIC starts on a quiet veth while its namespace floods loopback
 # with UDP (two flooders), at least three times and until a start has caught
 # a loopback frame (at most sixteen; the starts run at nice 19, so that on a
-# busy machine a flooder preempts them, in their window too). Checked: every start received nothing on the port
-# (before the fix: 52-248 frames, dropped as drop_wrong_dst_mac), and at least
-# one start discarded frames taken before it was bound (else the flood never
-# reached the window and the test proved nothing). Whether one start's window
-# catches a frame is up to the scheduler (about two starts in three here), so
-# the starts go on until one has; the flood is seen running on loopback's
+# busy machine a flooder preempts them, in their window too). Checked: every
+# start received nothing on the port (before the fix: 52-248 frames, dropped
+# as drop_wrong_dst_mac), and at least one start discarded frames taken
+# before it was bound (else the flood never reached the window and the test
+# proved nothing). Whether one start's window catches a frame is up to the
+# scheduler (7 starts in 9 here, 1 in 3 with one flooder at equal priority),
+# so the starts go on until one has; the flood is seen running on loopback's
 # counter before the first.
 set -uo pipefail
 ROCEMU=$(realpath "${1:?usage: netns_afpacket_stray.sh path/to/rocemu}")
@@ -23,9 +24,9 @@ need_root_netns
 
 NS=rocemu-st-$$ PREFIX=rocemu-e2e-st-$$
 tmp=$(mktemp -d)
-flood=
+floods=()
 cleanup() {
-  [ -n "$flood" ] && kill $flood 2>/dev/null
+  [ ${#floods[@]} -eq 0 ] || kill "${floods[@]}" 2>/dev/null
   wait 2>/dev/null
   ip netns del "$NS" 2>/dev/null || true
   rm -rf "$tmp" "/var/run/dpdk/$PREFIX"
@@ -40,17 +41,15 @@ for v in sta stb; do
   ip -n "$NS" link set "$v" up
 done
 # Two flooders, so that one runs while the other waits for a core.
-floods=()
 for _ in 1 2; do
   ip netns exec "$NS" bash -c 'while :; do echo x >/dev/udp/127.0.0.1/9; done' 2>/dev/null &
   floods+=($!)
 done
-flood=${floods[*]}
 lo_tx() { ip netns exec "$NS" cat /sys/class/net/lo/statistics/tx_packets; }
 base=$(lo_tx)
 for _ in $(seq 500); do
   [ "$(lo_tx)" -gt $((base + 100)) ] && break
-  kill -0 ${floods[0]} 2>/dev/null || fail "the loopback flood ended"
+  kill -0 "${floods[0]}" 2>/dev/null || fail "the loopback flood ended"
 done
 [ "$(lo_tx)" -gt $((base + 100)) ] || fail "the loopback flood never got going"
 
