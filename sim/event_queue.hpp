@@ -46,6 +46,14 @@ class EventQueue {
 public:
     static constexpr uint32_t kWheelSlots = 8192;
 
+    // The empty slots are filled here, not by default member initialisers:
+    // GCC unrolled an initialiser of 2 x 8192 words at every place a queue
+    // is constructed (a test file of a few queues took 3 minutes to build).
+    EventQueue() {
+        head_.fill(kNil);
+        tail_.fill(kNil);
+    }
+
     void reserve(std::size_t n) {
         nodes_.reserve(n);
         far_.reserve(n);
@@ -260,17 +268,11 @@ private:
     std::size_t wheel_count_ = 0;
     std::vector<Node> nodes_;
     uint32_t free_ = kNil;
-    std::array<uint32_t, kWheelSlots> head_ = filled(kNil);
-    std::array<uint32_t, kWheelSlots> tail_ = filled(kNil);
+    std::array<uint32_t, kWheelSlots> head_;
+    std::array<uint32_t, kWheelSlots> tail_;
     std::array<uint64_t, kWords> bits_{};
     std::array<uint64_t, kSummaryWords> summary_{};
     std::vector<Event> far_;  // binary min-heap on (time, seq)
-
-    static constexpr std::array<uint32_t, kWheelSlots> filled(uint32_t v) {
-        std::array<uint32_t, kWheelSlots> a{};
-        a.fill(v);
-        return a;
-    }
 };
 
 }  // namespace rocemu::sim
