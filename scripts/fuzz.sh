@@ -22,18 +22,36 @@ extra_seeds() {
     fuzz_fabric_nodes) echo tests/fuzz/fabric/seeds ;;  # a snapshot, a clock datagram, a HOST:PORT
   esac
 }
-status=0
-for t in $targets; do
+# One target per core at a time (each is one libFuzzer process on one core),
+# so a CI machine's two cores halve the phase; a target's result line is
+# printed when it ends.
+jobs=${FUZZ_JOBS:-$(nproc)}
+run_target() {
+  local t=$1 bin
   bin=$(find $build -type f -name "$t" -perm -u+x | head -n 1)
   mkdir -p $build/corpus/$t
-  echo "fuzz: $t for ${secs}s"
   if ! "$bin" -max_total_time="$secs" -max_len=9216 -print_final_stats=1 -artifact_prefix="$build/$t-" \
         $build/corpus/$t "$corpus_seed" $(extra_seeds "$t") >$build/$t.log 2>&1; then
-    echo "fuzz: $t FAILED; see $build/$t.log"
-    tail -n 40 $build/$t.log
-    status=1
-  else
-    grep -E "stat::number_of_executed_units|stat::peak_rss" $build/$t.log | tr '\n' ' '; echo
+    { echo "fuzz: $t FAILED; see $build/$t.log"; tail -n 40 $build/$t.log; } | flock $build/.out cat
+    return 1
   fi
+  echo "fuzz: $t: $(grep -E "stat::number_of_executed_units|stat::peak_rss" $build/$t.log | tr -s ' \n' ' ')" \
+    | flock $build/.out cat
+}
+touch $build/.out
+echo "fuzz: $(echo $targets | wc -w) targets for ${secs}s each, $jobs at a time"
+status=0
+running=0
+for t in $targets; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  run_target "$t" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
 done
 exit $status
