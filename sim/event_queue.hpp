@@ -6,8 +6,9 @@
 // Two tiers, because nearly every event in a fabric (a frame finishing
 // serialisation, arriving after propagation) is due within microseconds:
 //  - a wheel of kWheelSlots one-nanosecond slots covering
-//    [base, base + kWheelSlots), each slot a FIFO linked through a node pool,
-//    with a two-level bitmap to find the next busy slot: O(1) push and pop;
+//    [base, base + kWheelSlots), each slot a FIFO of chunks of four events
+//    from a chunk pool, with a two-level bitmap to find the next busy slot:
+//    O(1) push and pop;
 //  - a binary heap for everything later, whose events move into the wheel,
 //    in (time, seq) order, as soon as the window reaches them. A direct push
 //    into a slot can only happen after that move, so every slot stays in seq
@@ -55,7 +56,7 @@ public:
     }
 
     void reserve(std::size_t n) {
-        nodes_.reserve(n);
+        chunks_.reserve(n);
         far_.reserve(n);
     }
 
@@ -70,65 +71,96 @@ public:
 
     bool empty() const { return wheel_count_ == 0 && far_.empty(); }
     std::size_t size() const { return wheel_count_ + far_.size(); }
-    // Events the storage holds without growing.
-    std::size_t capacity() const { return nodes_.capacity() + far_.capacity(); }
+    // Events the storage holds without growing, however they spread over
+    // the slots (a wheel chunk holds at least one).
+    std::size_t capacity() const { return chunks_.capacity() + far_.capacity(); }
     // Events pushed so far; also the seq the next push gets.
     uint64_t pushed() const { return next_seq_; }
 
     // Precondition: !empty().
     Event top() const {
         if (wheel_count_ == 0) return far_.front();
-        return nodes_[head_[next_slot()]].event();
+        const Chunk& k = chunks_[head_[next_slot()]];
+        return k.ev[k.pos].event();
     }
 
     // top().time without unpacking the rest. Precondition: !empty().
     Nanos top_time() const {
         if (wheel_count_ == 0) return far_.front().time;
-        return Nanos{nodes_[head_[next_slot()]].time};
+        const Chunk& k = chunks_[head_[next_slot()]];
+        return Nanos{k.ev[k.pos].time};
     }
 
-    // The event after top() when it is in top()'s slot or at most 127 slots
-    // later (into `out`), else false: a cheap look two events ahead, for
-    // prefetching only.
-    bool peek_second(Event& out) const {
-        if (wheel_count_ < 2) return false;
-        const uint32_t s = next_slot();
-        const uint32_t after = nodes_[head_[s]].next;
-        if (after != kNil) {
-            out = nodes_[after].event();
-            return true;
+    // What pop_due() knows, without a scan, of the events popped after it:
+    // the next (n >= 1) and the one after (n == 2) while they are in the
+    // next event's slot. A hint for prefetching, void after a push or pop.
+    // A wheel event in 28 bytes. The kind rides in the top byte of seq,
+    // which 2^56 pushes never reach.
+    struct __attribute__((packed, aligned(4))) Slotted {
+        int64_t time;
+        uint64_t seq_kind;  // seq << 8 | kind
+        uint64_t arg;
+        uint32_t target;
+
+        EventKind kind() const { return static_cast<EventKind>(seq_kind & 0xFF); }
+        Event event() const { return Event{Nanos{time}, seq_kind >> 8, arg, target, kind()}; }
+    };
+    static_assert(sizeof(Slotted) == 28);
+
+    struct Ahead {
+        const Slotted* ev[2];
+        uint8_t n = 0;
+    };
+
+    // Pops the next event into `out` if one is due at or before `limit`,
+    // and fills `ahead`; else false (and the queue is as it was).
+    [[gnu::always_inline]] bool pop_due(Nanos limit, Event& out, Ahead& ahead) {
+        if (wheel_count_ == 0) {
+            if (far_.empty() || far_.front().time > limit) return false;
+            advance_to(far_.front().time.v);
         }
-        const uint32_t b = static_cast<uint32_t>(base_) & kMask;
-        const uint32_t w = s >> 6;
-        uint64_t m = (s & 63) == 63 ? 0 : bits_[w] & (~uint64_t{0} << ((s & 63) + 1));
-        uint32_t word = w;
-        if (m == 0) {
-            word = (w + 1) % kWords;
-            m = bits_[word];
+        const uint32_t slot = next_slot();
+        const uint32_t idx = head_[slot];
+        Chunk& k = chunks_[idx];
+        if (k.ev[k.pos].time > limit.v) return false;
+        out = k.ev[k.pos++].event();
+        if (k.pos == 1 && k.next != kNil) {
+            // The slot's next chunk, four events ahead.
+            __builtin_prefetch(&chunks_[k.next]);
+            __builtin_prefetch(reinterpret_cast<const char*>(&chunks_[k.next]) + 64);
         }
-        if (m == 0) return false;
-        const uint32_t c = (word << 6) | static_cast<uint32_t>(std::countr_zero(m));
-        // Past base's slot the wheel wraps round to later times.
-        if (((c - b) & kMask) <= ((s - b) & kMask)) return false;
-        out = nodes_[head_[c]].event();
+        if (k.pos == k.n) {  // drained; a chunk not full is the slot's tail
+            head_[slot] = k.next;
+            if (k.next == kNil) {
+                tail_[slot] = kNil;
+                clear_bit(slot);
+            }
+            k.next = free_;
+            free_ = idx;
+        }
+        --wheel_count_;
+        advance_to(out.time.v);
+        ahead.n = 0;
+        if (wheel_count_ != 0) {
+            const Chunk& h = chunks_[head_[next_slot()]];
+            ahead.ev[0] = &h.ev[h.pos];
+            ahead.n = 1;
+            if (h.pos + 1 < h.n) {
+                ahead.ev[1] = &h.ev[h.pos + 1];
+                ahead.n = 2;
+            } else if (h.next != kNil) {
+                ahead.ev[1] = &chunks_[h.next].ev[0];
+                ahead.n = 2;
+            }
+        }
         return true;
     }
 
     // Precondition: !empty().
     Event pop() {
-        if (wheel_count_ == 0) advance_to(far_.front().time.v);
-        const uint32_t slot = next_slot();
-        const uint32_t idx = head_[slot];
-        const Event out = nodes_[idx].event();
-        head_[slot] = nodes_[idx].next;
-        if (head_[slot] == kNil) {
-            tail_[slot] = kNil;
-            clear_bit(slot);
-        }
-        nodes_[idx].next = free_;
-        free_ = idx;
-        --wheel_count_;
-        advance_to(out.time.v);
+        Event out;
+        Ahead ahead;
+        pop_due(Nanos::max(), out, ahead);
         return out;
     }
 
@@ -138,30 +170,21 @@ private:
     static constexpr uint32_t kWords = kWheelSlots / 64;
     static constexpr uint32_t kSummaryWords = (kWords + 63) / 64;
 
-    // A wheel event in 32 bytes, aligned, so it never straddles two cache
-    // lines (an Event plus its link took 40: half of them straddled, and a
-    // push writes the old tail's link while a pop reads the head, both
-    // usually long out of the cache in a large fabric). The kind rides in
-    // the top byte of seq, which 2^56 pushes never reach.
-    struct alignas(32) Node {
-        int64_t time = 0;
-        uint64_t seq_kind = 0;  // seq << 8 | kind
-        uint64_t arg = 0;
-        uint32_t target = 0;
-        uint32_t next = kNil;
 
-        Node() = default;
-        Node(const Event& e, uint32_t n)
-            : time(e.time.v),
-              seq_kind(e.seq << 8 | static_cast<uint8_t>(e.kind)),
-              arg(e.arg),
-              target(e.target),
-              next(n) {}
-        Event event() const {
-            return Event{Nanos{time}, seq_kind >> 8, arg, target, static_cast<EventKind>(seq_kind & 0xFF)};
-        }
+    // A slot's events in push order, four to a chunk of two cache lines
+    // (the header and two events, then two), chunks of a slot linked. In a
+    // large fabric a slot holds several events, pushed at different times,
+    // and by their turn long out of the cache: one event a node cost a miss
+    // a pop (the next one) and another a push (the old tail's link); a chunk
+    // costs one for four, and the pop prefetches a slot's next chunk.
+    static constexpr uint8_t kPerChunk = 4;
+    struct alignas(64) Chunk {
+        uint32_t next = kNil;  // the slot's next chunk; the free list's link
+        uint8_t n = 0;         // events written
+        uint8_t pos = 0;       // events popped
+        Slotted ev[kPerChunk];
     };
-    static_assert(sizeof(Node) == 32);
+    static_assert(sizeof(Chunk) == 128);
 
     static bool before(const Event& a, const Event& b) {
         return a.time < b.time || (a.time == b.time && a.seq < b.seq);
@@ -176,24 +199,36 @@ private:
         }
     }
 
+    uint32_t alloc_chunk() {
+        if (free_ == kNil) {
+            chunks_.emplace_back();
+            return static_cast<uint32_t>(chunks_.size() - 1);
+        }
+        const uint32_t idx = free_;
+        Chunk& k = chunks_[idx];
+        free_ = k.next;
+        k.next = kNil;
+        k.n = 0;
+        k.pos = 0;
+        return idx;
+    }
+
     void wheel_append(const Event& e) {
-        uint32_t idx;
-        if (free_ != kNil) {
-            idx = free_;
-            free_ = nodes_[idx].next;
-            nodes_[idx] = Node{e, kNil};
-        } else {
-            idx = static_cast<uint32_t>(nodes_.size());
-            nodes_.push_back(Node{e, kNil});
-        }
         const uint32_t slot = static_cast<uint32_t>(e.time.v) & kMask;
-        if (tail_[slot] == kNil) {
-            head_[slot] = idx;
+        uint32_t t = tail_[slot];
+        if (t == kNil) {
+            t = alloc_chunk();
+            head_[slot] = t;
+            tail_[slot] = t;
             set_bit(slot);
-        } else {
-            nodes_[tail_[slot]].next = idx;
+        } else if (chunks_[t].n == kPerChunk) {
+            const uint32_t c = alloc_chunk();
+            chunks_[t].next = c;
+            tail_[slot] = c;
+            t = c;
         }
-        tail_[slot] = idx;
+        Chunk& k = chunks_[t];
+        k.ev[k.n++] = Slotted{e.time.v, e.seq << 8 | static_cast<uint8_t>(e.kind), e.arg, e.target};
         ++wheel_count_;
     }
 
@@ -266,8 +301,8 @@ private:
     int64_t base_ = 0;
     uint64_t next_seq_ = 0;
     std::size_t wheel_count_ = 0;
-    std::vector<Node> nodes_;
-    uint32_t free_ = kNil;
+    std::vector<Chunk> chunks_;
+    uint32_t free_ = kNil;  // free chunks
     std::array<uint32_t, kWheelSlots> head_;
     std::array<uint32_t, kWheelSlots> tail_;
     std::array<uint64_t, kWords> bits_{};

@@ -128,28 +128,29 @@ void Simulator::schedule_link_state(LinkId link, Nanos at, bool up) {
 // the fabric: two events ahead the frame and the link (whose lines then
 // arrive while this event and the next run), one event ahead the node the
 // link leads to, whose id is only known once the link is loaded.
-void Simulator::prefetch_event(const Event& n) const {
-    if (n.kind == EventKind::Deliver) pool_.prefetch(FrameHandle{static_cast<uint32_t>(n.arg)});
-    if (n.kind == EventKind::Deliver || n.kind == EventKind::TxDone) links_[n.target].prefetch();
+void Simulator::prefetch_event(const EventQueue::Slotted& n) const {
+    if (n.kind() == EventKind::Deliver) pool_.prefetch(FrameHandle{static_cast<uint32_t>(n.arg)});
+    if (n.kind() == EventKind::Deliver || n.kind() == EventKind::TxDone) links_[n.target].prefetch();
 }
 
-void Simulator::prefetch_next() const {
-    if (queue_.empty()) return;
-    const Event n = queue_.top();
+void Simulator::prefetch_ahead(const EventQueue::Ahead& a) const {
+    if (a.n == 0) return;
+    const EventQueue::Slotted& n = *a.ev[0];
     prefetch_event(n);
-    if (n.kind == EventKind::Deliver)
+    if (n.kind() == EventKind::Deliver)
         __builtin_prefetch(nodes_[links_[n.target].dst().node]);
-    else if (n.kind == EventKind::TxDone)
+    else if (n.kind() == EventKind::TxDone)
         __builtin_prefetch(nodes_[links_[n.target].src().node]);
-    else if (n.kind == EventKind::Timer)
+    else if (n.kind() == EventKind::Timer)
         __builtin_prefetch(nodes_[n.target]);
-    if (Event after; queue_.peek_second(after)) prefetch_event(after);
+    if (a.n == 2) prefetch_event(*a.ev[1]);
 }
 
-bool Simulator::step() {
-    if (queue_.empty()) return false;
-    const Event e = queue_.pop();
-    prefetch_next();
+bool Simulator::step(Nanos limit) {
+    Event e;
+    EventQueue::Ahead ahead;
+    if (!queue_.pop_due(limit, e, ahead)) return false;
+    prefetch_ahead(ahead);
     now_ = e.time;
     ++counters_.events;
     switch (e.kind) {
@@ -177,7 +178,8 @@ bool Simulator::step() {
 }
 
 void Simulator::run_until(Nanos t) {
-    while (!queue_.empty() && queue_.top_time() <= t) step();
+    while (step(t)) {
+    }
     now_ = std::max(now_, t);
 }
 

@@ -95,8 +95,8 @@ public:
     void set_taps(LinkId link, pcap::Writer* tx, pcap::Writer* rx) { links_[link].set_taps(tx, rx); }
 
     // --- Running --------------------------------------------------------------
-    // Runs the next event. False if there is none.
-    bool step();
+    // Runs the next event if one is due at or before `limit`; false if none is.
+    bool step(Nanos limit = Nanos::max());
     // Runs every event due at or before `t`, then sets now() to `t`.
     void run_until(Nanos t);
     // Runs until no event is left.
@@ -105,10 +105,8 @@ public:
     // the next event lies beyond `limit`, or none is left. True if `stop` did.
     template <typename Stop>
     bool run_until_cond(Stop&& stop, Nanos limit = Nanos::max()) {
-        while (!queue_.empty() && queue_.top_time() <= limit) {
-            step();
+        while (step(limit))
             if (stop()) return true;
-        }
         return false;
     }
 
@@ -134,8 +132,8 @@ private:
     void fire_timer(const Event& e);
     // Gives `node` `count` port slots (setup only).
     void grow_ports(NodeId node, uint32_t count);
-    void prefetch_event(const Event& n) const;
-    void prefetch_next() const;
+    void prefetch_event(const EventQueue::Slotted& n) const;
+    void prefetch_ahead(const EventQueue::Ahead& a) const;
 
     uint64_t seed_;
     Nanos now_{0};

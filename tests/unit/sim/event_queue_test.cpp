@@ -124,31 +124,65 @@ TEST(SimEventQueue, InterleavedPushPopMatchesOrderedSetAndStopsGrowing) {
     EXPECT_EQ(q.capacity(), cap_after_warmup);
 }
 
-// peek_second is a prefetch hint: when it names an event, that event must
-// be the one popped after the next, whatever the mix of near and far times.
-TEST(SimEventQueue, PeekSecondNamesTheEventPoppedAfterTheNext) {
+// pop_due's look-ahead is a prefetch hint: the events it names must be the
+// ones popped next and after that, whatever the mix of near and far times.
+TEST(SimEventQueue, PopDueNamesTheEventsPoppedNext) {
     Rng rng(11);
     EventQueue q;
-    for (uint32_t i = 0; i < 64; ++i) q.push(Nanos{static_cast<int64_t>(rng.below(300))}, EventKind::Timer, i, 0);
-    uint32_t next_id = 64;
-    uint64_t named = 0;
+    for (uint32_t i = 0; i < 640; ++i) q.push(Nanos{static_cast<int64_t>(rng.below(300))}, EventKind::Timer, i, 0);
+    uint32_t next_id = 640;
+    uint64_t named[3] = {};
+    EventQueue::Ahead ahead;
+    Event e;
     for (int step = 0; step < 100000; ++step) {
-        Event second;
-        const bool named_second = q.peek_second(second);
-        const uint64_t second_seq = named_second ? second.seq : 0;
-        const Event e = q.pop();
-        if (named_second) {
-            ASSERT_FALSE(q.empty());
-            ASSERT_EQ(q.top().seq, second_seq) << "step " << step;
-            ++named;
+        ASSERT_TRUE(q.pop_due(Nanos::max(), e, ahead));
+        ++named[ahead.n];
+        Event last = e;
+        // Copied: the hint's pointers are void after the next pop.
+        const uint8_t told_n = ahead.n;
+        Event told[2];
+        for (uint8_t i = 0; i < told_n; ++i) told[i] = ahead.ev[i]->event();
+        for (uint8_t i = 0; i < told_n; ++i) {
+            ASSERT_TRUE(q.pop_due(Nanos::max(), last, ahead)) << "step " << step;
+            ASSERT_EQ(last.seq, told[i].seq) << "step " << step;
+            ASSERT_EQ(last.time, told[i].time);
+            ASSERT_EQ(last.target, told[i].target);
+            ASSERT_EQ(last.kind, told[i].kind);
         }
-        // Mostly dense near events, now and then one far beyond the wheel or
-        // just behind the slot base wraps round to.
-        static constexpr uint64_t kSpans[] = {40, 200, EventQueue::kWheelSlots - 1, 3 * EventQueue::kWheelSlots};
-        q.push(e.time + Nanos{static_cast<int64_t>(rng.below(kSpans[rng.below(4)]))}, EventKind::Timer, next_id++, 0);
+        // Events due now (into the slot being popped), dense near ones, now
+        // and then one far beyond the wheel or just behind the slot base
+        // wraps round to; as many pushed as popped.
+        static constexpr uint64_t kSpans[] = {1, 1, 4, 4, 40, 40, EventQueue::kWheelSlots - 1,
+                                              3 * EventQueue::kWheelSlots};
+        for (uint8_t i = 0; i <= told_n; ++i)
+            q.push(last.time + Nanos{static_cast<int64_t>(rng.below(kSpans[rng.below(8)]))}, EventKind::Timer,
+                   next_id++, 0);
+        ASSERT_EQ(q.size(), 640u);
     }
-    // A hint that never names anything would pass the loop above.
-    EXPECT_GT(named, 50000u);
+    // A hint that never names anything, or never two, would pass the loop above.
+    EXPECT_GT(named[1], 10000u) << named[0] << " " << named[2];
+    EXPECT_GT(named[2], 5000u) << named[0] << " " << named[1];
+}
+
+// An event due after the limit stays queued, as does everything behind it.
+TEST(SimEventQueue, PopDueLeavesEventsPastTheLimit) {
+    EventQueue q;
+    q.push(Nanos{10}, EventKind::Timer, 1, 0);
+    q.push(Nanos{3 * EventQueue::kWheelSlots}, EventKind::Deliver, 2, 7);
+    Event e;
+    EventQueue::Ahead ahead;
+    EXPECT_FALSE(q.pop_due(Nanos{9}, e, ahead));
+    ASSERT_TRUE(q.pop_due(Nanos{10}, e, ahead));
+    EXPECT_EQ(e.target, 1u);
+    EXPECT_EQ(ahead.n, 0u);  // the far event is beyond the wheel: no hint
+    EXPECT_FALSE(q.pop_due(Nanos{3 * EventQueue::kWheelSlots - 1}, e, ahead));
+    EXPECT_EQ(q.size(), 1u);
+    ASSERT_TRUE(q.pop_due(Nanos{3 * EventQueue::kWheelSlots}, e, ahead));
+    EXPECT_EQ(e.target, 2u);
+    EXPECT_EQ(e.kind, EventKind::Deliver);
+    EXPECT_EQ(e.arg, 7u);
+    EXPECT_TRUE(q.empty());
+    EXPECT_FALSE(q.pop_due(Nanos::max(), e, ahead));
 }
 
 // An event queued far ahead is overtaken in push order by one pushed later
