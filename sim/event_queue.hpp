@@ -84,16 +84,6 @@ public:
         return k.ev[k.pos].event();
     }
 
-    // top().time without unpacking the rest. Precondition: !empty().
-    Nanos top_time() const {
-        if (wheel_count_ == 0) return far_.front().time;
-        const Chunk& k = chunks_[head_[next_slot()]];
-        return Nanos{k.ev[k.pos].time};
-    }
-
-    // What pop_due() knows, without a scan, of the events popped after it:
-    // the next (n >= 1) and the one after (n == 2) while they are in the
-    // next event's slot. A hint for prefetching, void after a push or pop.
     // A wheel event in 28 bytes. The kind rides in the top byte of seq,
     // which 2^56 pushes never reach.
     struct __attribute__((packed, aligned(4))) Slotted {
@@ -107,6 +97,9 @@ public:
     };
     static_assert(sizeof(Slotted) == 28);
 
+    // What pop_due() knows, without a scan, of the events popped after it:
+    // the next (n >= 1) and the one after (n == 2) while they are in the
+    // next event's slot. A hint for prefetching, void after a push or pop.
     struct Ahead {
         const Slotted* ev[2];
         uint8_t n = 0;
