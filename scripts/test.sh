@@ -4,7 +4,7 @@
 # fuzz target for a bounded time. Ends with 'N passed, M failed'.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-FUZZ_SECONDS=${FUZZ_SECONDS:-40}
+FUZZ_SECONDS=${FUZZ_SECONDS:-55}
 
 bash scripts/install-deps.sh || { echo "install failed"; echo "0 passed, 1 failed"; exit 1; }
 for f in tests/*/install-deps.sh; do [ -f "$f" ] && bash "$f"; done
