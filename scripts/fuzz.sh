@@ -23,8 +23,9 @@ extra_seeds() {
   esac
 }
 # One target per core at a time (each is one libFuzzer process on one core),
-# so a CI machine's two cores halve the phase; a target's result line is
-# printed when it ends.
+# so a CI machine's two cores halve the phase for the same seconds a target
+# (each then runs fewer inputs a second: tests/fuzz/README.md); a target's
+# result line is printed when it ends.
 jobs=${FUZZ_JOBS:-$(nproc)}
 run_target() {
   local t=$1 bin
