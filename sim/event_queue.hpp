@@ -92,6 +92,9 @@ public:
         uint64_t arg;
         uint32_t target;
 
+        static Slotted of(const Event& e) {
+            return Slotted{e.time.v, e.seq << 8 | static_cast<uint8_t>(e.kind), e.arg, e.target};
+        }
         EventKind kind() const { return static_cast<EventKind>(seq_kind & 0xFF); }
         Event event() const { return Event{Nanos{time}, seq_kind >> 8, arg, target, kind()}; }
     };
@@ -221,7 +224,7 @@ private:
             t = c;
         }
         Chunk& k = chunks_[t];
-        k.ev[k.n++] = Slotted{e.time.v, e.seq << 8 | static_cast<uint8_t>(e.kind), e.arg, e.target};
+        k.ev[k.n++] = Slotted::of(e);
         ++wheel_count_;
     }
 
