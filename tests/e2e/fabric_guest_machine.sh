@@ -41,7 +41,10 @@
 # in the guest), as real NICs are driven: the hosts node's end of h0-left and
 # switch right's end of left-right. The nodes name each cable's device and
 # driver, the incast completes and verifies, the traffic went through both
-# devices, and the merged capture verifies.
+# devices, and the merged capture verifies. And a fourth: the same with those
+# two ends on emulated Intel NICs (QEMU's e1000e, an 82574L, and e1000, an
+# 82540EM; the guest's kernel has no driver for them) under DPDK's
+# net_e1000_em, the PMD of that silicon rather than a paravirtual one.
 # Skipped (77) without root, QEMU or the guest image (its build failing, e.g.
 # offline). Usage: fabric_guest_machine.sh ROCEMU REPO_ROOT
 set -uo pipefail
@@ -96,7 +99,8 @@ trap 'exit 130' INT TERM
 
 # With --no-huge the hosts node takes 512 + 40 MB per NIC, and switch right
 # in layout 2 (below) 256 + 48 MB per cable port.
-GUEST_MEM_MB=${GUEST_MEM_MB:-2048} guest_boot --mtu 9000 --nics 3 --host-root --cpu max ||
+GUEST_MEM_MB=${GUEST_MEM_MB:-2048} guest_boot --mtu 9000 --nics 5 --nic-model 4=e1000e --nic-model 5=e1000 \
+  --host-root --cpu max ||
   fail "the guest did not boot (see above)"
 echo "guest ready in $GUEST_READY_SECONDS s (image build/check $BUILD_S s)"
 guest_host_root || fail "cannot mount the host's / in the guest"
@@ -391,13 +395,17 @@ echo "layout 2 (right in the guest): incast $flows x $SIZE in $live_us us live: 
   "$(goodput "$GUEST_SHARE/hosts2.txt"); $tx bytes from left over vr, the guest's $G3 received $grx;" \
   "left's clock $left2_off ms within $left2_err ms; $frames frames of left-right merged; hosts node in the guest $HOSTS_S s"
 
-# Layout 3: layout 2's nodes (left on the host; the hosts node and right in
-# the guest), with two cable ends on PCI NICs driven by DPDK's own PMD, as on
-# real NICs: the hosts node's end of h0-left (a NIC) and right's end of
-# left-right (a switch port). Those two guest NICs (virtio-net) leave the
-# kernel's virtio-pci for uio_pci_generic and each node probes its own with
-# `-a ADDR` (net_virtio). uio needs physical addresses (IOVA as PA), so both
-# nodes run on hugepages (--huge-dir).
+# Layouts 3 and 4: layout 2's nodes (left on the host; the hosts node and
+# right in the guest), with two cable ends on PCI NICs driven by DPDK's own
+# PMD, as on real NICs: the hosts node's end of h0-left (a NIC) and right's
+# end of left-right (a switch port). Layout 3 puts them on two guest NICs
+# that were virtio-net (they leave the kernel's virtio-pci for
+# uio_pci_generic; net_virtio); layout 4 on two emulated Intel NICs, an
+# 82574L (QEMU's e1000e) and an 82540EM (e1000), which the guest's kernel has
+# no driver for, under DPDK's net_e1000_em: the driver of that silicon, with
+# its registers and descriptor rings, not a paravirtual device. Each node
+# probes its own with `-a ADDR`. uio needs physical addresses (IOVA as PA),
+# so both nodes run on hugepages (--huge-dir).
 to_uio() {  # to_uio IFACE: its PCI address, the device bound to uio_pci_generic
   guest_run -t 60 "set -e
     a=\$(basename \$(readlink -f /sys/class/net/$1/device/..))
@@ -408,71 +416,99 @@ to_uio() {  # to_uio IFACE: its PCI address, the device bound to uio_pci_generic
     [ ! -e /sys/class/net/$1 ]
     echo \$a"
 }
+# id_to_uio VENDOR:DEVICE: the address of the one guest PCI device with that
+# ID (no kernel driver holds it), bound to uio_pci_generic.
+id_to_uio() {
+  guest_run -t 60 "set -e
+    a=; for d in /sys/bus/pci/devices/*; do
+      [ \$(cat \$d/vendor):\$(cat \$d/device) = 0x${1%:*}:0x${1#*:} ] && { [ -z \"\$a\" ] || exit 3; a=\$(basename \$d); }
+    done
+    [ -n \"\$a\" ] && [ ! -e /sys/bus/pci/devices/\$a/driver ]
+    echo uio_pci_generic > /sys/bus/pci/devices/\$a/driver_override
+    echo \$a > /sys/bus/pci/drivers_probe
+    [ \$(basename \$(readlink /sys/bus/pci/devices/\$a/driver)) = uio_pci_generic ]
+    echo \$a"
+}
 PCI1=$(to_uio "$G1") || fail "cannot give the guest's $G1 to uio_pci_generic: $PCI1"
 PCI3=$(to_uio "$G3") || fail "cannot give the guest's $G3 to uio_pci_generic: $PCI3"
+PCI4=$(id_to_uio 8086:10d3) || fail "cannot give the guest's 82574L (8086:10d3) to uio_pci_generic: $PCI4"
+PCI5=$(id_to_uio 8086:100e) || fail "cannot give the guest's 82540EM (8086:100e) to uio_pci_generic: $PCI5"
 out=$(guest_run -t 60 "set -e
   echo 520 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
   [ \$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages) = 520 ]
   mkdir -p $GUEST_HOST_ROOT/run/huge
   mount -t hugetlbfs -o pagesize=2M nodev $GUEST_HOST_ROOT/run/huge") ||
   fail "cannot reserve 520 hugepages in the guest: $out"
-echo "in the guest on uio_pci_generic: $PCI1 (h0-left, the hosts node), $PCI3 (left-right, switch right)"
-REP3=$GUEST_SHARE/rep3
-# Every end from plan's --device: no placeholder, and the nodes with a PCI
-# NIC get its -a.
-plan "$D/plan3.txt" --machine sw=left --machine guest=hosts,right --link-dir "$D/links3" -o "$REP3" \
-  --device h0-left@sw=rxetap1 --device h1-left@sw=rxetap2 --device left-right@sw=vr \
-  --device h0-left@guest="$PCI1" --device h1-left@guest="$G2" --device left-right@guest="$PCI3" >/dev/null
-! grep -q "<iface:\|replace each" "$D/plan3.txt" || { cat "$D/plan3.txt"; fail "plan 3 left a placeholder"; }
-grep -q "^# A PCI NIC must be bound to vfio-pci or uio_pci_generic" "$D/plan3.txt" ||
-  { cat "$D/plan3.txt"; fail "plan 3 does not say how a PCI NIC is bound"; }
-HOSTS=$(node_line "$D/plan3.txt" hosts)
-LEFT=$(node_line "$D/plan3.txt" left)
-RIGHT=$(node_line "$D/plan3.txt" right)
-echo "$HOSTS" | grep -q -- "--port h0-left=$PCI1 .* -- -a $PCI1\$" || fail "no PCI port in the hosts node's command: $HOSTS"
-echo "$RIGHT" | grep -q -- "--port left-right=$PCI3 -- -a $PCI3\$" || fail "no PCI port in switch right's command: $RIGHT"
-echo "$LEFT" | grep -q -- "iface=rxetap1,.*iface=rxetap2,.*iface=vr," || fail "left's interfaces: $LEFT"
-eval exec ip netns exec "$GUEST_NS" "$LEFT --pcap h0-left" $EAL >"$D/left3.log" 2>&1 &
-pids+=($!)
-guest_spawn right3 "chroot $GUEST_HOST_ROOT $(with_eal "$RIGHT" "" "--huge-dir /run/huge") >/share/right3.log 2>&1 &
-  echo \$! >/share/right3.pid; wait \$!" || fail "cannot start switch right in the guest"
-rx0=$(dev_bytes rxetap1 rx)
-tx0=$(dev_bytes vr tx)
-run_hosts 3 "$HOSTS" h0-left "--huge-dir /run/huge"
-check_report "$REP3" "$GUEST_SHARE/hosts3.txt"
-grep -qx "cable h0-left: NIC h0 on $PCI1 (net_virtio)" "$GUEST_SHARE/hosts3.txt" ||
-  fail "the hosts node does not say h0 is on $PCI1 under net_virtio: $(grep ^cable "$GUEST_SHARE/hosts3.txt")"
-grep -qx "cable h1-left: NIC h1 on net_af_packet0 (net_af_packet)" "$GUEST_SHARE/hosts3.txt" ||
-  fail "the hosts node does not say h1 is on af_packet: $(grep ^cable "$GUEST_SHARE/hosts3.txt")"
-# h0's WRITEs left the guest through one PCI device, into the host's tap;
-# both senders' messages came back into the guest through the other.
-rx=$(( $(dev_bytes rxetap1 rx) - rx0 ))
-[ "$rx" -ge "$bytes" ] || fail "only $rx bytes came out of the guest's PCI device $PCI1 over rxetap1"
-tx=$(( $(dev_bytes vr tx) - tx0 ))
-[ "$tx" -ge $((2 * bytes)) ] || fail "only $tx bytes went from left to $PCI3 in the guest over vr"
-guest_run -t 30 "kill -TERM \$(cat /share/right3.pid)" || fail "cannot stop switch right in the guest"
-guest_wait right3 60 || { cat "$GUEST_SHARE/right3.log"; fail "switch right in the guest did not stop (layout 3)"; }
-kill -TERM "${pids[@]}"
-wait "${pids[@]}"
-pids=()
-grep -qE "^cable left-right: right:Ethernet[0-9]+ on $PCI3 \(net_virtio\)\$" "$GUEST_SHARE/right3.log" ||
-  { cat "$GUEST_SHARE/right3.log"; fail "switch right does not say left-right is on $PCI3 under net_virtio"; }
-grep -q "^switch right: " "$GUEST_SHARE/right3.log" || fail "switch right in the guest did not stop cleanly (layout 3)"
-grep -qx "cable h0-left: left:Ethernet0 on net_af_packet0 (net_af_packet)" "$D/left3.log" ||
-  { cat "$D/left3.log"; fail "switch left does not name h0-left's device"; }
-grep -q "^switch left: .*ARP requests answered [1-9]" "$D/left3.log" || fail "switch left did not stop cleanly (layout 3)"
-# The hosts node's merge of h0-left (the WRITEs captured by left on the host,
-# the ACKs by the hosts node on the PCI port): every packet verifies.
-"$ROCEMU" pcap "$REP3/live_incast_h0-left.pcap" >"$D/auto3.txt" 2>&1 &&
-  grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$D/auto3.txt" || fail "the hosts node's merge 3: $(tail -1 "$D/auto3.txt")"
-pci_writes=$(grep -c " RC_RDMA_WRITE_" "$D/auto3.txt")
-pci_acks=$(grep -c " RC_ACKNOWLEDGE" "$D/auto3.txt")
-[ "$pci_writes" -ge $((bytes / 4096)) ] && [ "$pci_acks" -gt 0 ] ||
-  fail "the hosts node's merge 3 has $pci_writes WRITE packets and $pci_acks ACKs"
-summary3="incast $flows x $SIZE in $live_us us live, h0 on PCI $PCI1 and right's left-right port on PCI $PCI3\
- (net_virtio, uio_pci_generic, hugepages): $rx bytes out of $PCI1 over rxetap1, $tx bytes over vr into $PCI3;\
+echo "in the guest on uio_pci_generic: virtio-net $PCI1 and $PCI3, 82574L $PCI4, 82540EM $PCI5"
+
+# pci_layout N PCI_H0 PCI_LR TAP_H0 DEV_LR DRIVER: layout N with h0's end of
+# h0-left on guest device PCI_H0, whose host end is tap TAP_H0, and right's
+# end of left-right on PCI_LR, left's end on the host's DEV_LR; both devices
+# under DPDK's DRIVER. Checked: every end from plan's --device, the incast
+# completes and verifies, each node names each cable's device and driver,
+# the traffic went through both devices, and the hosts node's merge of
+# h0-left verifies. Sets summary.
+pci_layout() {
+  local n=$1 p_h0=$2 p_lr=$3 tap_h0=$4 dev_lr=$5 drv=$6 rep=$GUEST_SHARE/rep$1 rx0 tx0 rx tx
+  plan "$D/plan$n.txt" --machine sw=left --machine guest=hosts,right --link-dir "$D/links$n" -o "$rep" \
+    --device h0-left@sw="$tap_h0" --device h1-left@sw=rxetap2 --device left-right@sw="$dev_lr" \
+    --device h0-left@guest="$p_h0" --device h1-left@guest="$G2" --device left-right@guest="$p_lr" >/dev/null
+  ! grep -q "<iface:\|replace each" "$D/plan$n.txt" || { cat "$D/plan$n.txt"; fail "plan $n left a placeholder"; }
+  grep -q "^# A PCI NIC must be bound to vfio-pci or uio_pci_generic" "$D/plan$n.txt" ||
+    { cat "$D/plan$n.txt"; fail "plan $n does not say how a PCI NIC is bound"; }
+  HOSTS=$(node_line "$D/plan$n.txt" hosts)
+  LEFT=$(node_line "$D/plan$n.txt" left)
+  RIGHT=$(node_line "$D/plan$n.txt" right)
+  echo "$HOSTS" | grep -q -- "--port h0-left=$p_h0 .* -- -a $p_h0\$" || fail "no PCI port in the hosts node's command: $HOSTS"
+  echo "$RIGHT" | grep -q -- "--port left-right=$p_lr -- -a $p_lr\$" || fail "no PCI port in switch right's command: $RIGHT"
+  echo "$LEFT" | grep -q -- "iface=$tap_h0,.*iface=rxetap2,.*iface=$dev_lr," || fail "left's interfaces: $LEFT"
+  eval exec ip netns exec "$GUEST_NS" "$LEFT --pcap h0-left" $EAL >"$D/left$n.log" 2>&1 &
+  pids+=($!)
+  guest_spawn "right$n" "chroot $GUEST_HOST_ROOT $(with_eal "$RIGHT" "" "--huge-dir /run/huge") >/share/right$n.log 2>&1 &
+    echo \$! >/share/right$n.pid; wait \$!" || fail "cannot start switch right in the guest (layout $n)"
+  rx0=$(dev_bytes "$tap_h0" rx)
+  tx0=$(dev_bytes "$dev_lr" tx)
+  run_hosts "$n" "$HOSTS" h0-left "--huge-dir /run/huge"
+  check_report "$rep" "$GUEST_SHARE/hosts$n.txt"
+  grep -qx "cable h0-left: NIC h0 on $p_h0 ($drv)" "$GUEST_SHARE/hosts$n.txt" ||
+    fail "the hosts node does not say h0 is on $p_h0 under $drv: $(grep ^cable "$GUEST_SHARE/hosts$n.txt")"
+  grep -qx "cable h1-left: NIC h1 on net_af_packet0 (net_af_packet)" "$GUEST_SHARE/hosts$n.txt" ||
+    fail "the hosts node does not say h1 is on af_packet: $(grep ^cable "$GUEST_SHARE/hosts$n.txt")"
+  # h0's WRITEs left the guest through one PCI device, into the host's tap;
+  # both senders' messages came back into the guest through the other.
+  rx=$(( $(dev_bytes "$tap_h0" rx) - rx0 ))
+  [ "$rx" -ge "$bytes" ] || fail "only $rx bytes came out of the guest's PCI device $p_h0 over $tap_h0"
+  tx=$(( $(dev_bytes "$dev_lr" tx) - tx0 ))
+  [ "$tx" -ge $((2 * bytes)) ] || fail "only $tx bytes went from left to $p_lr in the guest over $dev_lr"
+  guest_run -t 30 "kill -TERM \$(cat /share/right$n.pid)" || fail "cannot stop switch right in the guest"
+  guest_wait "right$n" 60 || { cat "$GUEST_SHARE/right$n.log"; fail "switch right in the guest did not stop (layout $n)"; }
+  kill -TERM "${pids[@]}"
+  wait "${pids[@]}"
+  pids=()
+  grep -qE "^cable left-right: right:Ethernet[0-9]+ on $p_lr \($drv\)\$" "$GUEST_SHARE/right$n.log" ||
+    { cat "$GUEST_SHARE/right$n.log"; fail "switch right does not say left-right is on $p_lr under $drv"; }
+  grep -q "^switch right: " "$GUEST_SHARE/right$n.log" || fail "switch right in the guest did not stop cleanly (layout $n)"
+  grep -qx "cable h0-left: left:Ethernet0 on net_af_packet0 (net_af_packet)" "$D/left$n.log" ||
+    { cat "$D/left$n.log"; fail "switch left does not name h0-left's device"; }
+  grep -q "^switch left: .*ARP requests answered [1-9]" "$D/left$n.log" || fail "switch left did not stop cleanly (layout $n)"
+  # The hosts node's merge of h0-left (the WRITEs captured by left on the
+  # host, the ACKs by the hosts node on the PCI port): every packet verifies.
+  "$ROCEMU" pcap "$rep/live_incast_h0-left.pcap" >"$D/auto$n.txt" 2>&1 &&
+    grep -qE "^[1-9][0-9]* packets, 0 ICRC errors" "$D/auto$n.txt" || fail "the hosts node's merge $n: $(tail -1 "$D/auto$n.txt")"
+  local pci_writes pci_acks
+  pci_writes=$(grep -c " RC_RDMA_WRITE_" "$D/auto$n.txt")
+  pci_acks=$(grep -c " RC_ACKNOWLEDGE" "$D/auto$n.txt")
+  [ "$pci_writes" -ge $((bytes / 4096)) ] && [ "$pci_acks" -gt 0 ] ||
+    fail "the hosts node's merge $n has $pci_writes WRITE packets and $pci_acks ACKs"
+  summary="incast $flows x $SIZE in $live_us us live, h0 on PCI $p_h0 and right's left-right port on PCI $p_lr\
+ ($drv, uio_pci_generic, hugepages): $rx bytes out of $p_h0 over $tap_h0, $tx bytes over $dev_lr into $p_lr;\
  h0-left merged: $pci_writes WRITEs, $pci_acks ACKs, 0 ICRC errors; hosts node in the guest $HOSTS_S s"
-echo "layout 3: $summary3"
+  echo "layout $n: $summary"
+}
+pci_layout 3 "$PCI1" "$PCI3" rxetap1 vr net_virtio
+summary3=$summary
+pci_layout 4 "$PCI4" "$PCI5" rxetap4 rxetap5 net_e1000_em
+summary4=$summary
 echo "PASS (scale 1:$SCALE: host and fabric links $(awk -v s="$SCALE" 'BEGIN { printf "%.1f", 100000 / s }') Mbit/s;" \
-  "layout 1: $summary1; layout 2 as above; layout 3: $summary3;" \
+  "layout 1: $summary1; layout 2 as above; layout 3: $summary3; layout 4: $summary4;" \
   "guest booted in $GUEST_READY_SECONDS s, total $((SECONDS - T0)) s; load average $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -10,12 +10,15 @@
 #
 # Library (after `source guest.sh`):
 #   guest_boot [--mtu N] [--ip A.B.C.D/NN] [--boot-script FILE] [--nics N]
-#              [--host-root] [--cpu MODEL]
+#              [--nic-model I=MODEL]... [--host-root] [--cpu MODEL]
 #       Creates netns $GUEST_NS holding tap $GUEST_TAP (MTU N, no IP address,
 #       no IPv6), boots the guest on it and waits for its ready marker.
 #       --nics N: N more virtio-net NICs (0..8), each on its own tap
 #       rxetap1..rxetapN in $GUEST_NS (MTU N, no address, no IPv6); in the
 #       guest NIC i has MAC $(guest_nic_mac i) and is left down.
+#       --nic-model I=MODEL: extra NIC I is QEMU's MODEL instead of
+#       virtio-net-pci, e.g. e1000e (Intel 82574L) or e1000 (Intel 82540EM),
+#       whose MTU the guest sets (no host_mtu); repeatable.
 #       --host-root: the host's / as a read-only 9p share (tag hostroot), for
 #       guest_host_root. --cpu MODEL: QEMU's -cpu (default: QEMU's own, qemu64
 #       under TCG; `max` has SSE4.2/PCLMUL/AVX2 that DPDK needs).
@@ -111,13 +114,20 @@ guest__reap_stale() {
 }
 
 guest_boot() {
-  local mtu=1500 ip="$GUEST_DEFAULT_IP" boot_script="" nics=0 host_root=0 cpu=""
+  local mtu=1500 ip="$GUEST_DEFAULT_IP" boot_script="" nics=0 host_root=0 cpu="" i
+  local -A model=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --mtu) mtu="$2"; shift 2 ;;
       --ip) ip="$2"; shift 2 ;;
       --boot-script) boot_script="$2"; shift 2 ;;
       --nics) nics="$2"; shift 2 ;;
+      --nic-model)
+        case "$2" in
+          [1-8]=[a-z]*) model[${2%%=*}]=${2#*=} ;;
+          *) guest__err "guest_boot: --nic-model '$2' is not I=MODEL with I in 1..8"; return 2 ;;
+        esac
+        shift 2 ;;
       --host-root) host_root=1; shift ;;
       --cpu) cpu="$2"; shift 2 ;;
       *) guest__err "guest_boot: unknown option '$1'"; return 2 ;;
@@ -133,6 +143,9 @@ guest_boot() {
     [0-8]) ;;
     *) guest__err "guest_boot: --nics '$nics' is not a number in 0..8"; return 2 ;;
   esac
+  for i in "${!model[@]}"; do
+    [ "$i" -le "$nics" ] || { guest__err "guest_boot: --nic-model $i=${model[$i]} names no NIC of --nics $nics"; return 2; }
+  done
 
   "$GUEST_HERE/build-guest.sh" || return 1
   guest__reap_stale
@@ -153,13 +166,15 @@ guest_boot() {
   # nor reject UDP 4791 in the place of the user-space peer.
   guest_ns_exec sysctl -qw "net.ipv6.conf.$GUEST_TAP.disable_ipv6=1"
   guest_ns_exec ip link set "$GUEST_TAP" mtu "$mtu" up || { guest_shutdown; return 1; }
-  local extra=() i
+  local extra=() dev
   for ((i = 1; i <= nics; i++)); do
+    dev="virtio-net-pci,netdev=n$i,mac=$(guest_nic_mac "$i"),host_mtu=$mtu"
+    [ -z "${model[$i]:-}" ] || dev="${model[$i]},netdev=n$i,mac=$(guest_nic_mac "$i")"
     guest_ns_exec ip tuntap add dev "rxetap$i" mode tap &&
       guest_ns_exec sysctl -qw "net.ipv6.conf.rxetap$i.disable_ipv6=1" &&
       guest_ns_exec ip link set "rxetap$i" mtu "$mtu" up || { guest_shutdown; return 1; }
     extra+=(-netdev "tap,id=n$i,ifname=rxetap$i,script=no,downscript=no"
-            -device "virtio-net-pci,netdev=n$i,mac=$(guest_nic_mac "$i"),host_mtu=$mtu")
+            -device "$dev")
   done
   [ "$host_root" = 1 ] &&
     extra+=(-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap")
