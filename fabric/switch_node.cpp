@@ -77,9 +77,6 @@ SwitchNode::SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_in
       sw_(topo.switches[sw_index].cfg),
       name_(topo.switches[sw_index].name) {
     topo.install_routes(sw_index, sw_.routes());
-    // A port has one live entry; stale ones (a time lowered while armed)
-    // are few. The heap grows past this only if they pile up.
-    tx_heap_.reserve(2 * tx_at_.size() + 16);
 }
 
 sim::NodeId SwitchNode::attach() {
@@ -133,6 +130,14 @@ void SwitchNode::on_timer(Nanos now) {
     } while (sw_.next_timer() <= now);
 }
 
+void SwitchNode::on_port_timer(sim::PortId port, Nanos now) {
+    if (tx_at_[port] != now) return;  // served or moved earlier since it was armed
+    tx_due_[port >> 6] |= uint64_t{1} << (port & 63);
+    any_due_ = true;
+    fx_.clear();
+    apply(now);
+}
+
 void SwitchNode::send_pfc(sim::PortId port, const sw::PfcFrameDesc& d) {
     sim::FramePool& pool = sim_.pool();
     const sim::FrameHandle h = pool.alloc();
@@ -150,18 +155,13 @@ void SwitchNode::send_pfc(sim::PortId port, const sw::PfcFrameDesc& d) {
 }
 
 void SwitchNode::apply(Nanos now) {
-    // The armed ports whose time has come.
-    while (!tx_heap_.empty() && tx_heap_.front().at <= now) {
-        const TxAt e = tx_heap_.front();
-        std::pop_heap(tx_heap_.begin(), tx_heap_.end(), later);
-        tx_heap_.pop_back();
-        if (tx_at_[e.port] == e.at) tx_due_[e.port >> 6] |= uint64_t{1} << (e.port & 63);
-    }
     // Dequeues append to the same buffer, so it is walked by index until
     // no port is due any more.
     std::size_t i = 0;
     for (;;) {
         for (; i < fx_.size(); ++i) apply_one(fx_[i], now);
+        if (!any_due_) break;
+        any_due_ = false;
         bool dequeued = false;
         // Due ports in ascending order, the bitmap read live: a dequeue may
         // make ports after the one it served due, and they are served in
@@ -209,9 +209,9 @@ void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
             tx_at_[e.port] = e.at;
             if (e.at <= now) {
                 tx_due_[e.port >> 6] |= uint64_t{1} << (e.port & 63);
+                any_due_ = true;
             } else {
-                tx_heap_.push_back(TxAt{e.at, e.port});
-                std::push_heap(tx_heap_.begin(), tx_heap_.end(), later);
+                sim_.arm_port(id_, e.port, e.at);
             }
             break;
         case sw::EffectKind::WatchdogStorm:
@@ -223,14 +223,8 @@ void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
 
 void SwitchNode::rearm() {
     // The core caches its next deadline, so asking after every event is
-    // cheap. No port is due between events: the heap's first live entry is
-    // the earliest armed port.
-    Nanos t = sw_.next_timer();
-    while (!tx_heap_.empty() && tx_at_[tx_heap_.front().port] != tx_heap_.front().at) {
-        std::pop_heap(tx_heap_.begin(), tx_heap_.end(), later);
-        tx_heap_.pop_back();
-    }
-    if (!tx_heap_.empty()) t = std::min(t, tx_heap_.front().at);
+    // cheap. The ports' times are port timers of their own.
+    const Nanos t = sw_.next_timer();
     if (t == Nanos::max())
         sim_.cancel_timer(id_);
     else if (t != sim_.timer(id_))

@@ -49,6 +49,7 @@ public:
 
     void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
     void on_timer(Nanos now) override;
+    void on_port_timer(sim::PortId port, Nanos now) override;
 
     const sw::Switch& core() const { return sw_; }
     const std::string& name() const { return name_; }
@@ -70,21 +71,16 @@ private:
     sw::Effects& fx_;
     Rng rng_;
     // When the core said each port has a frame ready (Nanos::max(): not
-    // armed). A spine has a port per leaf, most of them busy: scanning the
-    // armed ones on every event cost 15-30 branches a packet-hop at 256
-    // hosts, half of them mispredicted. So the armed ports' times are also
-    // in a min-heap (an entry whose time no longer matches tx_at_ is stale
-    // and skipped), and `tx_due_` has a bit per port whose time has come in
-    // the current apply(): events cost O(log ports) plus the ports served.
-    struct TxAt {
-        Nanos at;
-        uint32_t port;
-    };
-    // std::push_heap and pop_heap order: the earliest time on top.
-    static bool later(const TxAt& a, const TxAt& b) { return a.at > b.at; }
+    // armed). A time to come is a port timer of the simulator's
+    // (arm_port), whose event is stale unless it fires at the port's
+    // tx_at_; `tx_due_` has a bit per port whose time has come in the
+    // current apply(), and `any_due_` says whether one is set. A spine has a
+    // port per leaf: a heap of the armed ports of its own cost a few lines of
+    // this node a packet-hop at 256 hosts, the simulator's event wheel, in
+    // use by every event, none.
     std::vector<Nanos> tx_at_;
-    std::vector<TxAt> tx_heap_;
     std::vector<uint64_t> tx_due_;
+    bool any_due_ = false;
     std::vector<std::array<uint8_t, 6>> port_mac_;
     SwitchNodeCounters c_;
     sw::Switch sw_;

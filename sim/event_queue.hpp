@@ -1,23 +1,31 @@
 // The virtual-time event queue: small plain events ordered by (time, seq).
 // `seq` is assigned at push, so events due at the same nanosecond run in the
 // order they were scheduled. That FIFO rule is what makes a run reproducible
-// without "+1 ns" tie-breaks.
+// without "+1 ns" tie-breaks. Events pushed with push_first() run before
+// every push()ed event of their nanosecond (in their own push order): a
+// switch port that becomes free at t is served before the frames arriving
+// at t, so queue-depth decisions at t (ECN marks, adaptive routing) see the
+// frames that left by t gone, however the events were scheduled.
 //
-// Two tiers, because nearly every event in a fabric (a frame finishing
-// serialisation, arriving after propagation) is due within microseconds:
-//  - a wheel of kWheelSlots one-nanosecond slots covering
-//    [base, base + kWheelSlots), each slot a FIFO of chunks of four events
-//    from a chunk pool, with a two-level bitmap to find the next busy slot:
-//    O(1) push and pop;
+// Internally an event's time is a key of two a nanosecond, 2t for
+// push_first() and 2t + 1 for push(), so both rules are one (key, seq)
+// order. Two tiers, because nearly every event in a fabric (a frame
+// finishing serialisation, arriving after propagation) is due within
+// microseconds:
+//  - a wheel of kWheelSlots slots, one a key (half a nanosecond), covering
+//    keys [base, base + kWheelSlots), each slot a FIFO of chunks of four
+//    events from a chunk pool, with a two-level bitmap to find the next busy
+//    slot: O(1) push and pop;
 //  - a binary heap for everything later, whose events move into the wheel,
-//    in (time, seq) order, as soon as the window reaches them. A direct push
+//    in (key, seq) order, as soon as the window reaches them. A direct push
 //    into a slot can only happen after that move, so every slot stays in seq
 //    order.
-// base is the time of the last popped event; pushes must not be earlier.
+// base is the key of the last popped event; pushes must not be earlier.
 // Storage grows to the peak backlog and is then reused: no allocation in
 // steady state.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -33,6 +41,7 @@ enum class EventKind : uint8_t {
     TxDone,     // target: link; the frame being serialised has left the transmitter
     Deliver,    // target: link; arg: frame handle | link epoch << 32
     LinkState,  // target: link; arg: 1 = up, 0 = down
+    PortTimer,  // target: node; arg: port (Simulator::arm_port)
 };
 
 struct Event {
@@ -46,6 +55,7 @@ struct Event {
 class EventQueue {
 public:
     static constexpr uint32_t kWheelSlots = 8192;
+    static constexpr int64_t kWheelSpanNs = kWheelSlots / 2;  // keys are half nanoseconds
 
     // The empty slots are filled here, not by default member initialisers:
     // GCC unrolled an initialiser of 2 x 8192 words at every place a queue
@@ -62,11 +72,13 @@ public:
 
     // Precondition: time >= the time of the last popped event.
     void push(Nanos time, EventKind kind, uint32_t target, uint64_t arg) {
-        const Event e{time, next_seq_++, arg, target, kind};
-        if (time.v - base_ < static_cast<int64_t>(kWheelSlots))
-            wheel_append(e);
-        else
-            heap_push(e);
+        insert(Event{Nanos{key(time) + 1}, next_seq_++, arg, target, kind});
+    }
+    // Runs before every push()ed event of the same time, after the
+    // push_first()ed ones pushed before it. Precondition: time is later than
+    // the last popped event's, or equal to it if that one was pushed first.
+    void push_first(Nanos time, EventKind kind, uint32_t target, uint64_t arg) {
+        insert(Event{Nanos{key(time)}, next_seq_++, arg, target, kind});
     }
 
     bool empty() const { return wheel_count_ == 0 && far_.empty(); }
@@ -79,13 +91,17 @@ public:
 
     // Precondition: !empty().
     Event top() const {
-        if (wheel_count_ == 0) return far_.front();
-        const Chunk& k = chunks_[head_[next_slot()]];
-        return k.ev[k.pos].event();
+        if (wheel_count_ != 0) {
+            const Chunk& k = chunks_[head_[next_slot()]];
+            return k.ev[k.pos].event();
+        }
+        Event e = far_.front();
+        e.time = Nanos{e.time.v >> 1};
+        return e;
     }
 
-    // A wheel event in 28 bytes. The kind rides in the top byte of seq,
-    // which 2^56 pushes never reach.
+    // A wheel event in 28 bytes, its time a key. The kind rides in the top
+    // byte of seq, which 2^56 pushes never reach.
     struct __attribute__((packed, aligned(4))) Slotted {
         int64_t time;
         uint64_t seq_kind;  // seq << 8 | kind
@@ -96,7 +112,8 @@ public:
             return Slotted{e.time.v, e.seq << 8 | static_cast<uint8_t>(e.kind), e.arg, e.target};
         }
         EventKind kind() const { return static_cast<EventKind>(seq_kind & 0xFF); }
-        Event event() const { return Event{Nanos{time}, seq_kind >> 8, arg, target, kind()}; }
+        // The event as pushed: its time in nanoseconds.
+        Event event() const { return Event{Nanos{time >> 1}, seq_kind >> 8, arg, target, kind()}; }
     };
     static_assert(sizeof(Slotted) == 28);
 
@@ -112,13 +129,14 @@ public:
     // and fills `ahead`; else false (and the queue is as it was).
     [[gnu::always_inline]] bool pop_due(Nanos limit, Event& out, Ahead& ahead) {
         if (wheel_count_ == 0) {
-            if (far_.empty() || far_.front().time > limit) return false;
+            if (far_.empty() || (far_.front().time.v >> 1) > limit.v) return false;
             advance_to(far_.front().time.v);
         }
         const uint32_t slot = next_slot();
         const uint32_t idx = head_[slot];
         Chunk& k = chunks_[idx];
-        if (k.ev[k.pos].time > limit.v) return false;
+        const int64_t at = k.ev[k.pos].time;
+        if ((at >> 1) > limit.v) return false;
         out = k.ev[k.pos++].event();
         if (k.pos == 1 && k.next != kNil) {
             // The slot's next chunk, four events ahead.
@@ -135,7 +153,7 @@ public:
             free_ = idx;
         }
         --wheel_count_;
-        advance_to(out.time.v);
+        advance_to(at);
         ahead.n = 0;
         if (wheel_count_ != 0) {
             const Chunk& h = chunks_[head_[next_slot()]];
@@ -182,11 +200,22 @@ private:
     };
     static_assert(sizeof(Chunk) == 128);
 
+    // The key of time t's push_first() events; push()'s is one more. Times
+    // past 2^62 ns (146 years) share the last key.
+    static int64_t key(Nanos t) { return 2 * std::min(t.v, int64_t{1} << 62); }
+
+    void insert(const Event& e) {
+        if (e.time.v - base_ < static_cast<int64_t>(kWheelSlots))
+            wheel_append(e);
+        else
+            heap_push(e);
+    }
+
     static bool before(const Event& a, const Event& b) {
         return a.time < b.time || (a.time == b.time && a.seq < b.seq);
     }
 
-    // Moves the window start to `t` and pulls in the far events it now covers.
+    // Moves the window start to key `t` and pulls in the far events it now covers.
     void advance_to(int64_t t) {
         base_ = t;
         while (!far_.empty() && far_.front().time.v - base_ < static_cast<int64_t>(kWheelSlots)) {

@@ -141,7 +141,7 @@ void Simulator::prefetch_ahead(const EventQueue::Ahead& a) const {
         __builtin_prefetch(nodes_[links_[n.target].dst().node]);
     else if (n.kind() == EventKind::TxDone)
         __builtin_prefetch(nodes_[links_[n.target].src().node]);
-    else if (n.kind() == EventKind::Timer)
+    else if (n.kind() == EventKind::Timer || n.kind() == EventKind::PortTimer)
         __builtin_prefetch(nodes_[n.target]);
     if (a.n == 2) prefetch_event(*a.ev[1]);
 }
@@ -168,6 +168,9 @@ bool Simulator::step(Nanos limit) {
             if (h.valid()) nodes_[l.dst().node]->on_frame(l.dst().port, h, now_);
             break;
         }
+        case EventKind::PortTimer:
+            nodes_[e.target]->on_port_timer(static_cast<PortId>(e.arg), now_);
+            break;
         case EventKind::LinkState: {
             Link& l = links_[e.target];
             if (l.set_up(e.arg != 0, pool_)) nodes_[l.src().node]->on_link_state(l.src().port, e.arg != 0, now_);

@@ -36,6 +36,13 @@ public:
         (void)port;
         (void)now;
     }
+    // A time armed with Simulator::arm_port() for `port` has come. Every
+    // arm is delivered, also one the node has since moved: the node tells
+    // its live arm from stale ones (by `now`).
+    virtual void on_port_timer(PortId port, Nanos now) {
+        (void)port;
+        (void)now;
+    }
     // The link out of `port` went down or came back up (carrier). Taking a
     // cable down means scheduling both of its links, so each end hears once.
     virtual void on_link_state(PortId port, bool up, Nanos now) {
@@ -89,6 +96,18 @@ public:
     void cancel_timer(NodeId node);
     // When the node's timer is due, or Nanos::max() if it is not armed.
     Nanos timer(NodeId node) const { return timers_[node].due; }
+    // A timer per (node, port), as many as the node arms: on_port_timer(port)
+    // at `at`, before every other kind of event due at that nanosecond
+    // (EventQueue::push_first), or after the running event if `at` is not
+    // later than now(). One event in the queue, no state here: a node with a
+    // time per port (a switch's port free again) needs no queue of its own,
+    // and its port is served before the frames that arrive as it frees.
+    void arm_port(NodeId node, PortId port, Nanos at) {
+        if (at > now_)
+            queue_.push_first(at, EventKind::PortTimer, node, port);
+        else
+            queue_.push(now_, EventKind::PortTimer, node, port);
+    }
 
     // --- Faults and capture ---------------------------------------------------
     void schedule_link_state(LinkId link, Nanos at, bool up);

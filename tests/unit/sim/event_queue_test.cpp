@@ -24,13 +24,14 @@ TEST(SimEventQueue, PopsInTimeOrder) {
 // of every kind must come back as pushed, from the wheel and from the heap.
 TEST(SimEventQueue, EveryFieldSurvivesBothTiers) {
     EventQueue q;
-    const EventKind kinds[] = {EventKind::Timer, EventKind::TxDone, EventKind::Deliver, EventKind::LinkState};
+    const EventKind kinds[] = {EventKind::Timer, EventKind::TxDone, EventKind::Deliver, EventKind::LinkState,
+                               EventKind::PortTimer};
     std::vector<Event> pushed;
     for (uint32_t i = 0; i < 400; ++i) {
         // Near (the wheel) and far (the heap) times, the largest targets and args.
-        const Nanos t{static_cast<int64_t>(i % 2 == 0 ? i : EventQueue::kWheelSlots * 3 + i)};
+        const Nanos t{static_cast<int64_t>(i % 2 == 0 ? i : EventQueue::kWheelSpanNs * 3 + i)};
         const uint64_t arg = i % 3 == 0 ? ~uint64_t{0} - i : uint64_t{i} << 32 | (UINT32_MAX - i);
-        const EventKind kind = kinds[i % 4];
+        const EventKind kind = kinds[i % std::size(kinds)];
         q.push(t, kind, UINT32_MAX - i, arg);
         pushed.push_back(Event{t, i, arg, UINT32_MAX - i, kind});
     }
@@ -50,6 +51,75 @@ TEST(SimEventQueue, EveryFieldSurvivesBothTiers) {
         }
     }
     EXPECT_TRUE(q.empty());
+}
+
+// push_first() events run before every push()ed event of their nanosecond,
+// in their own push order, from the wheel and from the far heap alike.
+TEST(SimEventQueue, PushFirstRunsBeforeTheOthersOfItsNanosecond) {
+    for (const int64_t t : {int64_t{5}, EventQueue::kWheelSpanNs * 4 + 5}) {
+        EventQueue q;
+        q.push(Nanos{t}, EventKind::Deliver, 1, 0);
+        q.push_first(Nanos{t}, EventKind::PortTimer, 2, 0);
+        q.push(Nanos{t - 1}, EventKind::Deliver, 3, 0);
+        q.push(Nanos{t}, EventKind::Deliver, 4, 0);
+        q.push_first(Nanos{t}, EventKind::PortTimer, 5, 0);
+        q.push_first(Nanos{t + 1}, EventKind::PortTimer, 6, 0);
+        std::vector<uint32_t> order;
+        while (!q.empty()) {
+            const Event top = q.top();
+            const Event e = q.pop();
+            EXPECT_EQ(top.target, e.target);
+            EXPECT_EQ(e.time, Nanos{e.target == 3 ? t - 1 : e.target == 6 ? t + 1 : t});
+            order.push_back(e.target);
+        }
+        EXPECT_EQ(order, (std::vector<uint32_t>{3, 2, 5, 1, 4, 6})) << "t " << t;
+    }
+    // Pushed first at the time of the event being run (itself pushed first).
+    EventQueue q;
+    q.push_first(Nanos{9}, EventKind::PortTimer, 1, 0);
+    q.push(Nanos{9}, EventKind::Deliver, 2, 0);
+    EXPECT_EQ(q.pop().target, 1u);
+    q.push_first(Nanos{9}, EventKind::PortTimer, 3, 0);
+    EXPECT_EQ(q.pop().target, 3u);
+    EXPECT_EQ(q.pop().target, 2u);
+}
+
+// A random mix of both pushes, near and far, interleaved with pops, against
+// the order the queue promises: (time, pushed first before not, seq).
+TEST(SimEventQueue, MixedPushesMatchTheirOrder) {
+    Rng rng(5);
+    EventQueue q;
+    struct Want {
+        int64_t time;
+        bool first;
+        uint64_t seq;
+        bool operator<(const Want& o) const {
+            return time != o.time ? time < o.time : first != o.first ? first : seq < o.seq;
+        }
+    };
+    std::set<Want> want;
+    int64_t now = 0;
+    uint64_t seq = 0;
+    for (int step = 0; step < 200000; ++step) {
+        if (want.empty() || rng.below(2) == 0) {
+            static constexpr uint64_t kSpans[] = {1, 3, 30, EventQueue::kWheelSpanNs * 2};
+            const int64_t t = now + 1 + static_cast<int64_t>(rng.below(kSpans[rng.below(4)]));
+            const bool first = rng.below(3) == 0;
+            if (first)
+                q.push_first(Nanos{t}, EventKind::PortTimer, 0, seq);
+            else
+                q.push(Nanos{t}, EventKind::Deliver, 0, seq);
+            want.insert(Want{t, first, seq++});
+        } else {
+            const Event e = q.pop();
+            const Want w = *want.begin();
+            want.erase(want.begin());
+            ASSERT_EQ(e.time.v, w.time) << "step " << step;
+            ASSERT_EQ(e.arg, w.seq) << "step " << step;
+            ASSERT_EQ(e.kind, w.first ? EventKind::PortTimer : EventKind::Deliver);
+            now = e.time.v;
+        }
+    }
 }
 
 TEST(SimEventQueue, EqualTimesAreFifo) {
@@ -111,7 +181,7 @@ TEST(SimEventQueue, InterleavedPushPopMatchesOrderedSetAndStopsGrowing) {
         ASSERT_EQ(e.target, std::get<2>(expect));
         // One pop, one push: the backlog stays at 1000. Delays within the
         // wheel window, just past it, and far beyond it.
-        static constexpr uint64_t kSpans[] = {100, EventQueue::kWheelSlots + 50, 10000000};
+        static constexpr uint64_t kSpans[] = {100, EventQueue::kWheelSpanNs + 50, 10000000};
         const int64_t t = e.time.v + static_cast<int64_t>(rng.below(kSpans[rng.below(3)]));
         ref.emplace(t, q.pushed(), next_id);
         q.push(Nanos{t}, EventKind::Timer, next_id++, 0);
@@ -152,8 +222,8 @@ TEST(SimEventQueue, PopDueNamesTheEventsPoppedNext) {
         // Events due now (into the slot being popped), dense near ones, now
         // and then one far beyond the wheel or just behind the slot base
         // wraps round to; as many pushed as popped.
-        static constexpr uint64_t kSpans[] = {1, 1, 4, 4, 40, 40, EventQueue::kWheelSlots - 1,
-                                              3 * EventQueue::kWheelSlots};
+        static constexpr uint64_t kSpans[] = {1, 1, 4, 4, 40, 40, EventQueue::kWheelSpanNs - 1,
+                                              3 * EventQueue::kWheelSpanNs};
         for (uint8_t i = 0; i <= told_n; ++i)
             q.push(last.time + Nanos{static_cast<int64_t>(rng.below(kSpans[rng.below(8)]))}, EventKind::Timer,
                    next_id++, 0);
@@ -168,16 +238,16 @@ TEST(SimEventQueue, PopDueNamesTheEventsPoppedNext) {
 TEST(SimEventQueue, PopDueLeavesEventsPastTheLimit) {
     EventQueue q;
     q.push(Nanos{10}, EventKind::Timer, 1, 0);
-    q.push(Nanos{3 * EventQueue::kWheelSlots}, EventKind::Deliver, 2, 7);
+    q.push(Nanos{3 * EventQueue::kWheelSpanNs}, EventKind::Deliver, 2, 7);
     Event e;
     EventQueue::Ahead ahead;
     EXPECT_FALSE(q.pop_due(Nanos{9}, e, ahead));
     ASSERT_TRUE(q.pop_due(Nanos{10}, e, ahead));
     EXPECT_EQ(e.target, 1u);
     EXPECT_EQ(ahead.n, 0u);  // the far event is beyond the wheel: no hint
-    EXPECT_FALSE(q.pop_due(Nanos{3 * EventQueue::kWheelSlots - 1}, e, ahead));
+    EXPECT_FALSE(q.pop_due(Nanos{3 * EventQueue::kWheelSpanNs - 1}, e, ahead));
     EXPECT_EQ(q.size(), 1u);
-    ASSERT_TRUE(q.pop_due(Nanos{3 * EventQueue::kWheelSlots}, e, ahead));
+    ASSERT_TRUE(q.pop_due(Nanos{3 * EventQueue::kWheelSpanNs}, e, ahead));
     EXPECT_EQ(e.target, 2u);
     EXPECT_EQ(e.kind, EventKind::Deliver);
     EXPECT_EQ(e.arg, 7u);
@@ -189,7 +259,7 @@ TEST(SimEventQueue, PopDueLeavesEventsPastTheLimit) {
 // for the same time once the window has reached it: FIFO must still hold.
 TEST(SimEventQueue, FarEventsKeepFifoWithLaterDirectPushes) {
     EventQueue q;
-    const Nanos far{5 * EventQueue::kWheelSlots + 17};
+    const Nanos far{5 * EventQueue::kWheelSpanNs + 17};
     q.push(far, EventKind::Timer, 1, 0);
     q.push(Nanos{0}, EventKind::Timer, 100, 0);
     // Walk time forward the way a simulation does, one hop at a time.
@@ -222,11 +292,11 @@ TEST(SimEventQueue, WrapsRoundTheWheelManyTimes) {
         ASSERT_EQ(e.arg, popped);
         now = e.time.v;
         ++popped;
-        q.push(Nanos{now + 1 + static_cast<int64_t>(rng.below(EventQueue::kWheelSlots * 3 / 2))}, EventKind::Timer, 0,
+        q.push(Nanos{now + 1 + static_cast<int64_t>(rng.below(EventQueue::kWheelSpanNs * 3 / 2))}, EventKind::Timer, 0,
                popped);
         ASSERT_EQ(q.size(), 1u);
     }
-    EXPECT_GT(now, static_cast<int64_t>(EventQueue::kWheelSlots) * 1000);
+    EXPECT_GT(now, static_cast<int64_t>(EventQueue::kWheelSpanNs) * 1000);
 }
 
 }  // namespace

@@ -177,6 +177,64 @@ TEST(SimRun, LinkStateChangesReachTheSendingEndOnce) {
     EXPECT_EQ(b.seen, (std::vector<S>{{9, false, 10_ns}, {9, true, 30_ns}}));
 }
 
+TEST(SimPortTimer, EveryArmFiresAtItsTimeWithItsPortTiesInArmOrder) {
+    struct Ports : Node {
+        std::vector<std::pair<PortId, Nanos>> seen;
+        int timers = 0;
+        void on_frame(PortId, FrameHandle, Nanos) override {}
+        void on_timer(Nanos) override { ++timers; }
+        void on_port_timer(PortId port, Nanos now) override { seen.emplace_back(port, now); }
+    };
+    Simulator sim(SimConfig{});
+    Ports a, b;
+    const NodeId ia = sim.add_node(a), ib = sim.add_node(b);
+    sim.arm_port(ia, 7, 40_ns);
+    sim.arm_port(ia, 3, 20_ns);
+    sim.arm_port(ib, 3, 20_ns);
+    sim.arm_port(ia, 7, 20_ns);  // moved earlier: the 40 ns arm still fires, the node tells it is stale
+    sim.arm_port(ia, 1, 20_ns);
+    sim.run_until(10_ns);
+    sim.arm_port(ia, 9, 5_ns);  // past: fires at now
+    sim.run_until_idle();
+    using S = std::pair<PortId, Nanos>;
+    EXPECT_EQ(a.seen, (std::vector<S>{{9, 10_ns}, {3, 20_ns}, {7, 20_ns}, {1, 20_ns}, {7, 40_ns}}));
+    EXPECT_EQ(b.seen, (std::vector<S>{{3, 20_ns}}));
+    // Port timers are not the node's timer, and leave its state alone.
+    EXPECT_EQ(a.timers + b.timers, 0);
+    EXPECT_EQ(sim.timer(ia), Nanos::max());
+    EXPECT_EQ(sim.counters().events, 6u);
+}
+
+// A port timer runs before a frame that arrives in the same nanosecond, even
+// one whose delivery was scheduled first: a switch serves the port that
+// frees at t before it routes what arrives at t.
+TEST(SimPortTimer, RunsBeforeAFrameArrivingInItsNanosecond) {
+    struct Rec : Node {
+        Simulator* sim = nullptr;
+        std::vector<std::string> seen;
+        void on_frame(PortId, FrameHandle h, Nanos now) override {
+            seen.push_back("frame@" + std::to_string(now.v));
+            sim->pool().free(h);
+        }
+        void on_port_timer(PortId port, Nanos now) override {
+            seen.push_back("port" + std::to_string(port) + "@" + std::to_string(now.v));
+        }
+    };
+    Simulator sim(SimConfig{});
+    Rec a, b;
+    a.sim = b.sim = &sim;
+    const NodeId ia = sim.add_node(a), ib = sim.add_node(b);
+    LinkConfig c = test::bare_link();
+    c.propagation_delay = 100_ns;
+    sim.connect(ia, 0, ib, 0, c);
+    // 100 bytes at 100 Gbit/s: 8 ns on the wire, so it arrives at 108 ns.
+    ASSERT_NE(sim.transmit(ia, 0, test::make_frame(sim, test::tagged_frame(1, 100))), Link::Send::Dropped);
+    sim.arm_port(ib, 4, 108_ns);
+    sim.arm_port(ib, 5, 107_ns);
+    sim.run_until_idle();
+    EXPECT_EQ(b.seen, (std::vector<std::string>{"port5@107", "port4@108", "frame@108"}));
+}
+
 // Forwards everything arriving on ports 0 and 1 out of port 2.
 class Merger : public Node {
 public:
