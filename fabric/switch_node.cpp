@@ -117,8 +117,10 @@ void SwitchNode::on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) {
 }
 
 void SwitchNode::on_timer(Nanos now) {
+    // The node timer carries only the core's deadlines (ports have port
+    // timers); one cached early finds nothing due and is armed again.
     if (sw_.next_timer() > now) {
-        apply(now);
+        rearm();
         return;
     }
     // The core stops early when the buffer runs short; it says so by still
