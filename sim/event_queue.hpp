@@ -332,7 +332,7 @@ private:
     std::array<uint32_t, kWheelSlots> tail_;
     std::array<uint64_t, kWords> bits_{};
     std::array<uint64_t, kSummaryWords> summary_{};
-    std::vector<Event> far_;  // binary min-heap on (time, seq)
+    std::vector<Event> far_;  // binary min-heap on (key, seq); an Event here carries its key as time
 };
 
 }  // namespace rocemu::sim
