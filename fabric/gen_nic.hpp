@@ -128,6 +128,9 @@ public:
 
     void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
     void on_timer(Nanos now) override;
+    // Paces its port itself (busy_until_): its link's TxDone events would
+    // tell it nothing.
+    bool hears_tx_ready() const override { return false; }
 
     const NicCounters& counters() const { return c_; }
     bool paused(Nanos now) const { return pause_.paused(now); }

@@ -50,6 +50,9 @@ public:
     void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
     void on_timer(Nanos now) override;
     void on_port_timer(sim::PortId port, Nanos now) override;
+    // The core paces its ports (TxReady, port timers): its links' TxDone
+    // events would tell it nothing.
+    bool hears_tx_ready() const override { return false; }
 
     const sw::Switch& core() const { return sw_; }
     const std::string& name() const { return name_; }

@@ -134,6 +134,8 @@ public:
     bool up(Nanos now) const;
     // When the wire is next free.
     Nanos busy_until() const { return Nanos{(busy_ps_ + (busy_frac_ != 0 ? 1 : 0) + 999) / 1000}; }
+    // busy_until() <= now, without its divide.
+    bool free_at(Nanos now) const { return busy_ps_ + (busy_frac_ != 0 ? 1 : 0) <= now.v * 1000; }
     // The next storm frame or up/down change after the ones already seen.
     Nanos next_event(Nanos now) const;
     // The storm frame due at or before `now`, if any; call until nullopt.

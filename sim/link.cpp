@@ -16,15 +16,24 @@ const char* to_string(LinkDrop d) {
     return "?";
 }
 
-Link::Link(LinkId id, LinkEnd src, LinkEnd dst, const LinkConfig& cfg, uint64_t seed)
-    : id_(id), src_(src), dst_(dst), multipath_(cfg.paths.size() > 1), ring_(16), rng_(seed), model_(cfg) {}
+Link::Link(LinkId id, LinkEnd src, LinkEnd dst, const LinkConfig& cfg, uint64_t seed, bool tx_ready)
+    : id_(id),
+      src_(src),
+      dst_(dst),
+      multipath_(cfg.paths.size() > 1),
+      tx_ready_(tx_ready),
+      ring_(16),
+      rng_(seed),
+      model_(cfg) {}
 
 Link::Send Link::send(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) {
     if (!up_) {
         drop(LinkDrop::LinkDown, h, pool);
         return Send::Dropped;
     }
-    if (!transmitting_) {
+    // A queued TxDone is the wire's end of the frame before, even when it
+    // is due this nanosecond: frames keep their order behind it.
+    if (!tx_event_ && queued_frames_ == 0 && model_.free_at(now)) {
         start(h, now, q, pool);
         return Send::Started;
     }
@@ -35,12 +44,18 @@ Link::Send Link::send(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) 
     }
     ring_push(h);
     queued_bytes_ += len;
+    if (!tx_event_) {
+        // Only a link without tx_ready_ gets here: the frame it serialises
+        // has no TxDone yet.
+        tx_event_ = true;
+        q.push(model_.busy_until(), EventKind::TxDone, id_, 0);
+    }
     return Send::Queued;
 }
 
 bool Link::on_tx_done(Nanos now, EventQueue& q, FramePool& pool) {
-    transmitting_ = false;
-    if (queued_frames_ == 0) return true;
+    tx_event_ = false;
+    if (queued_frames_ == 0) return tx_ready_;
     const FrameHandle h = ring_pop();
     queued_bytes_ -= Bytes{pool.len(h)};
     start(h, now, q, pool);
@@ -74,10 +89,12 @@ void Link::start(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool) {
     const uint32_t key = multipath_ ? path_key(pool.headers(h)) : 0;
     const link::Delivery d = model_.transmit(Bytes{len}, now, rng_, key);
     if (tapped_ && tap_tx_ != nullptr) tap_tx_->write(d.tx_start, pool.frame(h));
-    transmitting_ = true;
     ++counters_.tx_frames;
     counters_.tx_bytes += len;
-    q.push(d.tx_end, EventKind::TxDone, id_, 0);
+    if (tx_ready_ || queued_frames_ > 0) {
+        tx_event_ = true;
+        q.push(d.tx_end, EventKind::TxDone, id_, 0);
+    }
 
     if (d.fate == link::Fate::LostLinkDown) return drop(LinkDrop::LinkDown, h, pool);
     if (d.fate == link::Fate::LostRandom) return drop(LinkDrop::Loss, h, pool);

@@ -66,12 +66,17 @@ class Link {
 public:
     enum class Send : uint8_t { Started, Queued, Dropped };
 
-    Link(LinkId id, LinkEnd src, LinkEnd dst, const LinkConfig& cfg, uint64_t seed);
+    // With `tx_ready`, every frame ends with a TxDone event, after which an
+    // idle link tells its source node (on_tx_ready). Without, a TxDone is
+    // queued only for a frame waiting behind another: a frame sent when
+    // the wire is free and nothing waits costs its Deliver event alone.
+    Link(LinkId id, LinkEnd src, LinkEnd dst, const LinkConfig& cfg, uint64_t seed, bool tx_ready = true);
 
     // Takes ownership of `h`. Starts serialising it if the transmitter is
     // free, else queues it; a dropped frame goes back to the pool.
     Send send(FrameHandle h, Nanos now, EventQueue& q, FramePool& pool);
-    // A TxDone event. True if the transmitter is now idle with nothing queued.
+    // A TxDone event. True if the transmitter is now idle with nothing
+    // queued and the link tells its source so.
     bool on_tx_done(Nanos now, EventQueue& q, FramePool& pool);
     // A Deliver event. The frame for the receiver, or invalid if it was dropped.
     FrameHandle on_deliver(uint64_t arg, Nanos now, FramePool& pool);
@@ -101,8 +106,8 @@ public:
     const LinkConfig& config() const { return model_.config(); }
     const LinkCounters& counters() const { return counters_; }
     bool up() const { return up_; }
-    // Nothing serialising and nothing queued.
-    bool idle() const { return !transmitting_ && queued_frames_ == 0; }
+    // Nothing serialising at `now` and nothing queued.
+    bool idle(Nanos now) const { return !tx_event_ && queued_frames_ == 0 && model_.free_at(now); }
     Bytes queued_bytes() const { return queued_bytes_; }
     uint32_t queued_frames() const { return queued_frames_; }
 
@@ -125,9 +130,12 @@ private:
     LinkId id_;
     LinkEnd src_, dst_;
     bool up_ = true;
-    bool transmitting_ = false;
-    bool multipath_;  // the model has several paths: a frame's UDP source port picks one
-    bool tapped_ = false;  // tap_tx_ or tap_rx_ is set
+    // A TxDone event is queued: the wire frees then, and a frame sent
+    // before it waits for it. There is never more than one.
+    bool tx_event_ = false;
+    bool multipath_ : 1;    // the model has several paths: a frame's UDP source port picks one
+    bool tapped_ : 1 = false;  // tap_tx_ or tap_rx_ is set
+    bool tx_ready_ : 1;     // a TxDone for every frame, and on_tx_ready after the last
     uint32_t epoch_ = 0;  // bumped when the link goes down, voiding frames in flight
     uint32_t queued_frames_ = 0;
     LinkCounters counters_;  // at offset 32: its first four fields end the first line

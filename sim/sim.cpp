@@ -37,7 +37,8 @@ LinkId Simulator::add_link(NodeId src, PortId src_port, NodeId dst, PortId dst_p
     if (out_link(src, src_port) != kNoLink)
         throw std::invalid_argument(fmt::format("link from node {} port {}: port already has a link", src, src_port));
     const auto id = static_cast<LinkId>(links_.size());
-    links_.emplace_back(id, LinkEnd{src, src_port}, LinkEnd{dst, dst_port}, cfg, link_seed(seed_, id));
+    links_.emplace_back(id, LinkEnd{src, src_port}, LinkEnd{dst, dst_port}, cfg, link_seed(seed_, id),
+                        nodes_[src]->hears_tx_ready());
     if (src_port >= ports_[src].count) grow_ports(src, src_port + 1u);
     out_links_[ports_[src].first + src_port] = id;
     return id;
@@ -78,7 +79,7 @@ Link::Send Simulator::transmit(NodeId node, PortId port, FrameHandle h) {
 
 bool Simulator::tx_idle(NodeId node, PortId port) const {
     const LinkId id = out_link(node, port);
-    return id != kNoLink && links_[id].idle();
+    return id != kNoLink && links_[id].idle(now_);
 }
 
 void Simulator::arm_timer(NodeId node, Nanos at) {

@@ -36,6 +36,11 @@ public:
         (void)port;
         (void)now;
     }
+    // False if the node never uses on_tx_ready (it paces its ports itself).
+    // Its links then queue a TxDone event only while a frame waits behind
+    // another, not one for every frame: asked once, when a link out of the
+    // node is added.
+    virtual bool hears_tx_ready() const { return true; }
     // A time armed with Simulator::arm_port() for `port` has come. Every
     // arm is delivered, also one the node has since moved: the node tells
     // its live arm from stale ones (by `now`).

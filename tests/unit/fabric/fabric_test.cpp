@@ -511,7 +511,7 @@ TEST(FabricRun, ATickThatReturnsTrueStopsTheRun) {
     const Topology topo = make(std::string(kLeafSpine));
     Fabric f(topo, 7);
     for (uint32_t s = 0; s < 4; ++s)
-        f.add_flow(FlowSpec{s, (s + 2) % 4, Bytes{16 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + 17 * s)});
+        f.add_flow(FlowSpec{s, (s + 2) % 4, Bytes{32 << 20}, Nanos{0}, static_cast<uint16_t>(0xC000 + 17 * s)});
     f.start();
     const uint64_t before = f.totals().sim_events;
     int ticks = 0;

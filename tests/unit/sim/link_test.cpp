@@ -33,9 +33,10 @@ struct Pair {
     Sink dst;
     LinkId link;
 
-    Pair(const LinkConfig& cfg, uint64_t count, Source::Make make, bool keep_bytes = false, uint64_t seed = 1)
+    Pair(const LinkConfig& cfg, uint64_t count, Source::Make make, bool keep_bytes = false, uint64_t seed = 1,
+         bool tx_ready = true)
         : sim(SimConfig{.seed = seed, .max_frames = 1u << 15}),
-          src(sim, count, std::move(make)),
+          src(sim, count, std::move(make), tx_ready),
           dst(sim, keep_bytes),
           link(sim.add_link(src.id(), 0, dst.id(), 0, cfg)) {}
 
@@ -434,6 +435,152 @@ TEST(SimLink, FiniteQueueDropsOverflowAndSignalsReady) {
     ASSERT_EQ(p.dst.got().size(), 4u);
     for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(p.dst.got()[i].tag, i);
     EXPECT_EQ(p.src.tx_ready_calls(), 1u);
+}
+
+// A source that paces itself hears no TxDone, so its link queues one only
+// for a frame that waits behind another. Frames offered at random times,
+// some in bursts and some in the nanosecond the wire frees, must arrive as
+// they do on a link that ends every frame with a TxDone: same order, same
+// times, same counters; the events saved are exactly the frames that did
+// not wait.
+TEST(SimLink, WithoutTxReadyFramesKeepTheirTimesAndOnlyWaitingOnesCostATxDone) {
+    LinkConfig cfg = test::bare_link();
+    cfg.speed = BitsPerSec::gbps(1);  // 8 us per 1000 B
+    cfg.propagation_delay = Nanos{300};
+    std::vector<test::Arrival> got[2];
+    LinkCounters counters[2];
+    uint64_t events[2] = {};
+    uint64_t queued[2] = {};
+    for (const bool tx_ready : {true, false}) {
+        Pair p(cfg, 0, {}, false, 1, tx_ready);
+        Rng rng(17);
+        Nanos t{0};
+        for (uint64_t i = 0; i < 3000; ++i) {
+            // Gaps of whole frames meet a wire that frees in that nanosecond.
+            const uint64_t pick = rng.below(4);
+            t += Nanos{static_cast<int64_t>(pick == 0 ? 0 : pick == 1 ? 8000 * rng.below(3) : rng.below(30000))};
+            p.sim.run_until(t);
+            const Link::Send r = p.sim.transmit(p.src.id(), 0, test::make_frame(p.sim, test::tagged_frame(i, 1000)));
+            ASSERT_NE(r, Link::Send::Dropped);
+            queued[tx_ready] += r == Link::Send::Queued;
+        }
+        p.sim.run_until_idle();
+        got[tx_ready] = p.dst.got();
+        counters[tx_ready] = p.counters();
+        events[tx_ready] = p.sim.counters().events;
+        EXPECT_EQ(p.sim.pool().in_use(), 0u);
+        EXPECT_TRUE(p.sim.tx_idle(p.src.id(), 0));
+    }
+    ASSERT_EQ(got[0].size(), 3000u);
+    ASSERT_EQ(got[1].size(), 3000u);
+    for (std::size_t i = 0; i < 3000; ++i) {
+        EXPECT_EQ(got[0][i].tag, i);
+        EXPECT_EQ(got[0][i].t, got[1][i].t) << "frame " << i;
+    }
+    EXPECT_EQ(counters[0], counters[1]);
+    EXPECT_EQ(queued[0], queued[1]);
+    EXPECT_GT(queued[0], 300u);   // bursts did wait
+    EXPECT_LT(queued[0], 2700u);  // and most frames did not
+    EXPECT_EQ(events[1], 2 * 3000u);
+    EXPECT_EQ(events[0], 3000u + queued[0]);
+}
+
+// Sends a frame at 0 and one from a timer armed before it for the
+// nanosecond the first one's last bit leaves: the timer's event runs before
+// that frame's TxDone.
+class TieSender : public Node {
+public:
+    explicit TieSender(Simulator& sim, bool hears) : sim_(sim), id_(sim.add_node(*this)), hears_(hears) {}
+    NodeId id() const { return id_; }
+    void start() {
+        sim_.arm_timer(id_, Nanos{8000});
+        sim_.transmit(id_, 0, test::make_frame(sim_, test::tagged_frame(0, 1000)));  // 0 .. 8000 ns
+    }
+    void on_frame(PortId, FrameHandle h, Nanos) override { sim_.pool().free(h); }
+    void on_timer(Nanos) override { sent_at_tie = sim_.transmit(id_, 0, test::make_frame(sim_, test::tagged_frame(1, 1000))); }
+    void on_tx_ready(PortId port, Nanos now) override { ready.emplace_back(now, sim_.tx_idle(id_, port)); }
+    bool hears_tx_ready() const override { return hears_; }
+
+    Link::Send sent_at_tie = Link::Send::Dropped;
+    std::vector<std::pair<Nanos, bool>> ready;  // when on_tx_ready came, and whether the link was idle
+
+private:
+    Simulator& sim_;
+    NodeId id_;
+    bool hears_;
+};
+
+// A frame sent in the nanosecond the wire frees, before that frame's TxDone
+// has run, waits for it: on_tx_ready then comes once, when the second frame
+// has left and the link is idle, never while it serialises. Without
+// tx_ready there is no TxDone to wait for and the frame starts at once.
+TEST(SimLink, AFrameSentAsTheWireFreesWaitsForItsTxDone) {
+    for (const bool hears : {true, false}) {
+        SCOPED_TRACE(hears ? "tx_ready" : "no tx_ready");
+        Simulator sim(SimConfig{});
+        TieSender src(sim, hears);
+        Sink dst(sim);
+        LinkConfig cfg = test::bare_link();
+        cfg.speed = BitsPerSec::gbps(1);
+        sim.add_link(src.id(), 0, dst.id(), 0, cfg);
+        src.start();
+        sim.run_until_idle();
+        EXPECT_EQ(src.sent_at_tie, hears ? Link::Send::Queued : Link::Send::Started);
+        ASSERT_EQ(dst.got().size(), 2u);
+        EXPECT_EQ(dst.got()[1].t.v, 16000);
+        if (hears) {
+            ASSERT_EQ(src.ready.size(), 1u);
+            EXPECT_EQ(src.ready[0].first.v, 16000);
+            EXPECT_TRUE(src.ready[0].second);
+        } else {
+            EXPECT_TRUE(src.ready.empty());
+        }
+        // Timer and two Deliver, and with tx_ready the two TxDone.
+        EXPECT_EQ(sim.counters().events, hears ? 5u : 3u);
+    }
+}
+
+// Without TxDone events the link still knows when its wire is busy: it is
+// not idle until the frame's last bit has left, and a frame sent while the
+// link is down and up again behind a TxDone still queued (its queue was
+// dropped) waits for that TxDone, which is never doubled.
+TEST(SimLink, WithoutTxReadyDownAndUpKeepTheWireAndOneTxDone) {
+    LinkConfig cfg = test::bare_link();
+    cfg.speed = BitsPerSec::gbps(1);
+    Pair p(cfg, 10, [](uint64_t i) { return test::tagged_frame(i, 1000); }, false, 1, false);
+    p.src.set_pull(false);
+    p.src.start();  // 0 .. 8000 ns, no TxDone
+    p.sim.run_until(Nanos{7999});
+    EXPECT_FALSE(p.sim.tx_idle(p.src.id(), 0));
+    p.sim.run_until(Nanos{8000});
+    EXPECT_TRUE(p.sim.tx_idle(p.src.id(), 0));
+    EXPECT_EQ(p.sim.counters().events, 1u);  // its Deliver
+
+    p.src.burst();  // 8000 .. 80000: one serialising, eight queued, one TxDone
+    EXPECT_EQ(p.sim.link(p.link).queued_frames(), 8u);
+    p.sim.schedule_link_state(p.link, Nanos{12000}, false);
+    p.sim.schedule_link_state(p.link, Nanos{13000}, true);
+    p.sim.run_until(Nanos{13000});
+    EXPECT_EQ(p.sim.link(p.link).queued_frames(), 0u);
+    // The wire is still busy with frame 1 (lost) until 16000; the TxDone
+    // queued for it is still due then.
+    EXPECT_FALSE(p.sim.tx_idle(p.src.id(), 0));
+    const auto frame = [&](uint64_t tag) { return test::make_frame(p.sim, test::tagged_frame(tag, 1000)); };
+    EXPECT_EQ(p.sim.transmit(p.src.id(), 0, frame(100)), Link::Send::Queued);
+    EXPECT_EQ(p.sim.transmit(p.src.id(), 0, frame(101)), Link::Send::Queued);
+    p.sim.run_until_idle();
+    ASSERT_EQ(p.dst.got().size(), 3u);
+    EXPECT_EQ(p.dst.got()[0].t.v, 8000);
+    EXPECT_EQ(p.dst.got()[1].tag, 100u);
+    EXPECT_EQ(p.dst.got()[1].t.v, 24000);
+    EXPECT_EQ(p.dst.got()[2].tag, 101u);
+    EXPECT_EQ(p.dst.got()[2].t.v, 32000);
+    // Events: 3 Deliver, 2 LinkState, the Deliver of the lost frame 1, and
+    // the TxDones at 16000 (starts 100) and 24000 (starts 101); a doubled
+    // TxDone would start 101 early or show as one more event.
+    EXPECT_EQ(p.sim.counters().events, 3u + 2u + 1u + 2u);
+    EXPECT_EQ(p.src.tx_ready_calls(), 0u);
+    EXPECT_EQ(p.sim.pool().in_use(), 0u);
 }
 
 TEST(SimLink, TapsRecordEntryAndArrivalWithVirtualTimes) {

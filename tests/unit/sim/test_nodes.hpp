@@ -78,12 +78,15 @@ inline FrameHandle make_compact_frame(Simulator& sim, std::span<const uint8_t> b
 }
 
 // Sends `count` frames made by `make(index)` out of port 0: back to back
-// (the next one on every on_tx_ready) or all at once with burst().
+// (the next one on every on_tx_ready) or all at once with burst(). Made with
+// `hears_tx_ready` false it says it paces itself, and its link then tells
+// it nothing (it cannot pull).
 class Source : public Node {
 public:
     using Make = std::function<std::vector<uint8_t>(uint64_t index)>;
 
-    Source(Simulator& sim, uint64_t count, Make make) : sim_(sim), id_(sim.add_node(*this)), count_(count), make_(std::move(make)) {}
+    Source(Simulator& sim, uint64_t count, Make make, bool hears_tx_ready = true)
+        : sim_(sim), id_(sim.add_node(*this)), count_(count), make_(std::move(make)), hears_(hears_tx_ready) {}
 
     NodeId id() const { return id_; }
     uint64_t sent() const { return next_; }
@@ -99,6 +102,7 @@ public:
         ++tx_ready_calls_;
         if (pull_) send_next();
     }
+    bool hears_tx_ready() const override { return hears_; }
 
     void set_pull(bool pull) { pull_ = pull; }
     // Frames are sent compact, zero from `head` up to their last 4 bytes.
@@ -115,6 +119,7 @@ private:
     NodeId id_;
     uint64_t count_;
     Make make_;
+    bool hears_;
     uint64_t next_ = 0;
     bool pull_ = true;
     uint32_t compact_head_ = 0;
