@@ -272,7 +272,7 @@ void EngineNic::begin_step(uint32_t flow, Nanos now) {
     }
     f->open = true;
     mark_due(*f);
-    sim_.arm_timer(id_, now);
+    sim_.arm_timer(*this, now);
 }
 
 void EngineNic::stall_from(Nanos at) {
@@ -456,7 +456,7 @@ void EngineNic::try_send(Nanos now) {
             if (stats_ && c->flow != UINT32_MAX) ++(*stats_)[c->flow].tx_pkts;
         }
     ++c_.tx_frames;
-    sim_.transmit(id_, 0, h);
+    sim_.transmit_on(link_, h);
 }
 
 void EngineNic::send_pause(Nanos now) {
@@ -469,7 +469,7 @@ void EngineNic::send_pause(Nanos now) {
     busy_until_ = now + wire_time;
     ++c_.pfc_tx;
     ++c_.tx_frames;
-    sim_.transmit(id_, 0, h);
+    sim_.transmit_on(link_, h);
 }
 
 void EngineNic::rearm(Nanos now) {
@@ -482,9 +482,9 @@ void EngineNic::rearm(Nanos now) {
     else if (now < busy_until_)
         t = std::min(t, busy_until_);
     if (t == Nanos::max())
-        sim_.cancel_timer(id_);
-    else if (t != sim_.timer(id_))
-        sim_.arm_timer(id_, t);
+        sim_.cancel_timer(*this);
+    else if (t != sim_.timer(*this))
+        sim_.arm_timer(*this, t);
 }
 
 }  // namespace rocemu::fabric

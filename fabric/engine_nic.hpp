@@ -139,6 +139,9 @@ public:
     // Paces its port itself (busy_until_): its link's TxDone events would
     // tell it nothing.
     bool hears_tx_ready() const override { return false; }
+    void on_link_added(sim::PortId port, sim::LinkId link) override {
+        if (port == 0) link_ = link;
+    }
 
     const EngineNicCounters& counters() const { return c_; }
     const transport::Engine& engine() const { return *eng_; }
@@ -203,6 +206,7 @@ private:
     std::vector<QpCtx> qps_;
     sim::NodeId id_ = 0;
     Nanos busy_until_{};
+    sim::LinkId link_ = sim::Simulator::kNoLink;  // out of port 0
     NicPause pause_;
     Nanos stall_at_ = Nanos::max();
     StuckPause stuck_;

@@ -242,7 +242,7 @@ void GenNic::send_pause(Nanos now) {
     ++c_.pfc_tx;
     ++c_.tx_frames;
     c_.tx_bytes += sim_.pool().len(h);
-    sim_.transmit(id_, 0, h);
+    sim_.transmit_on(link_, h);
 }
 
 bool GenNic::send_cnp(Nanos now) {
@@ -280,7 +280,7 @@ bool GenNic::send_cnp(Nanos now) {
     ++c_.cnp_tx;
     ++c_.tx_frames;
     c_.tx_bytes += len;
-    sim_.transmit(id_, 0, h);
+    sim_.transmit_on(link_, h);
     return true;
 }
 
@@ -336,7 +336,7 @@ bool GenNic::send_data(Nanos now) {
         ++s.tx_pkts;
         ++c_.tx_frames;
         c_.tx_bytes += frame_len;
-        sim_.transmit(id_, 0, fr.h);
+        sim_.transmit_on(link_, fr.h);
         sent = true;
         return false;  // one packet
     };
@@ -355,9 +355,9 @@ void GenNic::rearm(Nanos now) {
     if (!stalled && sched_.min(kSendKey) != Nanos::max())
         t = std::min(t, std::max({sched_.min(kSendKey), pause_.until(), free_at}));
     if (t == Nanos::max())
-        sim_.cancel_timer(id_);
-    else if (t != sim_.timer(id_))
-        sim_.arm_timer(id_, t);
+        sim_.cancel_timer(*this);
+    else if (t != sim_.timer(*this))
+        sim_.arm_timer(*this, t);
 }
 
 }  // namespace rocemu::fabric

@@ -131,6 +131,9 @@ public:
     // Paces its port itself (busy_until_): its link's TxDone events would
     // tell it nothing.
     bool hears_tx_ready() const override { return false; }
+    void on_link_added(sim::PortId port, sim::LinkId link) override {
+        if (port == 0) link_ = link;
+    }
 
     const NicCounters& counters() const { return c_; }
     bool paused(Nanos now) const { return pause_.paused(now); }
@@ -187,6 +190,7 @@ private:
     sim::NodeId id_ = 0;
     uint32_t rdma_mtu_;
     Nanos busy_until_{};
+    sim::LinkId link_ = sim::Simulator::kNoLink;  // out of port 0
     Nanos stall_at_ = Nanos::max();
     BitsPerSec line_rate_;
     uint32_t rr_ = 0;

@@ -71,8 +71,8 @@ SwitchNode::SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_in
       own_fx_(scratch != nullptr ? nullptr : std::make_unique<sw::Effects>()),
       fx_(scratch != nullptr ? *scratch : *own_fx_),
       rng_(seed),
-      tx_at_(topo.switches[sw_index].cfg.ports.size(), Nanos::max()),
-      tx_due_((tx_at_.size() + 63) / 64, 0),
+      port_(topo.switches[sw_index].cfg.ports.size()),
+      tx_due_((port_.size() + 63) / 64, 0),
       port_mac_(topo.switches[sw_index].port_mac),
       sw_(topo.switches[sw_index].cfg),
       name_(topo.switches[sw_index].name) {
@@ -133,7 +133,7 @@ void SwitchNode::on_timer(Nanos now) {
 }
 
 void SwitchNode::on_port_timer(sim::PortId port, Nanos now) {
-    if (tx_at_[port] != now) return;  // served or moved earlier since it was armed
+    if (port_[port].tx_at != now) return;  // served or moved earlier since it was armed
     tx_due_[port >> 6] |= uint64_t{1} << (port & 63);
     any_due_ = true;
     fx_.clear();
@@ -153,7 +153,7 @@ void SwitchNode::send_pfc(sim::PortId port, const sw::PfcFrameDesc& d) {
     pfc.quanta = d.quanta;
     pool.set_len(h, static_cast<uint32_t>(wire::encode_pfc(pfc, pool.buffer(h, wire::kPfcFrameLen))));
     ++c_.pfc_frames_sent;
-    sim_.transmit(id_, port, h);
+    sim_.transmit_on(port_[port].link, h);
 }
 
 void SwitchNode::apply(Nanos now) {
@@ -171,14 +171,14 @@ void SwitchNode::apply(Nanos now) {
         for (std::size_t w = 0; w < tx_due_.size(); ++w) {
             for (uint64_t bits = tx_due_[w]; bits != 0;) {
                 const std::size_t p = (w << 6) | static_cast<std::size_t>(std::countr_zero(bits));
-                tx_at_[p] = Nanos::max();
+                port_[p].tx_at = Nanos::max();
                 tx_due_[w] &= ~(uint64_t{1} << (p & 63));
                 dequeued = true;
                 const auto tx = sw_.dequeue(static_cast<sw::PortId>(p), now, rng_, fx_);
                 // Dequeue-stage CE marks land before the frame meets the wire
                 // (and its capture tap).
                 for (; i < fx_.size(); ++i) apply_one(fx_[i], now);
-                if (tx) sim_.transmit(id_, static_cast<sim::PortId>(p), sim::FrameHandle{tx->handle});
+                if (tx) sim_.transmit_on(port_[p].link, sim::FrameHandle{tx->handle});
                 // Two shifts: p & 63 may be 63.
                 bits = tx_due_[w] & ((~uint64_t{0} << (p & 63)) << 1);
             }
@@ -207,8 +207,8 @@ void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
             send_pfc(e.port, e.pfc);
             break;
         case sw::EffectKind::TxReady:
-            if (e.at >= tx_at_[e.port]) break;  // armed already, as early or earlier
-            tx_at_[e.port] = e.at;
+            if (e.at >= port_[e.port].tx_at) break;  // armed already, as early or earlier
+            port_[e.port].tx_at = e.at;
             if (e.at <= now) {
                 tx_due_[e.port >> 6] |= uint64_t{1} << (e.port & 63);
                 any_due_ = true;
@@ -228,9 +228,9 @@ void SwitchNode::rearm() {
     // cheap. The ports' times are port timers of their own.
     const Nanos t = sw_.next_timer();
     if (t == Nanos::max())
-        sim_.cancel_timer(id_);
-    else if (t != sim_.timer(id_))
-        sim_.arm_timer(id_, t);
+        sim_.cancel_timer(*this);
+    else if (t != sim_.timer(*this))
+        sim_.arm_timer(*this, t);
 }
 
 }  // namespace rocemu::fabric

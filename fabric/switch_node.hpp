@@ -53,6 +53,9 @@ public:
     // The core paces its ports (TxReady, port timers): its links' TxDone
     // events would tell it nothing.
     bool hears_tx_ready() const override { return false; }
+    void on_link_added(sim::PortId port, sim::LinkId link) override {
+        if (port < port_.size()) port_[port].link = link;
+    }
 
     const sw::Switch& core() const { return sw_; }
     const std::string& name() const { return name_; }
@@ -73,15 +76,20 @@ private:
     std::unique_ptr<sw::Effects> own_fx_;  // null when the scratch is shared
     sw::Effects& fx_;
     Rng rng_;
-    // When the core said each port has a frame ready (Nanos::max(): not
-    // armed). A time to come is a port timer of the simulator's
+    // Per port: when the core said it has a frame ready (Nanos::max(): not
+    // armed), and the link out of it, which the dequeue that reads tx_at
+    // sends on. A time to come is a port timer of the simulator's
     // (arm_port), whose event is stale unless it fires at the port's
-    // tx_at_; `tx_due_` has a bit per port whose time has come in the
+    // tx_at; `tx_due_` has a bit per port whose time has come in the
     // current apply(), and `any_due_` says whether one is set. A spine has a
     // port per leaf: a heap of the armed ports of its own cost a few lines of
     // this node a packet-hop at 256 hosts, the simulator's event wheel, in
     // use by every event, none.
-    std::vector<Nanos> tx_at_;
+    struct Port {
+        Nanos tx_at = Nanos::max();
+        sim::LinkId link = sim::Simulator::kNoLink;
+    };
+    std::vector<Port> port_;
     std::vector<uint64_t> tx_due_;
     bool any_due_ = false;
     std::vector<std::array<uint8_t, 6>> port_mac_;

@@ -23,8 +23,8 @@ uint64_t link_seed(uint64_t run_seed, LinkId id) {
 Simulator::Simulator(const SimConfig& cfg) : seed_(cfg.seed), pool_(cfg.max_frames) {}
 
 NodeId Simulator::add_node(Node& node) {
+    node.node_id_ = static_cast<NodeId>(nodes_.size());
     nodes_.push_back(&node);
-    timers_.emplace_back();
     ports_.push_back(NodePorts{static_cast<uint32_t>(out_links_.size()), 0});
     return static_cast<NodeId>(nodes_.size() - 1);
 }
@@ -41,6 +41,7 @@ LinkId Simulator::add_link(NodeId src, PortId src_port, NodeId dst, PortId dst_p
                         nodes_[src]->hears_tx_ready());
     if (src_port >= ports_[src].count) grow_ports(src, src_port + 1u);
     out_links_[ports_[src].first + src_port] = id;
+    nodes_[src]->on_link_added(src_port, id);
     return id;
 }
 
@@ -67,14 +68,10 @@ LinkId Simulator::out_link(NodeId node, PortId port) const {
     return port < p.count ? out_links_[p.first + port] : kNoLink;
 }
 
-Link::Send Simulator::transmit(NodeId node, PortId port, FrameHandle h) {
-    const LinkId id = out_link(node, port);
-    if (id == kNoLink) {
-        ++counters_.dropped_no_link;
-        pool_.free(h);
-        return Link::Send::Dropped;
-    }
-    return links_[id].send(h, now_, queue_, pool_);
+Link::Send Simulator::drop_no_link(FrameHandle h) {
+    ++counters_.dropped_no_link;
+    pool_.free(h);
+    return Link::Send::Dropped;
 }
 
 bool Simulator::tx_idle(NodeId node, PortId port) const {
@@ -82,8 +79,8 @@ bool Simulator::tx_idle(NodeId node, PortId port) const {
     return id != kNoLink && links_[id].idle(now_);
 }
 
-void Simulator::arm_timer(NodeId node, Nanos at) {
-    TimerState& t = timers_[node];
+void Simulator::arm_timer(Node& node, Nanos at) {
+    Node::TimerState& t = node.timer_;
     at = std::max(at, now_);
     t.due = at;
     // A later time reuses the event already queued: when it fires early it
@@ -91,14 +88,13 @@ void Simulator::arm_timer(NodeId node, Nanos at) {
     if (at < t.queued) {
         ++t.gen;
         t.queued = at;
-        queue_.push(at, EventKind::Timer, node, t.gen);
+        queue_.push(at, EventKind::Timer, node.node_id_, t.gen);
     }
 }
 
-void Simulator::cancel_timer(NodeId node) { timers_[node].due = Nanos::max(); }
-
 void Simulator::fire_timer(const Event& e) {
-    TimerState& t = timers_[e.target];
+    Node& node = *nodes_[e.target];
+    Node::TimerState& t = node.timer_;
     if (e.arg != t.gen) {
         ++counters_.stale_timers;
         return;
@@ -115,7 +111,7 @@ void Simulator::fire_timer(const Event& e) {
         return;
     }
     t.due = Nanos::max();
-    nodes_[e.target]->on_timer(now_);
+    node.on_timer(now_);
 }
 
 void Simulator::schedule_link_state(LinkId link, Nanos at, bool up) {

@@ -55,6 +55,26 @@ public:
         (void)up;
         (void)now;
     }
+    // A link out of `port` was added (set-up): a node that keeps `link` can
+    // send with Simulator::transmit_on, which looks nothing up.
+    virtual void on_link_added(PortId port, LinkId link) {
+        (void)port;
+        (void)link;
+    }
+
+private:
+    friend class Simulator;
+    // The node's one timer (Simulator::arm_timer). It lives in the node, not
+    // in a table of the simulator's: the Timer event that fires it reads the
+    // node's first line for the call anyway, and so does a node arming its
+    // own timer, so the timer costs no line of its own.
+    struct TimerState {
+        Nanos due = Nanos::max();     // when the node wants on_timer
+        Nanos queued = Nanos::max();  // earliest live Timer event in the queue
+        uint64_t gen = 0;             // Timer events carrying another gen are stale
+    };
+    TimerState timer_;
+    NodeId node_id_ = 0;  // from add_node
 };
 
 struct SimConfig {
@@ -92,15 +112,25 @@ public:
     // Hands `h` (a valid handle the node owns) to the link out of `port`;
     // the link owns it from here on, including when it drops it (the result
     // says so, a counter says why).
-    Link::Send transmit(NodeId node, PortId port, FrameHandle h);
+    Link::Send transmit(NodeId node, PortId port, FrameHandle h) { return transmit_on(out_link(node, port), h); }
+    // The same with the link the node heard of in on_link_added (kNoLink:
+    // the port has none, and the frame is dropped).
+    Link::Send transmit_on(LinkId link, FrameHandle h) {
+        if (link == kNoLink) return drop_no_link(h);
+        return links_[link].send(h, now_, queue_, pool_);
+    }
     // True if the port has a link and nothing is serialising or queued on it.
     bool tx_idle(NodeId node, PortId port) const;
     // One timer per node. Arming again moves it (earlier or later); a time
     // in the past fires at now(). Superseded expiries are never delivered.
-    void arm_timer(NodeId node, Nanos at);
-    void cancel_timer(NodeId node);
+    // A node arming its own passes itself, which reads no table.
+    void arm_timer(Node& node, Nanos at);
+    void arm_timer(NodeId node, Nanos at) { arm_timer(*nodes_[node], at); }
+    void cancel_timer(Node& node) { node.timer_.due = Nanos::max(); }
+    void cancel_timer(NodeId node) { cancel_timer(*nodes_[node]); }
     // When the node's timer is due, or Nanos::max() if it is not armed.
-    Nanos timer(NodeId node) const { return timers_[node].due; }
+    Nanos timer(const Node& node) const { return node.timer_.due; }
+    Nanos timer(NodeId node) const { return timer(*nodes_[node]); }
     // A timer per (node, port), as many as the node arms: on_port_timer(port)
     // at `at`, before every other kind of event due at that nanosecond
     // (EventQueue::push_first), or after the running event if `at` is not
@@ -147,13 +177,8 @@ public:
     uint64_t seed() const { return seed_; }
 
 private:
-    struct TimerState {
-        Nanos due = Nanos::max();     // when the node wants on_timer
-        Nanos queued = Nanos::max();  // earliest live Timer event in the queue
-        uint64_t gen = 0;             // Timer events carrying another gen are stale
-    };
-
     void fire_timer(const Event& e);
+    Link::Send drop_no_link(FrameHandle h);
     // Gives `node` `count` port slots (setup only).
     void grow_ports(NodeId node, uint32_t count);
     void prefetch_event(const EventQueue::Slotted& n) const;
@@ -164,7 +189,6 @@ private:
     EventQueue queue_;
     FramePool pool_;
     std::vector<Node*> nodes_;
-    std::vector<TimerState> timers_;
     // The link out of (node, port) is out_links_[ports_[node].first + port]:
     // one flat table, rebuilt when a node gains ports (at setup), so the
     // lookup on every transmit touches two small hot arrays.

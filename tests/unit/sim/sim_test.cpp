@@ -177,6 +177,56 @@ TEST(SimRun, LinkStateChangesReachTheSendingEndOnce) {
     EXPECT_EQ(b.seen, (std::vector<S>{{9, false, 10_ns}, {9, true, 30_ns}}));
 }
 
+// Each node hears of the links out of its ports as they are added, with
+// the ids out_link() gives; transmit_on with such an id sends on that link,
+// and with kNoLink drops and counts as transmit on a port without a link
+// does.
+TEST(SimRun, NodesHearOfTheirLinksAndTransmitOnThem) {
+    struct Recorder : Node {
+        std::vector<std::pair<PortId, LinkId>> added;
+        void on_frame(PortId, FrameHandle, Nanos) override {}
+        void on_link_added(PortId port, LinkId link) override { added.emplace_back(port, link); }
+    };
+    Simulator sim(SimConfig{});
+    Recorder a, b;
+    const NodeId ia = sim.add_node(a), ib = sim.add_node(b);
+    Sink sink(sim);
+    const auto [ab, ba] = sim.connect(ia, 4, ib, 9, test::bare_link());
+    const LinkId a_sink = sim.add_link(ia, 1, sink.id(), 0, test::bare_link());
+    using P = std::pair<PortId, LinkId>;
+    EXPECT_EQ(a.added, (std::vector<P>{{4, ab}, {1, a_sink}}));
+    EXPECT_EQ(b.added, (std::vector<P>{{9, ba}}));
+    EXPECT_EQ(sim.out_link(ia, 1), a_sink);
+
+    EXPECT_EQ(sim.transmit_on(a_sink, test::make_frame(sim, test::tagged_frame(7, 60))), Link::Send::Started);
+    EXPECT_EQ(sim.transmit_on(Simulator::kNoLink, test::make_frame(sim, test::tagged_frame(8, 60))),
+              Link::Send::Dropped);
+    sim.run_until_idle();
+    ASSERT_EQ(sink.got().size(), 1u);
+    EXPECT_EQ(sink.got()[0].tag, 7u);
+    EXPECT_EQ(sim.link(a_sink).counters().delivered_frames, 1u);
+    EXPECT_EQ(sim.counters().dropped_no_link, 1u);
+    EXPECT_EQ(sim.pool().in_use(), 0u);
+}
+
+// A node arming, reading and cancelling its timer by reference (as the
+// fabric's nodes do) and the same by id act on one timer.
+TEST(SimTimer, ByReferenceAndByIdAreTheSameTimer) {
+    Simulator sim(SimConfig{});
+    TimerNode n(sim), other(sim);
+    sim.arm_timer(n.id(), 40_ns);
+    EXPECT_EQ(sim.timer(static_cast<const Node&>(n)), 40_ns);
+    sim.arm_timer(static_cast<Node&>(n), 25_ns);  // earlier: supersedes 40
+    EXPECT_EQ(sim.timer(n.id()), 25_ns);
+    EXPECT_EQ(sim.timer(other.id()), Nanos::max());
+    sim.arm_timer(other.id(), 30_ns);
+    sim.cancel_timer(static_cast<Node&>(other));
+    sim.run_until_idle();
+    EXPECT_EQ(n.fired, std::vector<Nanos>{25_ns});
+    EXPECT_TRUE(other.fired.empty());
+    EXPECT_EQ(sim.timer(n.id()), Nanos::max());
+}
+
 TEST(SimPortTimer, EveryArmFiresAtItsTimeWithItsPortTiesInArmOrder) {
     struct Ports : Node {
         std::vector<std::pair<PortId, Nanos>> seen;
