@@ -51,13 +51,13 @@ transport::PathMtu path_mtu(uint32_t bytes) {
 
 EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index)
     : sim_(sim),
+      line_rate_(topo.cfg.host_link.speed),
+      prio_(topo.cfg.sw.base.tc_to_pg[topo.cfg.sw.base.dscp_to_tc[topo.cfg.nic.dscp & 63]]),
+      stuck_(topo.nics[nic_index].mac, prio_, line_rate_),
+      pause_(prio_, line_rate_),
       spec_(topo.nics[nic_index]),
       profile_(topo.cfg.nic),
-      line_rate_(topo.cfg.host_link.speed),
       gateway_mac_(topo.switches[spec_.sw].port_mac[spec_.sw_port]),
-      prio_(topo.cfg.sw.base.tc_to_pg[topo.cfg.sw.base.dscp_to_tc[profile_.dscp & 63]]),
-      pause_(prio_, line_rate_),
-      stuck_(spec_.mac, prio_, line_rate_),
       nic_index_(nic_index) {
     transport::EngineConfig cfg;
     cfg.mac = wire::MacAddr{spec_.mac};
