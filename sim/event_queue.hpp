@@ -65,11 +65,6 @@ public:
         tail_.fill(kNil);
     }
 
-    void reserve(std::size_t n) {
-        chunks_.reserve(n);
-        far_.reserve(n);
-    }
-
     // Precondition: time >= the time of the last popped event.
     void push(Nanos time, EventKind kind, uint32_t target, uint64_t arg) {
         insert(Event{Nanos{key(time) + 1}, next_seq_++, arg, target, kind});

@@ -153,7 +153,9 @@ std::optional<SwitchSnapshot> parse_snapshot(std::string_view text);
 std::map<std::string, std::string> parse_machines(const Topology& t, const std::vector<std::string>& values);
 
 // Whether `v` is a PCI address as the EAL's -a takes it: DOMAIN:BUS:DEV.FN
-// or BUS:DEV.FN in hex (e.g. 0000:3b:00.0, 3b:00.0).
+// or BUS:DEV.FN in hex (e.g. 0000:3b:00.0, 3b:00.0). A parser of its own,
+// not DPDK's rte_pci_addr_parse: this library is built without DPDK too
+// (the sanitizer and fuzz builds run `fabric plan`'s parsing).
 bool is_pci_address(std::string_view v);
 
 // `fabric plan --device CABLE@MACHINE=DEV` values: the device of MACHINE's
