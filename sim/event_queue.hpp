@@ -43,6 +43,8 @@ enum class EventKind : uint8_t {
     LinkState,  // target: link; arg: 1 = up, 0 = down
     PortTimer,  // target: node; arg: port (Simulator::arm_port)
 };
+inline constexpr std::size_t kEventKinds = 5;
+const char* to_string(EventKind k);
 
 struct Event {
     Nanos time;

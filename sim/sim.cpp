@@ -20,9 +20,22 @@ uint64_t link_seed(uint64_t run_seed, LinkId id) {
 
 }  // namespace
 
+const char* to_string(EventKind k) {
+    switch (k) {
+        case EventKind::Timer: return "timer";
+        case EventKind::TxDone: return "tx_done";
+        case EventKind::Deliver: return "deliver";
+        case EventKind::LinkState: return "link_state";
+        case EventKind::PortTimer: return "port_timer";
+    }
+    return "?";
+}
+
 Simulator::Simulator(const SimConfig& cfg) : seed_(cfg.seed), pool_(cfg.max_frames) {}
 
 NodeId Simulator::add_node(Node& node) {
+    if (node.added_) throw std::invalid_argument("add_node: the node was added before (a node belongs to one simulator)");
+    node.added_ = true;
     node.node_id_ = static_cast<NodeId>(nodes_.size());
     nodes_.push_back(&node);
     ports_.push_back(NodePorts{static_cast<uint32_t>(out_links_.size()), 0});
@@ -150,6 +163,7 @@ bool Simulator::step(Nanos limit) {
     prefetch_ahead(ahead);
     now_ = e.time;
     ++counters_.events;
+    ++counters_.events_by_kind[static_cast<std::size_t>(e.kind)];
     switch (e.kind) {
         case EventKind::Timer:
             fire_timer(e);

@@ -20,7 +20,8 @@ namespace rocemu::sim {
 class Simulator;
 
 // Whatever sits at the end of links. Nodes keep their NodeId (from
-// add_node) and act through the Simulator.
+// add_node) and act through the Simulator. A node belongs to one
+// Simulator, added once: its timer lives in it.
 class Node {
 public:
     virtual ~Node() = default;
@@ -75,6 +76,7 @@ private:
     };
     TimerState timer_;
     NodeId node_id_ = 0;  // from add_node
+    bool added_ = false;  // add_node refuses a node added before
 };
 
 struct SimConfig {
@@ -84,6 +86,7 @@ struct SimConfig {
 
 struct SimCounters {
     uint64_t events = 0;
+    uint64_t events_by_kind[kEventKinds] = {};  // by EventKind
     uint64_t stale_timers = 0;      // timer events superseded by a later arm or cancel
     uint64_t dropped_no_link = 0;   // transmit() on a port with no link
 };
@@ -95,7 +98,8 @@ public:
     Simulator& operator=(const Simulator&) = delete;
 
     // --- Building the topology (not while running) ----------------------------
-    // The node must outlive the Simulator.
+    // The node must outlive the Simulator. Throws std::invalid_argument if
+    // the node was added before (to this or another Simulator).
     NodeId add_node(Node& node);
     // One direction from (src, src_port) to (dst, dst_port). Throws
     // std::invalid_argument if the config is invalid (the message names the

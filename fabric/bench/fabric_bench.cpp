@@ -80,6 +80,7 @@ struct Figures {
     double cpu_s = 0;  // on a shared machine the fairer figure
     uint64_t packets = 0;
     uint64_t events = 0;
+    uint64_t by_kind[sim::kEventKinds] = {};  // events by sim::EventKind
     uint64_t page_faults = 0;   // minor faults in the timed span
     uint32_t frames = 0;        // frame buffers the pool holds at the end
     uint32_t compact = 0;       // of them compact (sim/README.md, "Compact frames")
@@ -100,6 +101,7 @@ Figures timed_run(Fabric& f, Nanos warmup, Nanos span) {
     f.start();
     if (warmup > Nanos{0}) f.run(warmup);
     const Totals before = f.totals();
+    const sim::SimCounters sim_before = f.sim().counters();
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_now();
     const uint64_t pf0 = minor_faults();
@@ -108,9 +110,25 @@ Figures timed_run(Fabric& f, Nanos warmup, Nanos span) {
     const double cpu = cpu_now() - c0;
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const Totals t = f.totals();
-    return Figures{wall, cpu, t.frames_delivered - before.frames_delivered, t.sim_events - before.sim_events, pf,
-                   f.sim().pool().allocated(), f.sim().pool().compact_allocated(), f.sim().pool().in_use(),
-                   f.heap_bytes()};
+    Figures r{wall, cpu, t.frames_delivered - before.frames_delivered, t.sim_events - before.sim_events, {}, pf,
+              f.sim().pool().allocated(), f.sim().pool().compact_allocated(), f.sim().pool().in_use(),
+              f.heap_bytes()};
+    for (std::size_t k = 0; k < sim::kEventKinds; ++k)
+        r.by_kind[k] = f.sim().counters().events_by_kind[k] - sim_before.events_by_kind[k];
+    return r;
+}
+
+// "deliver 1.00, port_timer 0.55, ...": the events a packet-hop by kind, the
+// kinds that occurred.
+std::string events_by_kind(const Figures& r) {
+    std::string out;
+    for (std::size_t k = 0; k < sim::kEventKinds; ++k) {
+        if (r.by_kind[k] == 0) continue;
+        if (!out.empty()) out += ", ";
+        out += fmt::format("{} {:.2f}", sim::to_string(static_cast<sim::EventKind>(k)),
+                           static_cast<double>(r.by_kind[k]) / static_cast<double>(r.packets));
+    }
+    return out;
 }
 
 constexpr std::string_view kUsage =
@@ -192,10 +210,11 @@ double permutation(int hosts, NicModel model, int mtu, Nanos span, Flows flows) 
     const double cost = r.cpu_s * 1e9 / static_cast<double>(r.packets);
     fmt::print(
         "[{}] {:>3} hosts ({} leaves, {} spines), MTU {}, {}: {:.1f} simulated ms (after {:.1f} ms warm-up) in "
-        "{:.2f} s wall, {:.2f} s CPU, {} packet-hops ({:.0f} per host), {:.2f} events each, {} page faults, {} frame "
+        "{:.2f} s wall, {:.2f} s CPU, {} packet-hops ({:.0f} per host), {:.2f} events each ({}), {} page faults, {} frame "
         "buffers ({} compact; {} in use, {:.1f} per host), {:.1f} MB built in its heap segment, {:.0f} CPU ns per packet-hop\n",
         nic_model_name(model), hosts, leaves, kSpines, mtu, flows_name(flows), span.ms(), kWarmup.ms(), r.wall_s, r.cpu_s, r.packets,
-        static_cast<double>(r.packets) / hosts, static_cast<double>(r.events) / r.packets, r.page_faults, r.frames,
+        static_cast<double>(r.packets) / hosts, static_cast<double>(r.events) / r.packets, events_by_kind(r),
+        r.page_faults, r.frames,
         r.compact, r.in_use, static_cast<double>(r.in_use) / hosts, static_cast<double>(r.heap) / 1e6, cost);
     std::fflush(stdout);
     return cost;

@@ -537,6 +537,11 @@ TEST(SimLink, AFrameSentAsTheWireFreesWaitsForItsTxDone) {
         }
         // Timer and two Deliver, and with tx_ready the two TxDone.
         EXPECT_EQ(sim.counters().events, hears ? 5u : 3u);
+        const auto kind = [&](EventKind k) { return sim.counters().events_by_kind[static_cast<std::size_t>(k)]; };
+        EXPECT_EQ(kind(EventKind::Timer), 1u);
+        EXPECT_EQ(kind(EventKind::Deliver), 2u);
+        EXPECT_EQ(kind(EventKind::TxDone), hears ? 2u : 0u);
+        EXPECT_EQ(kind(EventKind::PortTimer) + kind(EventKind::LinkState), 0u);
     }
 }
 

@@ -209,6 +209,16 @@ TEST(SimRun, NodesHearOfTheirLinksAndTransmitOnThem) {
     EXPECT_EQ(sim.pool().in_use(), 0u);
 }
 
+// A node's timer lives in the node, so a node joins one simulator once.
+TEST(SimRun, ANodeIsAddedOnce) {
+    Simulator a(SimConfig{}), b(SimConfig{});
+    Sink n(a);
+    EXPECT_THROW(a.add_node(n), std::invalid_argument);
+    EXPECT_THROW(b.add_node(n), std::invalid_argument);
+    EXPECT_EQ(a.node_count(), 1u);
+    EXPECT_EQ(b.node_count(), 0u);
+}
+
 // A node arming, reading and cancelling its timer by reference (as the
 // fabric's nodes do) and the same by id act on one timer.
 TEST(SimTimer, ByReferenceAndByIdAreTheSameTimer) {
