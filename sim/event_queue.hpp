@@ -44,6 +44,7 @@ enum class EventKind : uint8_t {
     PortTimer,  // target: node; arg: port (Simulator::arm_port)
 };
 inline constexpr std::size_t kEventKinds = 5;
+static_assert(static_cast<std::size_t>(EventKind::PortTimer) + 1 == kEventKinds, "PortTimer is the last kind");
 const char* to_string(EventKind k);
 
 struct Event {
