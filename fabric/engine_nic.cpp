@@ -80,8 +80,7 @@ EngineNic::~EngineNic() {
 }
 
 sim::NodeId EngineNic::attach() {
-    id_ = sim_.add_node(*this);
-    return id_;
+    return sim_.add_node(*this);
 }
 
 EngineNic::Region EngineNic::add_region(uint64_t bytes) {

@@ -220,7 +220,6 @@ private:
     std::vector<TxFlow> tx_;
     std::vector<std::pair<uint32_t, uint32_t>> flow_at_;  // (flow id, tx_ index), sorted
     std::vector<uint64_t> due_;  // bit per tx_ index: post_due() looks at it (a completion, a step opened)
-    sim::NodeId id_ = 0;
     const NicSpec spec_;
     const NicProfile profile_;
     const std::array<uint8_t, 6> gateway_mac_;

@@ -52,8 +52,7 @@ GenNic::GenNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_index, st
       gateway_mac_(topo.switches[spec_.sw].port_mac[spec_.sw_port]) {}
 
 sim::NodeId GenNic::attach() {
-    id_ = sim_.add_node(*this);
-    return id_;
+    return sim_.add_node(*this);
 }
 
 void GenNic::add_tx_flow(uint32_t flow, const FlowSpec& f, const NicSpec& dst) {

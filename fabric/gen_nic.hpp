@@ -117,7 +117,7 @@ public:
     GenNic& operator=(const GenNic&) = delete;
 
     sim::NodeId attach();
-    sim::NodeId id() const { return id_; }
+    sim::NodeId id() const { return node_id(); }
 
     // Flows are added before the run starts.
     void add_tx_flow(uint32_t flow, const FlowSpec& f, const NicSpec& dst);
@@ -187,7 +187,6 @@ private:
     // flow tables, the counters and the pause state in the first lines; the
     // NIC's spec and profile (set-up and CNPs) after them.
     sim::Simulator& sim_;
-    sim::NodeId id_ = 0;
     uint32_t rdma_mtu_;
     Nanos busy_until_{};
     sim::LinkId link_ = sim::Simulator::kNoLink;  // out of port 0

@@ -80,8 +80,7 @@ SwitchNode::SwitchNode(sim::Simulator& sim, const Topology& topo, uint32_t sw_in
 }
 
 sim::NodeId SwitchNode::attach() {
-    id_ = sim_.add_node(*this);
-    return id_;
+    return sim_.add_node(*this);
 }
 
 void SwitchNode::on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) {
@@ -213,7 +212,7 @@ void SwitchNode::apply_one(const sw::Effect& e, Nanos now) {
                 tx_due_[e.port >> 6] |= uint64_t{1} << (e.port & 63);
                 any_due_ = true;
             } else {
-                sim_.arm_port(id_, e.port, e.at);
+                sim_.arm_port(node_id(), e.port, e.at);
             }
             break;
         case sw::EffectKind::WatchdogStorm:

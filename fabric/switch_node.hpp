@@ -45,7 +45,7 @@ public:
 
     // Registers with the simulator; call once before linking.
     sim::NodeId attach();
-    sim::NodeId id() const { return id_; }
+    sim::NodeId id() const { return node_id(); }
 
     void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
     void on_timer(Nanos now) override;
@@ -72,7 +72,6 @@ private:
     // switch core (some 15 KB) and what only set-up, PFC and the watchdog
     // read come after.
     sim::Simulator& sim_;
-    sim::NodeId id_ = 0;
     std::unique_ptr<sw::Effects> own_fx_;  // null when the scratch is shared
     sw::Effects& fx_;
     Rng rng_;

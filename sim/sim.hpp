@@ -62,6 +62,8 @@ public:
         (void)port;
         (void)link;
     }
+    // The id add_node gave the node.
+    NodeId node_id() const { return node_id_; }
 
 private:
     friend class Simulator;
