@@ -66,6 +66,7 @@ public:
     EventQueue() {
         head_.fill(kNil);
         tail_.fill(kNil);
+        tail_n_.fill(0);
     }
 
     // Precondition: time >= the time of the last popped event.
@@ -141,7 +142,7 @@ public:
             __builtin_prefetch(&chunks_[k.next]);
             __builtin_prefetch(reinterpret_cast<const char*>(&chunks_[k.next]) + 64);
         }
-        if (k.pos == k.n) {  // drained; a chunk not full is the slot's tail
+        if (k.pos == written(slot, idx)) {  // drained
             head_[slot] = k.next;
             if (k.next == kNil) {
                 tail_[slot] = kNil;
@@ -154,10 +155,11 @@ public:
         advance_to(at);
         ahead.n = 0;
         if (wheel_count_ != 0) {
-            const Chunk& h = chunks_[head_[next_slot()]];
+            const uint32_t s = next_slot();
+            const Chunk& h = chunks_[head_[s]];
             ahead.ev[0] = &h.ev[h.pos];
             ahead.n = 1;
-            if (h.pos + 1 < h.n) {
+            if (h.pos + 1u < written(s, head_[s])) {
                 ahead.ev[1] = &h.ev[h.pos + 1];
                 ahead.n = 2;
             } else if (h.next != kNil) {
@@ -189,10 +191,13 @@ private:
     // and by their turn long out of the cache: one event a node cost a miss
     // a pop (the next one) and another a push (the old tail's link); a chunk
     // costs one for four, and the pop prefetches a slot's next chunk.
+    // How many events a chunk holds is not in the chunk: every chunk but a
+    // slot's tail is full, and the tail's count is in tail_n_, beside
+    // tail_, so that a push only writes to the chunk. A write that misses
+    // waits in the store buffer; a read of the count stalled the push.
     static constexpr uint8_t kPerChunk = 4;
     struct alignas(64) Chunk {
         uint32_t next = kNil;  // the slot's next chunk; the free list's link
-        uint8_t n = 0;         // events written
         uint8_t pos = 0;       // events popped
         Slotted ev[kPerChunk];
     };
@@ -231,7 +236,6 @@ private:
         Chunk& k = chunks_[idx];
         free_ = k.next;
         k.next = kNil;
-        k.n = 0;
         k.pos = 0;
         return idx;
     }
@@ -239,21 +243,26 @@ private:
     void wheel_append(const Event& e) {
         const uint32_t slot = static_cast<uint32_t>(e.time.v) & kMask;
         uint32_t t = tail_[slot];
+        uint8_t& n = tail_n_[slot];
         if (t == kNil) {
             t = alloc_chunk();
             head_[slot] = t;
             tail_[slot] = t;
+            n = 0;
             set_bit(slot);
-        } else if (chunks_[t].n == kPerChunk) {
+        } else if (n == kPerChunk) {
             const uint32_t c = alloc_chunk();
             chunks_[t].next = c;
             tail_[slot] = c;
             t = c;
+            n = 0;
         }
-        Chunk& k = chunks_[t];
-        k.ev[k.n++] = Slotted::of(e);
+        chunks_[t].ev[n++] = Slotted::of(e);
         ++wheel_count_;
     }
+
+    // Events written to chunk `idx` of `slot`.
+    uint32_t written(uint32_t slot, uint32_t idx) const { return idx == tail_[slot] ? tail_n_[slot] : kPerChunk; }
 
     void set_bit(uint32_t slot) {
         const uint32_t w = slot >> 6;
@@ -328,6 +337,7 @@ private:
     uint32_t free_ = kNil;  // free chunks
     std::array<uint32_t, kWheelSlots> head_;
     std::array<uint32_t, kWheelSlots> tail_;
+    std::array<uint8_t, kWheelSlots> tail_n_;  // events written to the slot's tail chunk
     std::array<uint64_t, kWords> bits_{};
     std::array<uint64_t, kSummaryWords> summary_{};
     std::vector<Event> far_;  // binary min-heap on (key, seq); an Event here carries its key as time
