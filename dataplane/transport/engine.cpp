@@ -210,6 +210,7 @@ VerbsError Engine::dereg_mr(MrHandle mr) {
         return err(EBUSY, "lkey", fmt::format("MR has {} zero-copy frames in flight that read its memory", n));
     --pds_[m->pd].users;
     m->live = false;
+    ++mr_epoch_;  // every WQE's MRs are checked again at its next packet
     return {};
 }
 

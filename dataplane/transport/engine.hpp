@@ -391,6 +391,7 @@ private:
     uint32_t ctl_rr_ = 0;   // tx_burst's round robins: the slot after the last QP that sent control,
     uint32_t data_rr_ = 0;  // and data
     uint8_t key_gen_ = 0;
+    uint64_t mr_epoch_ = 1;  // dereg_mr calls so far, plus one (SendWqeState::mr_epoch)
     wire::RocePacket rx_pkt_, tx_pkt_;  // scratch: the frame being parsed, the frame being built
     wire::AckIcrc rx_ack_icrc_;
     wire::RxIcrc rx_icrc_;  // every other received IPv4 frame

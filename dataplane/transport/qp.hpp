@@ -31,6 +31,9 @@ struct SendWqeState {
     uint8_t null_sges = 0;      // bit i: SGE i is in a null MR or empty (req_check_local)
     WcStatus error = WcStatus::Success;
     uint32_t resp_pkts = 0;  // READ: response packets received in order
+    // Engine::mr_epoch_ when req_check_local last passed: while no MR has
+    // been deregistered since, the check would pass again (0: never checked).
+    uint64_t mr_epoch = 0;
 };
 
 struct SendWqe : SendWqeState {

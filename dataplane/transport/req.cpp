@@ -29,6 +29,9 @@ Nanos rto_of(const Qp& qp) {
 }  // namespace
 
 bool Engine::req_check_local(Qp& qp, SendWqe& w) {
+    // An MR stops covering an SGE only by dereg_mr (its slot is reused
+    // only after one), so a passed check holds until the next dereg_mr.
+    if (w.mr_epoch == mr_epoch_) return true;
     w.null_sges = 0;
     if (w.is_inline) return true;  // copied into the QP's own buffer at post time
     const bool writes_local = is_rd_atomic(w.wr.opcode);
@@ -47,6 +50,7 @@ bool Engine::req_check_local(Qp& qp, SendWqe& w) {
         }
         if (m->null) w.null_sges |= static_cast<uint8_t>(1u << i);
     }
+    w.mr_epoch = mr_epoch_;
     return true;
 }
 
