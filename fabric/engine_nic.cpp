@@ -253,8 +253,25 @@ void EngineNic::prune_unstarted() {
     for (const uint32_t i : unstarted_) next_start_ = std::min(next_start_, tx_[i].start);
 }
 
-void EngineNic::cc_changed(const QpCtx& c) {
-    set_bit(cc_armed_, static_cast<size_t>(&c - qps_.data()), c.cc.next_timer() != Nanos::max());
+void EngineNic::cc_changed(QpCtx& c) {
+    const Nanos t = c.cc.next_timer();
+    if (t == c.cc_at) return;
+    set_bit(cc_armed_, static_cast<size_t>(&c - qps_.data()), t != Nanos::max());
+    if (t < cc_next_)
+        cc_next_ = t;
+    else if (c.cc_at == cc_next_)
+        cc_stale_ = true;  // the earliest may have moved later
+    c.cc_at = t;
+}
+
+Nanos EngineNic::cc_next() {
+    if (cc_stale_) {
+        Nanos t = Nanos::max();
+        for_each_bit(cc_armed_, [&](size_t i) { t = std::min(t, qps_[i].cc_at); });
+        cc_next_ = t;
+        cc_stale_ = false;
+    }
+    return cc_next_;
 }
 
 uint64_t EngineNic::step_bytes(const TxFlow& f) const {
@@ -374,13 +391,22 @@ void EngineNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
 }
 
 void EngineNic::on_timer(Nanos now) {
-    for_each_bit(cc_armed_, [&](size_t i) {
-        QpCtx& q = qps_[i];
-        if (q.cc.next_timer() > now) return;
-        q.cc.on_timer(now);
-        eng_->set_next_send(q.qpn, q.cc.next_send_time());
-        cc_changed(q);
-    });
+    // cc_next_ is never later than the earliest DCQCN timer; the walk
+    // leaves it exact.
+    if (cc_next_ <= now) {
+        Nanos next = Nanos::max();
+        for_each_bit(cc_armed_, [&](size_t i) {
+            QpCtx& q = qps_[i];
+            if (q.cc.next_timer() <= now) {
+                q.cc.on_timer(now);
+                eng_->set_next_send(q.qpn, q.cc.next_send_time());
+                cc_changed(q);
+            }
+            next = std::min(next, q.cc_at);
+        });
+        cc_next_ = next;
+        cc_stale_ = false;
+    }
     if (eng_->next_timer() <= now) eng_->on_timer(now, fx_);
     post_due_ |= next_start_ <= now;
     handle(now);
@@ -472,8 +498,7 @@ void EngineNic::send_pause(Nanos now) {
 }
 
 void EngineNic::rearm(Nanos now) {
-    Nanos t = eng_->next_timer();
-    for_each_bit(cc_armed_, [&](size_t i) { t = std::min(t, qps_[i].cc.next_timer()); });
+    Nanos t = std::min(eng_->next_timer(), cc_next());
     if (!unstarted_.empty()) t = std::min(t, std::max(now, next_start_));
     if (stuck_.next() != Nanos::max()) t = std::min(t, std::max({now, busy_until_, stuck_.next()}));
     if (eng_->tx_pending(now))

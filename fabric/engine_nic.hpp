@@ -152,6 +152,7 @@ private:
         Qpn qpn;
         cc::QpCc cc;
         uint32_t flow = UINT32_MAX;
+        Nanos cc_at = Nanos::max();  // cc.next_timer() as cc_changed last saw it
     };
     struct TxFlow {
         uint32_t flow;
@@ -171,8 +172,10 @@ private:
     };
     QpCtx* ctx(Qpn q);
     TxFlow* tx_flow(uint32_t flow);
-    // The QP's DCQCN timer may have changed: keep cc_armed_ right.
-    void cc_changed(const QpCtx& c);
+    // The QP's DCQCN timer may have changed: keep cc_armed_ and cc_next_ right.
+    void cc_changed(QpCtx& c);
+    // The earliest DCQCN timer of all QPs (Nanos::max(): none armed).
+    Nanos cc_next();
     // A flow to look at in the next post_due().
     void mark_due(const TxFlow& f);
     // Drops started flows from unstarted_ and recomputes next_start_.
@@ -199,6 +202,12 @@ private:
     Nanos busy_until_{};
     Nanos stall_at_ = Nanos::max();
     Nanos next_start_ = Nanos::max();  // the earliest start among unstarted_
+    // At most the earliest DCQCN timer of all QPs, and equal to it unless
+    // cc_stale_ (that QP's timer moved later since): rearm and on_timer read
+    // this line instead of walking cc_armed_ and the QPs' contexts, two
+    // loads in a chain from beyond the L1 at every event of a large fabric.
+    Nanos cc_next_ = Nanos::max();
+    bool cc_stale_ = false;
     const BitsPerSec line_rate_;
     sim::LinkId link_ = sim::Simulator::kNoLink;  // out of port 0
     const uint8_t prio_;

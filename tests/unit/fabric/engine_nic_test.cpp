@@ -127,5 +127,47 @@ TEST(FabricEngineNic, IncastOverRcIsLosslessAndWindowBounded) {
     EXPECT_EQ(bed.nics[0]->engine().counters().completer_retry_err, 0u);
 }
 
+// DCQCN keeps a timer per QP; the NIC wakes for the earliest of them
+// (EngineNic::cc_next_) without walking its QPs at every event. An incast
+// over two QPs per sender cuts every QP's rate with CNPs at its own times;
+// with the senders idle afterwards only those timers raise the rates again,
+// so each QP recovers only if the NIC woke for each QP's own timer.
+TEST(FabricEngineNic, EveryQpsDcqcnTimerFiresAfterAnIncast) {
+    Bed bed("nic: {cc: connectx-default, mtu: 4200}\n");
+    const uint32_t len = 4 << 20;
+    auto dst = bed.nics[1]->add_region(4 * uint64_t{len});
+    struct Sender {
+        uint32_t nic;
+        Qpn qp;
+    };
+    std::vector<Sender> senders;
+    for (const uint32_t nic : {0u, 2u})
+        for (int k = 0; k < 2; ++k) {
+            const auto [q, r] = bed.connect(nic, 1);
+            const EngineNic::Region src = bed.nics[nic]->null_region(len);
+            ASSERT_TRUE(bed.nics[nic]->post_write(q, senders.size(), src, len,
+                                                  reinterpret_cast<uint64_t>(dst.addr) + senders.size() * len, dst.rkey));
+            senders.push_back({nic, q});
+        }
+    const BitsPerSec line = bed.nics[0]->qp_rate(senders[0].qp);
+    bed.sim.run_until_cond(
+        [&] { return bed.nics[0]->counters().completions + bed.nics[2]->counters().completions == 4; },
+        Nanos::from_ms(20));
+    ASSERT_EQ(bed.nics[0]->counters().completions + bed.nics[2]->counters().completions, 4u);
+    ASSERT_GT(bed.nics[0]->counters().cnp_rx, 0u);
+    ASSERT_GT(bed.nics[2]->counters().cnp_rx, 0u);
+    std::vector<BitsPerSec> cut;
+    for (const Sender& s : senders) {
+        cut.push_back(bed.nics[s.nic]->qp_rate(s.qp));
+        EXPECT_LT(cut.back(), line) << "QP " << s.qp.v << " was never cut";
+    }
+    const uint64_t events = bed.sim.counters().events;
+    bed.sim.run_until(bed.sim.now() + Nanos::from_ms(5));
+    for (std::size_t i = 0; i < senders.size(); ++i)
+        EXPECT_GT(bed.nics[senders[i].nic]->qp_rate(senders[i].qp), cut[i]) << "QP " << senders[i].qp.v;
+    // Timers, not a wake-up at every nanosecond.
+    EXPECT_LT(bed.sim.counters().events - events, 100000u);
+}
+
 }  // namespace
 }  // namespace rocemu::fabric
