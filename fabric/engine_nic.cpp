@@ -391,21 +391,18 @@ void EngineNic::on_frame(sim::PortId, sim::FrameHandle h, Nanos now) {
 }
 
 void EngineNic::on_timer(Nanos now) {
-    // cc_next_ is never later than the earliest DCQCN timer; the walk
-    // leaves it exact.
+    // cc_next_ is never later than the earliest DCQCN timer. After a walk
+    // rearm recomputes it, so a cc_next_ that found nothing due is not
+    // armed again.
     if (cc_next_ <= now) {
-        Nanos next = Nanos::max();
         for_each_bit(cc_armed_, [&](size_t i) {
             QpCtx& q = qps_[i];
-            if (q.cc.next_timer() <= now) {
-                q.cc.on_timer(now);
-                eng_->set_next_send(q.qpn, q.cc.next_send_time());
-                cc_changed(q);
-            }
-            next = std::min(next, q.cc_at);
+            if (q.cc.next_timer() > now) return;
+            q.cc.on_timer(now);
+            eng_->set_next_send(q.qpn, q.cc.next_send_time());
+            cc_changed(q);
         });
-        cc_next_ = next;
-        cc_stale_ = false;
+        cc_stale_ = true;
     }
     if (eng_->next_timer() <= now) eng_->on_timer(now, fx_);
     post_due_ |= next_start_ <= now;
