@@ -117,7 +117,6 @@ public:
     GenNic& operator=(const GenNic&) = delete;
 
     sim::NodeId attach();
-    sim::NodeId id() const { return node_id(); }
 
     // Flows are added before the run starts.
     void add_tx_flow(uint32_t flow, const FlowSpec& f, const NicSpec& dst);

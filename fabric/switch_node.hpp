@@ -45,7 +45,6 @@ public:
 
     // Registers with the simulator; call once before linking.
     sim::NodeId attach();
-    sim::NodeId id() const { return node_id(); }
 
     void on_frame(sim::PortId port, sim::FrameHandle h, Nanos now) override;
     void on_timer(Nanos now) override;

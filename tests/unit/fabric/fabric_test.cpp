@@ -603,8 +603,8 @@ CorruptedCable run_corrupted_cable(double rate) {
     sim::LinkConfig ab = link_config(topo.cfg.host_link);
     ab.corrupt_rate = rate;
     ab.corrupt_as = sim::Corruption::BadIcrc;
-    const sim::LinkId to_b = sim.add_link(a.id(), 0, b.id(), 0, ab);
-    sim.add_link(b.id(), 0, a.id(), 0, link_config(topo.cfg.host_link));
+    const sim::LinkId to_b = sim.add_link(a.node_id(), 0, b.node_id(), 0, ab);
+    sim.add_link(b.node_id(), 0, a.node_id(), 0, link_config(topo.cfg.host_link));
     // Payloads of 4096 and a last one of 1001 bytes (with pad).
     const FlowSpec f{0, 1, Bytes{200 * 4096 + 1001}, Nanos{0}, 0xC001};
     a.add_tx_flow(0, f, topo.nics[1]);
