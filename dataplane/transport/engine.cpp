@@ -355,8 +355,8 @@ Result<Qpn> Engine::create_qp(const QpInitAttr& in) {
         q.read_rcvd.init(in.reorder_window);
         q.psn_path.assign(in.reorder_window, 0);
         q.ooo.init(in.reorder_window);
-        q.held.assign(in.reorder_window, HeldPacket{});
-        q.held_data = std::make_unique_for_overwrite<uint8_t[]>(size_t{in.reorder_window} * kHeldSlot);
+        q.held_slots = in.reorder_window;
+        q.reorder = SparseBuffer(Qp::reorder_bytes(in.reorder_window));
     }
     ++pds_[in.pd.id].users;
     ++cqs_[in.send_cq.id].users;

@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
+#include "common/sparse_buffer.hpp"
 #include "dataplane/transport/objects.hpp"
 #include "dataplane/transport/reorder.hpp"
 #include "dataplane/transport/types.hpp"
@@ -70,12 +72,17 @@ struct RespItem {
 inline constexpr uint32_t kHeldSlot = 4096;
 
 // A packet held in the spraying responder's reorder buffer. `placed` packets
-// had their payload written directly; the rest carry a copy in `data`.
+// had their payload written directly; the rest carry a copy in their slot's
+// payload page. All zero bytes are an unused slot: the reorder buffer's
+// slots live in zeroed memory no constructor runs over (Qp::reorder). A
+// used slot's PSN is flagged in Qp::ooo, so a slot is read only when its
+// flag is set and the pages of slots never used stay uncommitted.
 struct HeldPacket {
     bool used = false;
     bool placed = false;
     wire::RocePacket pkt;
 };
+static_assert(std::is_trivially_copyable_v<HeldPacket> && std::is_trivially_destructible_v<HeldPacket>);
 
 struct Qp {
     bool live = false;
@@ -166,17 +173,30 @@ struct Qp {
     Qpn cnp_dqpn;
 
     // Spraying responder.
-    PsnWindow ooo;                  // PSNs held in `held`
-    std::vector<HeldPacket> held;   // reorder buffer, one slot per window PSN
-    // Payload copies, one MTU per slot, written before read: left
-    // uninitialised, so a QP commits pages only for the slots it uses
-    // (zero-filled, the 1 MiB of a 256-PSN window was resident in every
-    // spraying QP of a fabric).
-    std::unique_ptr<uint8_t[]> held_data;
+    PsnWindow ooo;  // PSNs held in the reorder buffer
+    // The reorder buffer, a slot per window PSN: the slots' HeldPackets,
+    // then a page per slot for a payload copy (kHeldSlot). A QP writes only
+    // the slots reordering fills, so the buffer commits a page only as it
+    // is first written (SparseBuffer): from the heap, every spraying QP's
+    // whole megabyte was resident.
+    SparseBuffer reorder;
+    uint32_t held_slots = 0;  // the window; a power of two
     Psn highest_rcvd;
     Psn sack_mark;
 
     bool spraying() const { return init.reliability == Reliability::Spray && type == QpType::Rc; }
+    // The reorder buffer's slot for `psn`, and its payload page.
+    static std::size_t held_meta_bytes(uint32_t slots) {
+        return (std::size_t{slots} * sizeof(HeldPacket) + SparseBuffer::kPage - 1) & ~(SparseBuffer::kPage - 1);
+    }
+    static std::size_t reorder_bytes(uint32_t slots) {
+        return held_meta_bytes(slots) + std::size_t{slots} * kHeldSlot;
+    }
+    uint32_t held_index(Psn psn) const { return psn.value() & (held_slots - 1); }
+    HeldPacket& held(Psn psn) { return reinterpret_cast<HeldPacket*>(reorder.data())[held_index(psn)]; }
+    uint8_t* held_payload(Psn psn) {
+        return reorder.data() + held_meta_bytes(held_slots) + std::size_t{held_index(psn)} * kHeldSlot;
+    }
     SendWqe& wqe(uint32_t i) { return sq[i & (sq.size() - 1)]; }
     const SendWqe& wqe(uint32_t i) const { return sq[i & (sq.size() - 1)]; }
     uint32_t out_size() const { return out_tail - out_head; }

@@ -172,7 +172,10 @@ void Engine::reset_qp(Qp& q) {
     q.rq.head = q.rq.tail = 0;
     q.resources.assign(1, RespResource{});
     q.res_next = 0;
-    for (auto& h : q.held) h.used = false;
+    // A used slot's PSN is flagged in `ooo`: only those slots are read and
+    // written, so the rest of the reorder buffer stays uncommitted.
+    for (uint32_t i = 0; i < q.ooo.size(); ++i)
+        if (const Psn p = q.ooo.base() + i; q.ooo.test(p)) q.held(p).used = false;
     q.path_penalty.fill(0);
 }
 

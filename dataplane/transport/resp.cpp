@@ -137,7 +137,9 @@ void advance_epsn(Qp& qp, uint32_t n) {
         return;
     }
     for (uint32_t i = 0; i < n; ++i) {
-        qp.held[qp.epsn.value() & (qp.held.size() - 1)].used = false;
+        // A used slot's PSN is flagged: a slot never used is not even read,
+        // and stays uncommitted.
+        if (qp.ooo.test(qp.epsn)) qp.held(qp.epsn).used = false;
         qp.ooo.advance();
         ++qp.epsn;
     }
@@ -459,7 +461,7 @@ Qp* Engine::resp_place_target(const wire::RocePacket& p, uint8_t*& dst, bool& st
         return nullptr;
     } else if (!writing || !direct_offset(*qp, p, off)) {
         if (p.payload_len > kHeldSlot) return nullptr;
-        dst = qp->held_data.get() + size_t{p.bth.psn.value() & (qp->held.size() - 1)} * kHeldSlot;
+        dst = qp->held_payload(p.bth.psn);
         staged = true;
         return qp;
     }
@@ -542,8 +544,7 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos
     }
     ++qp.counters.out_of_seq_request;
     ++counters_.out_of_seq_request;
-    const uint32_t slot = psn.value() & (qp.held.size() - 1);
-    HeldPacket& h = qp.held[slot];
+    HeldPacket& h = qp.held(psn);
     h.pkt = p;
     h.placed = false;
     uint64_t off;
@@ -558,7 +559,7 @@ void Engine::resp_spray_rx(Qp& qp, const wire::RocePacket& p, bool placed, Nanos
             drop(&qp, DropReason::Oversize);
             return;
         }
-        uint8_t* dst = qp.held_data.get() + size_t{slot} * kHeldSlot;
+        uint8_t* dst = qp.held_payload(psn);
         // A staged payload (resp_place_target) already lies in its slot.
         if (p.payload_len && p.payload != dst)
             for_payload(p, [&](const uint8_t* b, size_t n, size_t pos) {
@@ -601,7 +602,7 @@ void Engine::resp_timers(Qp& qp, Nanos now) {
 
 void Engine::resp_spray_drain(Qp& qp, Nanos now, Effects& fx) {
     while (qp.state != QpState::Err && qp.ooo.test(qp.epsn)) {
-        HeldPacket& h = qp.held[qp.epsn.value() & (qp.held.size() - 1)];
+        HeldPacket& h = qp.held(qp.epsn);
         if (!h.used) break;
         // Executed in place: nothing writes a held packet while it runs.
         const wire::RocePacket& pkt = h.pkt;

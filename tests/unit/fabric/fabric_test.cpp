@@ -9,6 +9,8 @@
 #include <tuple>
 #include <vector>
 
+#include <unistd.h>
+
 #include "fabric/fabric.hpp"
 #include "fabric/gen_nic.hpp"
 #include "fabric/report.hpp"
@@ -424,6 +426,46 @@ TEST(FabricRun, RcHalvingDoublingRunsItsStagesInOrder) {
         // The first stage alone sends size/2 from every rank.
         EXPECT_GT(completion(f), BitsPerSec::gbps(100).serialise(Bytes{w.size.v / 2}));
     }
+}
+
+// This process's resident memory (/proc/self/statm).
+uint64_t resident_bytes() {
+    std::ifstream in("/proc/self/statm");
+    uint64_t size = 0, resident = 0;
+    in >> size >> resident;
+    return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// A spraying RC QP's reorder buffer is about 1 MiB (a page for each of 256
+// PSNs), of which reordering fills a few slots (here oblivious spraying:
+// the switches hash each packet's UDP port). A 16-host all-to-all has 480
+// such QPs: had their buffers been resident (as they were when they came from
+// the fabric's heap segment, on huge pages), the run would have added 500
+// MiB.
+TEST(FabricRun, SprayingReorderBuffersCommitOnlyTheSlotsReorderingFills) {
+    const Topology topo = make(
+        "topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 8, spines: 4}\n"
+        "links: {host: {speed_gbps: 100, delay_ns: 500}, fabric: {speed_gbps: 100, delay_ns: 1000}}\n"
+        "nic: {spraying: true}\nswitch: {profile: lossless-100g, adaptive_routing: off}\n");
+    Workload w;
+    w.pattern = Pattern::AllToAll;
+    w.size = Bytes{1 << 20};
+    Rng rng(1);
+    const std::vector<FlowSpec> flows = make_flows(topo, w, rng);
+    ASSERT_EQ(flows.size(), 240u);
+    const uint64_t buffers = 2 * flows.size() * transport::Qp::reorder_bytes(transport::QpInitAttr{}.reorder_window);
+    const uint64_t before = resident_bytes();
+    Fabric f(topo, 1);
+    for (const FlowSpec& fl : flows) f.add_flow(fl);
+    f.start();
+    f.run(Nanos::from_ms(20));
+    ASSERT_TRUE(f.all_done());
+    uint64_t out_of_order = 0;
+    for (const auto& n : f.rc_nics()) out_of_order += n->engine().counters().out_of_seq_request;
+    EXPECT_GT(out_of_order, 0u) << "no reordering: the buffers were not used";
+    const uint64_t grown = resident_bytes() - before;
+    EXPECT_LT(grown, buffers / 4) << "resident memory grew by " << (grown >> 20) << " MiB; the reorder buffers take "
+                                  << (buffers >> 20) << " MiB";
 }
 
 // Where latency rules (64 KiB over 8 ranks: 8 KiB ring chunks), 6 stages
