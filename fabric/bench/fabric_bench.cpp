@@ -7,8 +7,9 @@
 // A simulated packet is a frame delivered over one link (one hop).
 //
 // The sizes compare like with like: every size is built from the same
-// leaves (8 hosts and 8 spine uplinks each, 1:1, 100 Gbit/s everywhere), so
-// only the number of leaves (2, 8, 32) and the spines' port count grow; every
+// leaves (8 hosts at 100 Gbit/s and 8 spine uplinks at 200 Gbit/s each, so
+// that no size congests the core; LeafSpec), so only the number of leaves (2,
+// 8, 32) and the spines' port count grow; every
 // host starts one flow; and every size runs the same warm-up and the same
 // timed span of virtual time. Two sets of flows (--flows):
 //  - random: a random permutation (Pattern::Permutation), as a user's run
@@ -21,11 +22,12 @@
 //    only the fabric's size differs, which is what the scaling target asks.
 // The switches route RoCE per packet, so the RC NICs spray and reorder
 // (permutation_topology); for RC the bench prints each size's goodput and
-// how much of it arrived out of sequence, to show the sizes' traffic alike.
+// how much of it arrived out of sequence, to show the sizes' traffic alike
+// (shift: 97.9 Gbit/s a host and nothing out of sequence at every size).
 //
 // Usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both]
 //            [--hosts 16|32|64|128|256|all|sweep] [--flows random|shift|both] [--repeat N] [--span-us N]
-//            [--mtu 1500|4200|9000] [--no-incast] [--scatter-heap] [--page-census NS]
+//            [--mtu 1500|4200|9000] [--uplink-gbps 100|200|400] [--no-incast] [--scatter-heap] [--page-census NS]
 // --scatter-heap first leaves the heap as a long process's is (400000 blocks
 // of 16 to 6015 bytes allocated, two in three freed, the rest kept), so the
 // fabrics are built in its holes, as a sweep's later sizes are.
@@ -165,7 +167,7 @@ std::string events_by_kind(const Figures& r) {
 constexpr std::string_view kUsage =
     "usage: rocemu_fabric_bench [INCAST_SECONDS] [--model rc|generator|both] "
     "[--hosts 16|32|64|128|256|all|sweep] [--flows random|shift|both] [--repeat N] [--span-us N] "
-    "[--mtu 1500|4200|9000] [--no-incast] [--scatter-heap] [--page-census NS]\n"
+    "[--mtu 1500|4200|9000] [--uplink-gbps 100|200|400] [--no-incast] [--scatter-heap] [--page-census NS]\n"
     "  the 2:1 incast (INCAST_SECONDS simulated, default 1) on each model, then at each host count a random\n"
     "  permutation and (shift) every host sending to the same host of the next leaf, CPU ns per packet-hop and\n"
     "  each size's ratio to 16 hosts (fabric/README.md, Speed); --page-census NS instead counts the pages\n"
@@ -203,20 +205,39 @@ enum class Flows { Random, Shift };
 
 const char* flows_name(Flows f) { return f == Flows::Random ? "random permutation" : "shift to the next leaf"; }
 
+// What the permutations' leaves are built of besides their 8 hosts and 8
+// spine uplinks: the MTU and the uplinks' speed (the hosts' links are 100
+// Gbit/s).
+//
+// The uplinks are 200 Gbit/s by default (--uplink-gbps 100: 1:1), so that no
+// size congests the fabric's core. In a shift, every host sends at line rate
+// and receives another host's data at line rate, and the ACKs ride on top:
+// at 1:1 the spines' downlinks then carry more than their speed. With two
+// leaves (16 hosts) each such downlink has a single upstream, the other
+// leaf, whose adaptive routing sees the queue it builds; with more leaves
+// it has two (one leaf's data, another's ACKs), the spines queue, and a
+// tenth of the RC packets arrive out of sequence at 64 and 256 hosts and
+// none at 16: the sizes did not carry the same traffic, and RC's cost a
+// packet-hop grew by that as well (fabric/bench/README.md, round 16).
+struct LeafSpec {
+    int mtu = 4200;
+    int uplink_gbps = 200;
+};
+
 // The fabric of `hosts` hosts the permutations run on. Its switches route
 // RoCE per packet (the profile's adaptive routing), so RC QPs spray and
 // reorder, as ConnectX does under Spectrum-X: without a reorder buffer they
-// would take each reordering for a loss and go back N, on a quarter of the
-// packets at 256 hosts and almost none at 16, and the sizes would not carry
-// the same traffic (config_warnings refuses that fabric). The generator
-// does not care about order and keeps one UDP port a flow.
-Topology permutation_topology(int hosts, NicModel model, int mtu) {
+// would take each reordering for a loss and go back N (config_warnings
+// refuses that fabric). The generator does not care about order and keeps
+// one UDP port a flow.
+Topology permutation_topology(int hosts, NicModel model, const LeafSpec& shape) {
     const int leaves = hosts / kHostsPerLeaf;
     return make(fmt::format("topology: {{kind: leaf_spine, leaves: {}, hosts_per_leaf: {}, spines: {}}}\n"
-                            "links: {{host: {{speed_gbps: 100}}, fabric: {{speed_gbps: 100}}}}\n"
+                            "links: {{host: {{speed_gbps: 100}}, fabric: {{speed_gbps: {}}}}}\n"
                             "nic: {{model: {}, cc: connectx-default, mtu: {}, spraying: {}}}\n"
                             "switch: {{profile: lossless-100g}}\n",
-                            leaves, kHostsPerLeaf, kSpines, nic_model_name(model), mtu, model == NicModel::Rc));
+                            leaves, kHostsPerLeaf, kSpines, shape.uplink_gbps, nic_model_name(model), shape.mtu,
+                            model == NicModel::Rc));
 }
 
 // One flow per host, started at 0.
@@ -239,18 +260,18 @@ void add_permutation_flows(Fabric& f, const Topology& topo, int hosts, Flows flo
 constexpr Nanos kWarmup = Nanos::from_us(500);
 
 // CPU ns per packet-hop of one flow per host on `hosts` hosts.
-double permutation(int hosts, NicModel model, int mtu, Nanos span, Flows flows) {
+double permutation(int hosts, NicModel model, const LeafSpec& shape, Nanos span, Flows flows) {
     const int leaves = hosts / kHostsPerLeaf;
-    const Topology topo = permutation_topology(hosts, model, mtu);
+    const Topology topo = permutation_topology(hosts, model, shape);
     Fabric f(topo, 1);
     add_permutation_flows(f, topo, hosts, flows);
     const Figures r = timed_run(f, kWarmup, span);
     const double cost = r.cpu_s * 1e9 / static_cast<double>(r.packets);
     fmt::print(
-        "[{}] {:>3} hosts ({} leaves, {} spines), MTU {}, {}: {:.1f} simulated ms (after {:.1f} ms warm-up) in "
+        "[{}] {:>3} hosts ({} leaves, {} spines, uplinks {} Gbit/s), MTU {}, {}: {:.1f} simulated ms (after {:.1f} ms warm-up) in "
         "{:.2f} s wall, {:.2f} s CPU, {} packet-hops ({:.0f} per host), {:.2f} events each ({}), {} page faults, {} frame "
         "buffers ({} compact; {} in use, {:.1f} per host), {:.1f} MB built in its heap segment, {:.0f} CPU ns per packet-hop\n",
-        nic_model_name(model), hosts, leaves, kSpines, mtu, flows_name(flows), span.ms(), kWarmup.ms(), r.wall_s, r.cpu_s, r.packets,
+        nic_model_name(model), hosts, leaves, kSpines, shape.uplink_gbps, shape.mtu, flows_name(flows), span.ms(), kWarmup.ms(), r.wall_s, r.cpu_s, r.packets,
         static_cast<double>(r.packets) / hosts, static_cast<double>(r.events) / r.packets, events_by_kind(r),
         r.page_faults, r.frames,
         r.compact, r.in_use, static_cast<double>(r.in_use) / hosts, static_cast<double>(r.heap) / 1e6, cost);
@@ -266,9 +287,9 @@ double permutation(int hosts, NicModel model, int mtu, Nanos span, Flows flows) 
 
 // The pages windows of `window` virtual time touch after the permutation's
 // warm-up (page_census.hpp), printed for page_census.sh.
-void census(int hosts, NicModel model, int mtu, Flows flows, Nanos window) {
+void census(int hosts, NicModel model, const LeafSpec& shape, Flows flows, Nanos window) {
     constexpr uint64_t kWindows = 50;
-    const Topology topo = permutation_topology(hosts, model, mtu);
+    const Topology topo = permutation_topology(hosts, model, shape);
     Fabric f(topo, 1);
     add_permutation_flows(f, topo, hosts, flows);
     f.start();
@@ -413,7 +434,7 @@ int main(int argc, char** argv) {
     bool run_incast = true;
     bool scatter = false;
     int repeat = 3;
-    int mtu = 4200;
+    LeafSpec shape;
     std::vector<NicModel> models{NicModel::Rc, NicModel::Generator};
     std::vector<int> hosts{16, 64, 256};
     std::vector<Flows> flow_sets{Flows::Random, Flows::Shift};
@@ -464,8 +485,14 @@ int main(int argc, char** argv) {
             span = Nanos::from_us(us);
         } else if (a == "--mtu") {
             const std::string v(value());
-            mtu = std::atoi(v.c_str());
-            if (mtu != 1500 && mtu != 4200 && mtu != 9000) usage_error(fmt::format("--mtu: '{}' is not 1500, 4200 or 9000", v));
+            shape.mtu = std::atoi(v.c_str());
+            if (shape.mtu != 1500 && shape.mtu != 4200 && shape.mtu != 9000)
+                usage_error(fmt::format("--mtu: '{}' is not 1500, 4200 or 9000", v));
+        } else if (a == "--uplink-gbps") {
+            const std::string v(value());
+            shape.uplink_gbps = std::atoi(v.c_str());
+            if (shape.uplink_gbps != 100 && shape.uplink_gbps != 200 && shape.uplink_gbps != 400)
+                usage_error(fmt::format("--uplink-gbps: '{}' is not 100, 200 or 400", v));
         } else if (a == "--page-census") {
             const std::string v(value());
             char* end = nullptr;
@@ -490,7 +517,7 @@ int main(int argc, char** argv) {
     if (census_window > Nanos{0}) {
         for (const NicModel m : models)
             for (const int h : hosts)
-                for (const Flows fl : flow_sets) census(h, m, mtu, fl, census_window);
+                for (const Flows fl : flow_sets) census(h, m, shape, fl, census_window);
         return 0;
     }
     print_caches();
@@ -505,7 +532,7 @@ int main(int argc, char** argv) {
         for (int round = 0; round < repeat; ++round)
             for (std::size_t i = 0; i < hosts.size(); ++i)
                 for (std::size_t k = 0; k < flow_sets.size(); ++k)
-                    cost[k][i] = std::min(cost[k][i], permutation(hosts[i], m, mtu, span, flow_sets[k]));
+                    cost[k][i] = std::min(cost[k][i], permutation(hosts[i], m, shape, span, flow_sets[k]));
         for (std::size_t k = 0; k < flow_sets.size(); ++k)
             for (std::size_t i = 1; i < hosts.size(); ++i)
                 fmt::print("[{}] CPU cost per packet-hop, {}, {} vs {} hosts: {:.0f} vs {:.0f} ns, {:.2f}x (target "
