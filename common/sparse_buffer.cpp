@@ -66,8 +66,6 @@ void give_back(uint8_t* p, std::size_t bytes) {
     if (g_nfree < kFreeSlices) g_free[g_nfree++] = Slice{static_cast<std::size_t>(p - g_base), bytes};
 }
 
-std::size_t whole_pages(std::size_t bytes) { return (bytes + SparseBuffer::kPage - 1) & ~(SparseBuffer::kPage - 1); }
-
 }  // namespace
 
 SparseBuffer::SparseBuffer(std::size_t bytes) {

@@ -29,6 +29,8 @@ class SparseBuffer {
 public:
     static constexpr std::size_t kPage = 4096;
     static constexpr std::size_t kRegionBytes = std::size_t{1} << 40;  // address space only
+    // `bytes` rounded up to whole pages: what a buffer of that size takes.
+    static constexpr std::size_t whole_pages(std::size_t bytes) { return (bytes + kPage - 1) & ~(kPage - 1); }
 
     SparseBuffer() = default;
     // Throws std::bad_alloc when neither the region nor calloc has room.

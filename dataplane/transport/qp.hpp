@@ -185,13 +185,15 @@ struct Qp {
     Psn sack_mark;
 
     bool spraying() const { return init.reliability == Reliability::Spray && type == QpType::Rc; }
-    // The reorder buffer's slot for `psn`, and its payload page.
+    // The reorder buffer's layout: the HeldPackets on whole pages, then the
+    // payload pages.
     static std::size_t held_meta_bytes(uint32_t slots) {
-        return (std::size_t{slots} * sizeof(HeldPacket) + SparseBuffer::kPage - 1) & ~(SparseBuffer::kPage - 1);
+        return SparseBuffer::whole_pages(std::size_t{slots} * sizeof(HeldPacket));
     }
     static std::size_t reorder_bytes(uint32_t slots) {
         return held_meta_bytes(slots) + std::size_t{slots} * kHeldSlot;
     }
+    // The slot for `psn`, and its payload page.
     uint32_t held_index(Psn psn) const { return psn.value() & (held_slots - 1); }
     HeldPacket& held(Psn psn) { return reinterpret_cast<HeldPacket*>(reorder.data())[held_index(psn)]; }
     uint8_t* held_payload(Psn psn) {
