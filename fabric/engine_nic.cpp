@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "dataplane/wire/l2.hpp"
 
 namespace rocemu::fabric {
@@ -146,17 +148,20 @@ Qpn EngineNic::create_qp(QpEnd end) {
     const bool sender = end == QpEnd::Sender;
     ia.cap.max_send_wr = sender ? kSqDepth : 1;
     ia.cap.max_inline_data = 0;
-    ia.cap.max_recv_wr = 1;  // WRITEs without immediate consume no receive
+    // WRITEs without immediate consume no receive; a stepped flow's do.
+    ia.cap.max_recv_wr = end == QpEnd::StepReceiver ? kRecvDepth : 1;
     // The receiver's ACKs: one per AckReq, which a flow's WRITEs carry on
     // each 64 KiB chunk's last packet, and at most kChunksInFlight chunks (128
     // PSNs) are unacknowledged; 64 leaves room for retried chunks' duplicates
     // and NAKs. One it could not queue is counted (drop_resp_queue_full).
     ia.resp_queue = sender ? 1 : kRespQueue;
     // Every WQE posted completes once, so the CQ never holds more than the
-    // sending QPs' send queues: grown to that bound, it never overflows.
-    // Doubled when outgrown, as a resize copies the ring.
-    if (sender && ++senders_ * kSqDepth > cq_room_) {
-        cq_room_ *= 2;
+    // sending QPs' send queues and the stepped receivers' receive queues:
+    // grown to that bound, it never overflows. Doubled when outgrown, as a
+    // resize copies the ring.
+    cq_need_ += sender ? kSqDepth : end == QpEnd::StepReceiver ? kRecvDepth : 0;
+    if (cq_need_ > cq_room_) {
+        while (cq_need_ > cq_room_) cq_room_ *= 2;
         if (const auto e = eng_->resize_cq(cq_, cq_room_); e.err) throw std::invalid_argument(e.msg);
     }
     ia.peer_accepts_cnp = profile_.cc.algorithm != cc::CcAlgorithm::kNone;
@@ -237,6 +242,37 @@ void EngineNic::add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const R
     next_start_ = std::min(next_start_, spec.start);
 }
 
+void EngineNic::add_rx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp) {
+    if (spec.steps <= 1) return;  // nobody waits for a single step's arrival
+    if (!post_recvs(qp, kRecvDepth))
+        throw std::invalid_argument(fmt::format("flow {}: QP {} takes no RECVs (not a StepReceiver in RTS)", flow, qp.v));
+    const auto i = static_cast<uint32_t>(rx_.size());
+    rx_.push_back(RxFlow{flow, qp, spec.size.v, spec.steps, 0, std::vector<uint64_t>(spec.steps, 0)});
+    rx_at_.insert(std::upper_bound(rx_at_.begin(), rx_at_.end(), std::pair{qp.v, i}), std::pair{qp.v, i});
+}
+
+bool EngineNic::post_recvs(Qpn qp, uint32_t n) {
+    // No SGE: a WRITE with immediate places its payload by its RETH and
+    // takes only the WQE (and the immediate) from the receive queue.
+    const transport::RecvWr r{};
+    for (uint32_t i = 0; i < n; ++i)
+        if (eng_->post_recv(qp, std::span(&r, 1), fx_).err) return false;
+    return true;
+}
+
+void EngineNic::on_arrival(const transport::Wc& wc, Nanos now) {
+    const auto it = std::lower_bound(rx_at_.begin(), rx_at_.end(), std::pair{wc.qp_num.v, uint32_t{0}});
+    if (it == rx_at_.end() || it->first != wc.qp_num.v) return;
+    RxFlow& r = rx_[it->second];
+    if (!post_recvs(r.qp, 1)) ++c_.post_errors;
+    if (wc.imm_data >= r.steps) return;
+    r.got[wc.imm_data] += wc.byte_len;
+    while (r.arrived < r.steps && r.got[r.arrived] >= step_bytes(r.size, r.steps, r.arrived)) {
+        ++r.arrived;
+        if (sink_) sink_->on_step_arrived(r.flow, now);
+    }
+}
+
 EngineNic::TxFlow* EngineNic::tx_flow(uint32_t flow) {
     const auto it = std::lower_bound(flow_at_.begin(), flow_at_.end(), std::pair{flow, uint32_t{0}});
     return it != flow_at_.end() && it->first == flow ? &tx_[it->second] : nullptr;
@@ -274,19 +310,15 @@ Nanos EngineNic::cc_next() {
     return cc_next_;
 }
 
-uint64_t EngineNic::step_bytes(const TxFlow& f) const {
-    return f.size / f.steps + (f.step + 1 == f.steps ? f.size % f.steps : 0);
-}
-
 void EngineNic::begin_step(uint32_t flow, Nanos now) {
     TxFlow* f = tx_flow(flow);
-    if (!f || f->open || f->step >= f->steps) return;
+    if (!f || f->opened >= f->steps) return;
     if (!f->started) {  // a gated flow's first step
         f->started = true;
         if (stats_) (*stats_)[f->flow].first_tx = now;
         prune_unstarted();
     }
-    f->open = true;
+    ++f->opened;
     mark_due(*f);
     sim_.arm_timer(*this, now);
 }
@@ -313,17 +345,19 @@ void EngineNic::post_due(Nanos now) {
 
 void EngineNic::post_flow(TxFlow& f, Nanos now, bool& started) {
     if (!f.started && f.start <= now) {
-        f.started = f.open = true;
+        f.started = true;
+        f.opened = std::max(f.opened, 1u);
         started = true;
         if (stats_) (*stats_)[f.flow].first_tx = now;
     }
-    if (!f.open) return;
-    const uint64_t step = step_bytes(f);
-    while (f.posted < step && f.in_flight < kChunksInFlight) {
+    while (f.step < f.opened && f.in_flight < kChunksInFlight) {
+        const uint64_t step = step_bytes(f.size, f.steps, f.step);
         const auto len = static_cast<uint32_t>(std::min<uint64_t>(kChunk, step - f.posted));
         transport::SendWr w;
         w.wr_id = uint64_t{f.flow} << 32 | len;
-        w.opcode = transport::WrOpcode::RdmaWrite;
+        // A stepped flow's receiver counts each step's bytes by the immediate.
+        w.opcode = f.steps > 1 ? transport::WrOpcode::RdmaWriteWithImm : transport::WrOpcode::RdmaWrite;
+        w.imm_data = f.step;
         w.send_flags = transport::kSendSignaled;
         w.sg_list.push_back(transport::Sge{reinterpret_cast<uint64_t>(f.src.addr), len, f.src.lkey});
         w.remote_addr = f.remote_addr;
@@ -337,12 +371,20 @@ void EngineNic::post_flow(TxFlow& f, Nanos now, bool& started) {
         f.posted += len;
         ++f.in_flight;
         if (stats_) (*stats_)[f.flow].tx_bytes += len;
+        if (f.posted == step) {
+            ++f.step;
+            f.posted = 0;
+        }
     }
 }
 
 void EngineNic::on_completion(const transport::Wc& wc, Nanos now) {
     const bool ok = wc.status == transport::WcStatus::Success;
     ++(ok ? c_.completions : c_.failed_completions);
+    if (wc.opcode == transport::WcOpcode::RecvRdmaWithImm) {
+        if (ok) on_arrival(wc, now);
+        return;
+    }
     TxFlow* f = tx_flow(static_cast<uint32_t>(wc.wr_id >> 32));
     if (!f || !ok) return;
     const uint32_t len = static_cast<uint32_t>(wc.wr_id);
@@ -350,10 +392,10 @@ void EngineNic::on_completion(const transport::Wc& wc, Nanos now) {
     f->acked += len;
     if (stats_) (*stats_)[f->flow].last_rx = now;
     mark_due(*f);
-    if (f->acked < step_bytes(*f)) return;
-    ++f->step;
-    f->open = false;
-    f->posted = f->acked = 0;
+    // Completions come in posting order, and no chunk spans two steps.
+    if (f->acked < step_bytes(f->size, f->steps, f->acked_step)) return;
+    ++f->acked_step;
+    f->acked = 0;
     if (sink_) sink_->on_step_done(f->flow, now);
 }
 

@@ -11,7 +11,12 @@
 // posted as signaled RDMA WRITEs of at most kChunk bytes, at most
 // kChunksInFlight at a time, in steps (a collective's steps): the NIC opens
 // step 0 at the flow's start, reports each finished step to its FlowSink and
-// opens a later step when told (begin_step). Per-flow progress goes into the
+// opens a later step when told (begin_step), whether or not its earlier
+// steps are finished (the QP keeps them in order). A stepped flow's WRITEs
+// carry their step as an immediate, and its receiving NIC reports each step
+// once its bytes have all arrived (FlowSink::on_step_arrived), as a
+// collective's next step waits for the data it forwards, not for the ACKs
+// of its own. Per-flow progress goes into the
 // FlowStats the Fabric owns: tx_bytes counts bytes posted, last_rx the time
 // of the last WRITE completion; the receive side (rx_bytes, packets, CE
 // marks, CNPs) comes from the receiving QP (Fabric::sync_receiver_stats).
@@ -43,10 +48,13 @@ struct EngineNicCounters {
     uint64_t stalled_drops = 0;       // frames that arrived while the receiver was stuck
 };
 
-// Told when a flow's step has completed (its last WRITE's CQE arrived).
 class FlowSink {
 public:
+    // A flow's step has completed at its sender (its last WRITE's CQE arrived).
     virtual void on_step_done(uint32_t flow, Nanos now) = 0;
+    // A stepped flow's step has arrived whole at its receiver (the RECV
+    // completions of its WRITEs with immediate add up to the step's bytes).
+    virtual void on_step_arrived(uint32_t flow, Nanos now) = 0;
 
 protected:
     ~FlowSink() = default;
@@ -59,6 +67,11 @@ public:
     // A sending QP's send queue: a flow keeps at most kChunksInFlight WRITEs
     // posted (post_write's caller no more either).
     static constexpr uint32_t kSqDepth = kChunksInFlight;
+    // RECVs a stepped flow's receiving QP keeps posted, one consumed by each
+    // WRITE with immediate and posted again as its completion is handled:
+    // at most kChunksInFlight are outstanding, so no WRITE meets an empty
+    // queue (an RNR NAK).
+    static constexpr uint32_t kRecvDepth = 2 * kChunksInFlight;
     static constexpr uint16_t kRespQueue = 64;  // a receiving QP's queued answers
     static constexpr uint64_t kArenaBytes = uint64_t{256} << 20;
 
@@ -101,8 +114,9 @@ public:
     // An RC QP in RESET; connect() moves it to RTS towards the peer's QP. A
     // flow is one-way: its sender's QP only posts WRITEs, its receiver's only
     // answers them, and each is given room for its own side only (a 256-NIC
-    // all-to-all has 130560 QPs).
-    enum class QpEnd : uint8_t { Sender, Receiver };
+    // all-to-all has 130560 QPs). A stepped flow's receiver (StepReceiver)
+    // also has room for kRecvDepth RECVs.
+    enum class QpEnd : uint8_t { Sender, Receiver, StepReceiver };
     Qpn create_qp(QpEnd end);
     // `udp_sport` is the QP's ECMP entropy; 0 derives it from the QPNs as rxe does.
     void connect(Qpn local, Qpn remote, const NicSpec& peer, Psn sq_psn, Psn rq_psn, uint16_t udp_sport = 0);
@@ -118,9 +132,13 @@ public:
     // RTS), every chunk from `src` to [remote_addr, +kChunk) under `rkey`.
     void add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const Region& src, uint64_t remote_addr,
                      uint32_t rkey);
+    // The receiving end of a stepped flow (spec.steps > 1) on `qp` (a
+    // StepReceiver, in RTS): posts its RECVs and reports each step's arrival.
+    void add_rx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp);
     // Arms the node for the flows' start times (Fabric::start).
     void begin_flows() { rearm(sim_.now()); }
-    // Opens the flow's next step; its WRITEs are posted at `now`.
+    // Opens the flow's next step; its WRITEs are posted at `now`, after
+    // those of the steps before it.
     void begin_step(uint32_t flow, Nanos now);
     // From `at` the NIC stops draining its receive side, as when the host
     // stops posting receive buffers: it keeps its port paused (an XOFF for
@@ -163,12 +181,22 @@ private:
         Nanos start;
         uint64_t size;
         uint32_t steps;
-        uint32_t step = 0;     // the step being sent (== steps when done)
-        bool open = false;     // the step's WRITEs may be posted
-        bool started = false;  // step 0 opened
-        uint64_t posted = 0;   // bytes of this step posted
-        uint64_t acked = 0;    // bytes of this step completed
+        uint32_t step = 0;       // the step being posted (== steps when all are)
+        uint32_t opened = 0;     // steps whose WRITEs may be posted (step < opened)
+        uint32_t acked_step = 0; // the oldest step not completed (== steps when done)
+        bool started = false;    // step 0 opened
+        uint64_t posted = 0;     // bytes of `step` posted
+        uint64_t acked = 0;      // bytes of `acked_step` completed
         uint32_t in_flight = 0;
+    };
+    // The receiving end of a stepped flow: bytes arrived per step.
+    struct RxFlow {
+        uint32_t flow;
+        Qpn qp;
+        uint64_t size;
+        uint32_t steps;
+        uint32_t arrived = 0;  // steps 0 .. arrived-1 have arrived whole
+        std::vector<uint64_t> got;
     };
     QpCtx* ctx(Qpn q);
     TxFlow* tx_flow(uint32_t flow);
@@ -180,11 +208,17 @@ private:
     void mark_due(const TxFlow& f);
     // Drops started flows from unstarted_ and recomputes next_start_.
     void prune_unstarted();
-    uint64_t step_bytes(const TxFlow& f) const;
+    // Bytes of step k of a flow of `size` in `steps` (the last takes the remainder).
+    static uint64_t step_bytes(uint64_t size, uint32_t steps, uint32_t k) {
+        return size / steps + (k + 1 == steps ? size % steps : 0);
+    }
     void post_due(Nanos now);
     // Starts `f` if its time has come (`started` is set then) and posts what its window allows.
     void post_flow(TxFlow& f, Nanos now, bool& started);
     void on_completion(const transport::Wc& wc, Nanos now);
+    // A RECV completion of a stepped flow's WRITE with immediate.
+    void on_arrival(const transport::Wc& wc, Nanos now);
+    bool post_recvs(Qpn qp, uint32_t n);
     void handle(Nanos now);
     void try_send(Nanos now);
     void send_pause(Nanos now);
@@ -227,6 +261,8 @@ private:
     transport::Effects fx_;
     FlowSink* sink_ = nullptr;
     std::vector<TxFlow> tx_;
+    std::vector<RxFlow> rx_;  // looked up by QP (rx_at_)
+    std::vector<std::pair<uint32_t, uint32_t>> rx_at_;  // (QPN, rx_ index), sorted
     std::vector<std::pair<uint32_t, uint32_t>> flow_at_;  // (flow id, tx_ index), sorted
     std::vector<uint64_t> due_;  // bit per tx_ index: post_due() looks at it (a completion, a step opened)
     const NicSpec spec_;
@@ -234,7 +270,7 @@ private:
     const std::array<uint8_t, 6> gateway_mac_;
     transport::PdHandle pd_;
     transport::CqHandle cq_;
-    uint32_t senders_ = 0;        // sending QPs: the CQ has room for all their WQEs
+    uint32_t cq_need_ = 0;        // WQEs the QPs can have posted at once: the CQ has room for them
     uint32_t cq_room_ = kSqDepth;  // the CQ's entries
     uint8_t* arena_ = nullptr;  // mapped by the first add_region()
     transport::MrHandle null_mr_{};  // allocated by the first null_region()

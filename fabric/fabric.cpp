@@ -81,7 +81,7 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     EngineNic& src = *rc_nics_[f.src];
     EngineNic& dst = *rc_nics_[f.dst];
     const Qpn sq = src.create_qp(EngineNic::QpEnd::Sender);
-    const Qpn dq = dst.create_qp(EngineNic::QpEnd::Receiver);
+    const Qpn dq = dst.create_qp(f.steps > 1 ? EngineNic::QpEnd::StepReceiver : EngineNic::QpEnd::Receiver);
     // Both ends start at PSN 0: nothing on the wire depends on the choice.
     // The flow's source port is its ECMP entropy, the ACKs' too.
     src.connect(sq, dq, topo_.nics[f.dst], Psn{0}, Psn{0}, f.sport);
@@ -94,8 +94,10 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     FlowSpec spec = f;
     if (f.gated()) spec.start = Nanos::max();
     src.add_tx_flow(id, spec, sq, from, to.va, to.rkey);
+    dst.add_rx_flow(id, f, dq);
     rx_qps_.emplace_back(f.dst, dq);
     steps_done_.push_back(0);
+    steps_arrived_.push_back(0);
     steps_begun_.push_back(f.gated() ? 0 : 1);  // else step 0 opens at the flow's start
     return id;
 }
@@ -133,14 +135,26 @@ void Fabric::on_step_done(uint32_t flow, Nanos now) {
     }
 }
 
+void Fabric::on_step_arrived(uint32_t flow, Nanos now) {
+    ++steps_arrived_[flow];
+    for (const uint32_t g : followers_[flow]) maybe_begin(g, now);
+}
+
 void Fabric::maybe_begin(uint32_t flow, Nanos now) {
     const FlowSpec& f = flows_[flow];
-    const uint32_t next = steps_begun_[flow];
-    // Step 0 opens at the flow's start or, if gated, in on_step_done.
-    if (next == 0 || next >= std::max(f.steps, 1u) || steps_done_[flow] < next) return;
-    if (f.after != FlowSpec::kNoFlow && steps_done_[f.after] < next) return;
-    ++steps_begun_[flow];
-    rc_nics_[f.src]->begin_step(flow, now);
+    // Step 0 opens at the flow's start or, if gated, in on_step_done. Step
+    // k forwards what flow `after`'s step k-1 brought, so it opens once that
+    // has arrived here, whatever its own earlier steps' ACKs; without an
+    // `after`, once its own step k-1 has completed.
+    const auto ready = [&](uint32_t next) {
+        if (f.after == FlowSpec::kNoFlow) return steps_done_[flow] >= next;
+        const uint32_t came = flows_[f.after].steps > 1 ? steps_arrived_[f.after] : steps_done_[f.after];
+        return came >= next;
+    };
+    for (uint32_t next; (next = steps_begun_[flow]) != 0 && next < std::max(f.steps, 1u) && ready(next);) {
+        ++steps_begun_[flow];
+        rc_nics_[f.src]->begin_step(flow, now);
+    }
 }
 
 bool Fabric::capture(std::string_view link, const std::string& path, std::string& error) {

@@ -113,6 +113,8 @@ private:
     template <typename F>
     void for_each_drop(F&& f) const;
     void on_step_done(uint32_t flow, Nanos now) override;
+    void on_step_arrived(uint32_t flow, Nanos now) override;
+    // Opens the flow's next steps whose data has come (see FlowSpec::after).
     void maybe_begin(uint32_t flow, Nanos now);
     // RC model: copies each flow's receive-side counts (payload bytes
     // executed, packets, out of order, CE-marked, CNPs sent) from its
@@ -134,7 +136,8 @@ private:
     std::vector<std::unique_ptr<EngineNic>> rc_nics_;
     // RC model, per flow: steps completed and begun, and the flows whose
     // next step waits for this one.
-    std::vector<uint32_t> steps_done_;
+    std::vector<uint32_t> steps_done_;     // completed at the sender
+    std::vector<uint32_t> steps_arrived_;  // arrived whole at the receiver (stepped flows)
     std::vector<uint32_t> steps_begun_;
     // RC model, per flow: the receiving NIC and QP, whose counters give the
     // flow's receive-side stats (sync_receiver_stats).

@@ -40,9 +40,12 @@ struct FlowSpec {
     Nanos start{};
     uint16_t sport = 0xC000;  // UDP source port: the flow's ECMP entropy
     // The RC model sends `size` in `steps` equal steps (the last takes the
-    // remainder); step k > 0 starts once this flow's step k-1 and flow
-    // `after`'s step k-1 have completed (a ring's data dependency). The
-    // generator model streams `size` at once.
+    // remainder). Step k > 0 starts once flow `after`'s step k-1 has arrived
+    // at this flow's source, whose data it forwards (a ring's data
+    // dependency, as NCCL's next step waits for the data, not for the ACKs
+    // of its own previous step, which the QP still sends in order); without
+    // an `after`, once this flow's step k-1 has completed. The generator
+    // model streams `size` at once.
     uint32_t steps = 1;
     uint32_t after = kNoFlow;
     // The RC model opens step 0 only once every flow named here has

@@ -6,8 +6,9 @@
 //
 // Ring all-reduce is a flow per ring edge of 2(n-1) steps of size/n each
 // (FlowSpec::steps, ::after = the predecessor's flow): on the RC model each
-// step waits for this rank's previous step and its predecessor's; the
-// generator model streams the 2(n-1)/n x size at once. Rings follow rails
+// step waits for the predecessor's previous step to have arrived (the data
+// it forwards), as NCCL's ring does; the generator model streams the
+// 2(n-1)/n x size at once. Rings follow rails
 // (NIC i of host h sends to NIC i of host h+1), as NCCL builds one ring per
 // rail.
 //

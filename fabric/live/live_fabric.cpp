@@ -51,6 +51,10 @@ constexpr uint32_t kNicTxRing = 2048;
 static_assert(kNicTxRing <= (kNicMbufs + 1) / 2);
 constexpr uint64_t kChunk = 64 * 1024;     // bytes per WRITE, as the virtual-time RC NIC posts
 constexpr uint32_t kChunksInFlight = 16;   // per QP
+// RECVs each receiving QP of a stepped flow keeps posted: one is consumed by
+// each WRITE with immediate (at most kChunksInFlight outstanding a QP) and
+// posted again as its completion is handled.
+constexpr uint32_t kRecvDepth = 2 * kChunksInFlight;
 constexpr uint32_t kGatewayHost = 254;     // the leaf port's address in each /24 (hosts use .1 to .251)
 constexpr uint32_t kSwitchPortMbufs = 511; // a switch port allocates PFC frames only
 constexpr uint32_t kCqDepth = 16384;
@@ -89,6 +93,7 @@ struct LiveSwitch {
 // One flow's QPs and memory, kept across sizes.
 struct Conn {
     uint32_t src = 0, dst = 0;
+    bool stepped = false;  // its receiving QPs keep kRecvDepth RECVs posted
     std::vector<Qpn> sq, dq;
     std::vector<uint8_t> from, to;  // kChunk each
     verbs::MrHandle from_mr, to_mr;
@@ -102,17 +107,22 @@ struct FlowRun {
     uint32_t after = FlowSpec::kNoFlow;
     std::array<uint32_t, 2> wait{FlowSpec::kNoFlow, FlowSpec::kNoFlow};
     uint32_t begun = 0;       // steps opened
-    uint32_t done_steps = 0;  // steps completed
-    uint64_t posted = 0;      // in the open step
-    uint64_t completed = 0;   // in the open step
+    uint32_t posting = 0;     // the step being posted (< begun while one is open)
+    uint32_t done_steps = 0;  // steps completed (their bytes' CQEs at the sender)
+    uint64_t posted = 0;      // of step `posting`
+    uint64_t completed = 0;   // of step `done_steps`
     uint64_t total_done = 0;
+    // A stepped flow's receiver: bytes arrived per step (WRITEs with
+    // immediate, the immediate naming the step), and the steps arrived whole.
+    std::vector<uint64_t> got;
+    uint32_t arrived = 0;
     std::vector<uint32_t> in_flight;  // per QP
     uint32_t next_qp = 0;
     Nanos first_post = Nanos::max();
     Nanos last_cqe{};
 
     uint64_t step_bytes(uint32_t k) const { return size / steps + (k + 1 == steps ? size % steps : 0); }
-    bool open() const { return begun > done_steps; }
+    bool open() const { return begun > posting; }
 };
 
 uint64_t wr_id(uint32_t flow, uint32_t qp, uint32_t len) {
@@ -577,6 +587,9 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
     const Topology& t = m.topo;
     const NicProfile& prof = t.cfg.nic;
     std::vector<std::tuple<uint32_t, uint32_t, uint16_t>> fresh;
+    std::set<std::tuple<uint32_t, uint32_t, uint16_t>> stepped;
+    for (const FlowSpec& f : flows)
+        if (f.steps > 1) stepped.insert(std::make_tuple(f.src, f.dst, f.sport));
     for (const FlowSpec& f : flows) {
         const auto key = std::make_tuple(f.src, f.dst, f.sport);
         if (m.conns.count(key)) continue;
@@ -616,13 +629,14 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
         auto c = std::make_unique<Conn>();
         c->src = src;
         c->dst = dst;
+        c->stepped = stepped.count(key) != 0;
         Host& hs = m.hosts[src];
         Host& hd = m.hosts[dst];
         for (uint32_t q = 0; q < std::max(1u, m.opts.qps_per_flow); ++q) {
             transport::QpInitAttr ia;
             ia.qp_type = transport::QpType::Rc;
             ia.cap.max_send_wr = 4 * kChunksInFlight;
-            ia.cap.max_recv_wr = 1;
+            ia.cap.max_recv_wr = c->stepped ? kRecvDepth : 1;  // WRITEs with immediate take one each
             ia.peer_accepts_cnp = prof.cc.algorithm != cc::CcAlgorithm::kNone;
             ia.reliability = prof.spraying ? transport::Reliability::Spray : transport::Reliability::Interop;
             ia.spray_paths = 16;
@@ -644,6 +658,12 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
             const auto port = static_cast<uint16_t>(0xC000 | ((sport + q) & 0x3FFF));
             if (!m.connect_qp(hs, sq, dq, t.nics[dst], port, error) || !m.connect_qp(hd, dq, sq, t.nics[src], port, error)) {
                 error = fmt::format("flow {} -> {}: {}", t.nics[src].name, t.nics[dst].name, error);
+                return false;
+            }
+            // No SGE: a WRITE with immediate places its payload by its RETH.
+            const std::vector<transport::RecvWr> recvs(c->stepped ? kRecvDepth : 0);
+            if (!recvs.empty() && hd.ctx->post_recv(dq, recvs)) {
+                error = fmt::format("NIC {}: posting RECVs: {}", t.nics[dst].name, hd.ctx->last_error());
                 return false;
             }
             c->sq.push_back(sq);
@@ -674,13 +694,12 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
 
 void LiveFabric::Impl::post(std::vector<FlowRun>& runs, uint32_t f, Nanos now) {
     FlowRun& r = runs[f];
-    if (!r.open()) return;
-    const uint64_t step = r.step_bytes(r.done_steps);
     Conn& c = *r.conn;
     Host& h = hosts[c.src];
     const auto nq = static_cast<uint32_t>(c.sq.size());
     uint32_t tried = 0;
-    while (r.posted < step && tried < nq) {
+    while (r.open() && tried < nq) {
+        const uint64_t step = r.step_bytes(r.posting);
         const uint32_t q = r.next_qp;
         if (r.in_flight[q] >= kChunksInFlight) {
             r.next_qp = (q + 1) % nq;
@@ -690,7 +709,9 @@ void LiveFabric::Impl::post(std::vector<FlowRun>& runs, uint32_t f, Nanos now) {
         const auto len = static_cast<uint32_t>(std::min<uint64_t>(kChunk, step - r.posted));
         transport::SendWr w;
         w.wr_id = wr_id(f, q, len);
-        w.opcode = transport::WrOpcode::RdmaWrite;
+        // A stepped flow's receiver counts each step's bytes by the immediate.
+        w.opcode = c.stepped ? transport::WrOpcode::RdmaWriteWithImm : transport::WrOpcode::RdmaWrite;
+        w.imm_data = r.posting;
         w.send_flags = transport::kSendSignaled;
         w.sg_list.push_back(transport::Sge{reinterpret_cast<uint64_t>(c.from.data()), len, c.from_mr.lkey});
         w.remote_addr = reinterpret_cast<uint64_t>(c.to.data());
@@ -704,6 +725,11 @@ void LiveFabric::Impl::post(std::vector<FlowRun>& runs, uint32_t f, Nanos now) {
         r.posted += len;
         ++r.in_flight[q];
         ++h.outstanding;
+        if (c.stepped) ++hosts[c.dst].outstanding;  // its RECV completion
+        if (r.posted == step) {
+            ++r.posting;
+            r.posted = 0;
+        }
         r.next_qp = (q + 1) % nq;
         tried = 0;
     }
@@ -717,6 +743,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     std::vector<FlowRun> runs(flows.size());
     std::vector<std::vector<uint32_t>> followers(flows.size());
     std::vector<std::vector<uint32_t>> waiters(flows.size());
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> rx_flow;  // (receiving NIC, QPN) -> stepped flow
     uint64_t total = 0;
     for (uint32_t f = 0; f < flows.size(); ++f) {
         const FlowSpec& s = flows[f];
@@ -726,6 +753,15 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         r.steps = std::max(s.steps, 1u);
         r.after = s.after;
         r.in_flight.assign(r.conn->sq.size(), 0);
+        if (r.steps > 1 && !r.conn->stepped) {
+            res.error = fmt::format("flow {}: {} steps on QPs connected without RECVs (connect() was given other flows)",
+                                    f, r.steps);
+            return res;
+        }
+        if (r.conn->stepped) {
+            r.got.assign(r.steps, 0);
+            for (const Qpn q : r.conn->dq) rx_flow[{r.conn->dst, q.v}] = f;
+        }
         for (uint64_t i = 0; i < kChunk; ++i) r.conn->from[i] = pattern(f, i);
         std::fill(r.conn->to.begin(), r.conn->to.end(), 0);
         if (s.after != FlowSpec::kNoFlow && s.after < flows.size() && s.after != f) followers[s.after].push_back(f);
@@ -743,13 +779,20 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
             for (const uint32_t w : r.wait)
                 if (w != FlowSpec::kNoFlow && runs[w].done_steps < runs[w].steps) return false;
             r.begun = 1;
-            r.posted = r.completed = 0;
             return true;
         }
-        if (r.begun >= r.steps || r.done_steps < r.begun) return false;
-        if (r.after != FlowSpec::kNoFlow && runs[r.after].done_steps < r.begun) return false;
+        if (r.begun >= r.steps) return false;
+        // Step k forwards what flow `after`'s step k-1 brought: it opens once
+        // that has arrived, whatever its own earlier steps' ACKs; without an
+        // `after`, once its own step k-1 has completed (as in virtual time,
+        // Fabric::maybe_begin).
+        if (r.after != FlowSpec::kNoFlow) {
+            const FlowRun& a = runs[r.after];
+            if ((a.conn->stepped ? a.arrived : a.done_steps) < r.begun) return false;
+        } else if (r.done_steps < r.begun) {
+            return false;
+        }
         ++r.begun;
-        r.posted = r.completed = 0;
         return true;
     };
 
@@ -840,6 +883,25 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
                             res.error = fmt::format("a WRITE completed with '{}'", verbs::wc_status_str(c.status));
                         continue;
                     }
+                    if (c.opcode == transport::WcOpcode::RecvRdmaWithImm) {
+                        // A stepped flow's WRITE has arrived: its RECV goes
+                        // back, and a step arrived whole opens the next
+                        // step of the flows that forward it.
+                        const auto it = rx_flow.find({static_cast<uint32_t>(&h - m.hosts.data()), c.qp_num.v});
+                        if (it == rx_flow.end()) continue;
+                        const uint32_t f = it->second;
+                        FlowRun& r = runs[f];
+                        const transport::RecvWr again{};
+                        if (h.ctx->post_recv(c.qp_num, std::span(&again, 1)) && res.error.empty())
+                            res.error = fmt::format("posting a RECV: {}", h.ctx->last_error());
+                        if (c.imm_data < r.steps) r.got[c.imm_data] += c.byte_len;
+                        while (r.arrived < r.steps && r.got[r.arrived] >= r.step_bytes(r.arrived)) {
+                            ++r.arrived;
+                            for (const uint32_t g : followers[f])
+                                if (maybe_begin(g)) touched.push_back(g);
+                        }
+                        continue;
+                    }
                     const auto f = static_cast<uint32_t>(c.wr_id >> 40);
                     const auto q = static_cast<uint32_t>(c.wr_id >> 32) & 0xFF;
                     const auto len = static_cast<uint32_t>(c.wr_id);
@@ -850,15 +912,19 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
                     done_bytes += len;
                     r.last_cqe = now;
                     touched.push_back(f);
-                    if (r.completed < r.step_bytes(r.done_steps)) continue;
-                    ++r.done_steps;
-                    if (r.done_steps == r.steps) ++done_flows;
-                    if (maybe_begin(f)) touched.push_back(f);
-                    for (const uint32_t g : followers[f])
-                        if (maybe_begin(g)) touched.push_back(g);
-                    if (r.done_steps == r.steps)
-                        for (const uint32_t g : waiters[f])
+                    // A step is complete once CQEs cover its bytes (over
+                    // several QPs, the bytes of any of its chunks).
+                    while (r.done_steps < r.steps && r.completed >= r.step_bytes(r.done_steps)) {
+                        r.completed -= r.step_bytes(r.done_steps);
+                        ++r.done_steps;
+                        if (r.done_steps == r.steps) ++done_flows;
+                        if (maybe_begin(f)) touched.push_back(f);
+                        for (const uint32_t g : followers[f])
                             if (maybe_begin(g)) touched.push_back(g);
+                        if (r.done_steps == r.steps)
+                            for (const uint32_t g : waiters[f])
+                                if (maybe_begin(g)) touched.push_back(g);
+                    }
                 }
             } while (n == static_cast<int>(kPollBatch));
             h.ctx->req_notify_cq(h.cq);

@@ -184,12 +184,23 @@ TEST(FabricLive, LeafSpinePermutationAndBothAllReducesComplete) {
     ASSERT_EQ(perm.rows.size(), 2u);
     EXPECT_EQ(perm.rows[0].flows, 4u);
     // A second fabric in the same process: ring all-reduce over 4 ranks,
-    // 2(n-1) = 6 steps per flow, each step after its predecessor's.
+    // 2(n-1) = 6 steps per flow, each step once its predecessor's has
+    // arrived (its WRITEs with immediate counted by the receiver).
     const LiveResult ring = run_live_sweep(t, Pattern::RingAllReduce, sizes, options());
     expect_clean(ring);
     ASSERT_EQ(ring.rows.size(), 2u);
     EXPECT_EQ(ring.rows[1].flows, 4u);
+    EXPECT_EQ(ring.rows[1].verified, 4u);
     EXPECT_NEAR(ring.rows[1].row.busbw_gbs, ring.rows[1].row.algbw_gbs * 1.5, 1e-9);
+    // Three QPs a flow: a 1 MiB step's four chunks arrive over all three,
+    // in any order between them, and the receiver adds them up by step.
+    LiveOptions three = options();
+    three.qps_per_flow = 3;
+    const LiveResult ring3 = run_live_sweep(t, Pattern::RingAllReduce, sizes, three);
+    expect_clean(ring3);
+    ASSERT_EQ(ring3.rows.size(), 2u);
+    EXPECT_EQ(ring3.rows[1].flows, 4u);
+    EXPECT_EQ(ring3.rows[1].verified, 4u);
     // Halving-doubling: 2 log2(4) = 4 stages of a flow per rank, each stage
     // opened by the completions of the one before.
     const LiveResult hd = run_live_sweep(t, Pattern::HdAllReduce, sizes, options());
