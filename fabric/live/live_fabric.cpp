@@ -815,6 +815,14 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     uint32_t done_flows = 0;
     for (const FlowRun& r : runs)
         if (r.size == 0) ++done_flows;
+    // Flows whose receiver has seen every step arrive (or that count no
+    // arrivals). A size ends only with these too: a step's RECV completion
+    // is in the receiver's CQ before the sender's WRITE completes (the ACK
+    // follows it), but it may not have been polled yet, and the next size,
+    // on the same QPs, would count it as its own.
+    uint32_t arrived_flows = 0;
+    for (const FlowRun& r : runs)
+        if (!r.conn->stepped || r.size == 0) ++arrived_flows;
     uint64_t done_bytes = 0;
     // What each flow's receiving QPs executed (their counters count from the
     // QP's start, and the sizes of a sweep share QPs), from `base` on.
@@ -849,7 +857,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
             for (uint32_t f = 0; f < runs.size(); ++f) s.flow_bytes.push_back(received(f) - base[f]);
             next_sample += sample_every;
         }
-        if (done_flows == runs.size() || res.bad_completions) break;
+        if ((done_flows == runs.size() && arrived_flows == runs.size()) || res.bad_completions) break;
         if (real - real_start >= timeout) {
             res.error = fmt::format("timed out after {:.1f} s with {} of {} flows complete", timeout.seconds(),
                                     done_flows, runs.size());
@@ -896,7 +904,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
                             res.error = fmt::format("posting a RECV: {}", h.ctx->last_error());
                         if (c.imm_data < r.steps) r.got[c.imm_data] += c.byte_len;
                         while (r.arrived < r.steps && r.got[r.arrived] >= r.step_bytes(r.arrived)) {
-                            ++r.arrived;
+                            if (++r.arrived == r.steps && r.size > 0) ++arrived_flows;
                             for (const uint32_t g : followers[f])
                                 if (maybe_begin(g)) touched.push_back(g);
                         }
