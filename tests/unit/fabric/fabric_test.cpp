@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
@@ -338,6 +339,20 @@ Nanos completion(const Fabric& f) {
     return last - first;
 }
 
+// The workload's flows (drawn with Rng(3)) on a fresh fabric, run for up to
+// 20 simulated ms.
+std::unique_ptr<Fabric> run_workload(const Topology& topo, Pattern p, Bytes size) {
+    Workload w;
+    w.pattern = p;
+    w.size = size;
+    Rng rng(3);
+    auto f = std::make_unique<Fabric>(topo, 1);
+    for (const FlowSpec& fl : make_flows(topo, w, rng)) f->add_flow(fl);
+    f->start();
+    f->run(Nanos::from_ms(20));
+    return f;
+}
+
 // Halving-doubling over 8 ranks: 2 log2(8) = 6 stages of one flow per rank,
 // partners at distance 1, 2, 4 then 4, 2, 1 (rank XOR distance) with size/2
 // ... size/8 and back; every rank sends what a ring sends in all.
@@ -477,16 +492,9 @@ TEST(FabricRun, RcHalvingDoublingBeatsTheRingOnSmallSizes) {
     const Topology topo = make(kLeafSpine8);
     Nanos took[2];
     for (const Pattern p : {Pattern::RingAllReduce, Pattern::HdAllReduce}) {
-        Workload w;
-        w.pattern = p;
-        w.size = Bytes{64 << 10};
-        Rng rng(3);
-        Fabric f(topo, 1);
-        for (const FlowSpec& fl : make_flows(topo, w, rng)) f.add_flow(fl);
-        f.start();
-        f.run(Nanos::from_ms(20));
-        ASSERT_TRUE(f.all_done()) << pattern_name(p);
-        took[p == Pattern::HdAllReduce] = completion(f);
+        const auto f = run_workload(topo, p, Bytes{64 << 10});
+        ASSERT_TRUE(f->all_done()) << pattern_name(p);
+        took[p == Pattern::HdAllReduce] = completion(*f);
     }
     EXPECT_LT(took[1] * 10, took[0] * 9) << "ring " << took[0].us() << " us, halving-doubling " << took[1].us() << " us";
 }
@@ -503,21 +511,15 @@ TEST(FabricRun, RcRingStepsOpenOnTheDataNotOnTheAcks) {
         "switch: {profile: lossless-100g}\n");
     const uint32_t n = topo.nic_count();
     ASSERT_EQ(n, 8u);
-    Workload w;
-    w.pattern = Pattern::RingAllReduce;
-    w.size = Bytes{8 << 10};
-    Rng rng(3);
-    Fabric f(topo, 1);
-    for (const FlowSpec& fl : make_flows(topo, w, rng)) f.add_flow(fl);
-    f.start();
-    f.run(Nanos::from_ms(20));
-    ASSERT_TRUE(f.all_done());
+    const Bytes size{8 << 10};
+    const auto f = run_workload(topo, Pattern::RingAllReduce, size);
+    ASSERT_TRUE(f->all_done());
     const Nanos one_way = Nanos{2 * 2000};
-    const Nanos took = completion(f);
+    const Nanos took = completion(*f);
     EXPECT_GT(took, one_way * (2 * (n - 1)));
     EXPECT_LT(took, one_way * 2 * (2 * (n - 1)) * 3 / 4) << took.us() << " us";
     // Every step's data was counted in by its receiver.
-    for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(f.stats()[i].rx_bytes, w.size.v / n * 2 * (n - 1));
+    for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(f->stats()[i].rx_bytes, size.v / n * 2 * (n - 1));
 }
 
 std::string slurp(const std::string& path) {
