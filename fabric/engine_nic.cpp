@@ -243,11 +243,11 @@ void EngineNic::add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const R
 }
 
 void EngineNic::add_rx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp) {
-    if (spec.steps <= 1) return;  // nobody waits for a single step's arrival
+    if (!spec.stepped()) return;  // nobody waits for a single step's arrival
     if (!post_recvs(qp, kRecvDepth))
         throw std::invalid_argument(fmt::format("flow {}: QP {} takes no RECVs (not a StepReceiver in RTS)", flow, qp.v));
     const auto i = static_cast<uint32_t>(rx_.size());
-    rx_.push_back(RxFlow{flow, qp, spec.size.v, spec.steps, 0, std::vector<uint64_t>(spec.steps, 0)});
+    rx_.push_back(RxFlow{flow, qp, StepArrivals(spec.size.v, spec.steps)});
     rx_at_.insert(std::upper_bound(rx_at_.begin(), rx_at_.end(), std::pair{qp.v, i}), std::pair{qp.v, i});
 }
 
@@ -265,12 +265,8 @@ void EngineNic::on_arrival(const transport::Wc& wc, Nanos now) {
     if (it == rx_at_.end() || it->first != wc.qp_num.v) return;
     RxFlow& r = rx_[it->second];
     if (!post_recvs(r.qp, 1)) ++c_.post_errors;
-    if (wc.imm_data >= r.steps) return;
-    r.got[wc.imm_data] += wc.byte_len;
-    while (r.arrived < r.steps && r.got[r.arrived] >= step_bytes(r.size, r.steps, r.arrived)) {
-        ++r.arrived;
+    for (uint32_t k = r.steps.add(wc.imm_data, wc.byte_len); k > 0; --k)
         if (sink_) sink_->on_step_arrived(r.flow, now);
-    }
 }
 
 EngineNic::TxFlow* EngineNic::tx_flow(uint32_t flow) {

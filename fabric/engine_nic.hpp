@@ -189,14 +189,11 @@ private:
         uint64_t acked = 0;      // bytes of `acked_step` completed
         uint32_t in_flight = 0;
     };
-    // The receiving end of a stepped flow: bytes arrived per step.
+    // The receiving end of a stepped flow.
     struct RxFlow {
         uint32_t flow;
         Qpn qp;
-        uint64_t size;
-        uint32_t steps;
-        uint32_t arrived = 0;  // steps 0 .. arrived-1 have arrived whole
-        std::vector<uint64_t> got;
+        StepArrivals steps;
     };
     QpCtx* ctx(Qpn q);
     TxFlow* tx_flow(uint32_t flow);
@@ -208,10 +205,6 @@ private:
     void mark_due(const TxFlow& f);
     // Drops started flows from unstarted_ and recomputes next_start_.
     void prune_unstarted();
-    // Bytes of step k of a flow of `size` in `steps` (the last takes the remainder).
-    static uint64_t step_bytes(uint64_t size, uint32_t steps, uint32_t k) {
-        return size / steps + (k + 1 == steps ? size % steps : 0);
-    }
     void post_due(Nanos now);
     // Starts `f` if its time has come (`started` is set then) and posts what its window allows.
     void post_flow(TxFlow& f, Nanos now, bool& started);

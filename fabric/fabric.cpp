@@ -81,7 +81,7 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     EngineNic& src = *rc_nics_[f.src];
     EngineNic& dst = *rc_nics_[f.dst];
     const Qpn sq = src.create_qp(EngineNic::QpEnd::Sender);
-    const Qpn dq = dst.create_qp(f.steps > 1 ? EngineNic::QpEnd::StepReceiver : EngineNic::QpEnd::Receiver);
+    const Qpn dq = dst.create_qp(f.stepped() ? EngineNic::QpEnd::StepReceiver : EngineNic::QpEnd::Receiver);
     // Both ends start at PSN 0: nothing on the wire depends on the choice.
     // The flow's source port is its ECMP entropy, the ACKs' too.
     src.connect(sq, dq, topo_.nics[f.dst], Psn{0}, Psn{0}, f.sport);
@@ -148,7 +148,7 @@ void Fabric::maybe_begin(uint32_t flow, Nanos now) {
     // `after`, once its own step k-1 has completed.
     const auto ready = [&](uint32_t next) {
         if (f.after == FlowSpec::kNoFlow) return steps_done_[flow] >= next;
-        const uint32_t came = flows_[f.after].steps > 1 ? steps_arrived_[f.after] : steps_done_[f.after];
+        const uint32_t came = flows_[f.after].stepped() ? steps_arrived_[f.after] : steps_done_[f.after];
         return came >= next;
     };
     for (uint32_t next; (next = steps_begun_[flow]) != 0 && next < std::max(f.steps, 1u) && ready(next);) {

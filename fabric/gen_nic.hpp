@@ -55,6 +55,41 @@ struct FlowSpec {
     static constexpr uint32_t kNoFlow = UINT32_MAX;
 
     bool gated() const { return wait[0] != kNoFlow || wait[1] != kNoFlow; }
+    // Its WRITEs carry their step as an immediate and its receiver reports
+    // each step's arrival (StepArrivals).
+    bool stepped() const { return steps > 1; }
+};
+
+// Bytes of step k of a flow of `size` in `steps` (the last takes the remainder).
+inline uint64_t step_bytes(uint64_t size, uint32_t steps, uint32_t k) {
+    return size / steps + (k + 1 == steps ? size % steps : 0);
+}
+
+// A stepped flow's receive side, in both RC runtimes: the bytes arrived per
+// step, counted from the RECV completions of its WRITEs with immediate (the
+// immediate names the step; a step's chunks may come over several QPs in any
+// order between them), and how many steps from the first have arrived whole.
+class StepArrivals {
+public:
+    StepArrivals() = default;
+    StepArrivals(uint64_t size, uint32_t steps) : size_(size), got_(steps, 0) {}
+    // Counts `bytes` of step `step` (an unknown step counts nothing) and
+    // returns how many more steps have arrived whole.
+    uint32_t add(uint32_t step, uint64_t bytes) {
+        if (step >= got_.size()) return 0;
+        got_[step] += bytes;
+        const uint32_t before = arrived_;
+        const auto n = static_cast<uint32_t>(got_.size());
+        while (arrived_ < n && got_[arrived_] >= step_bytes(size_, n, arrived_)) ++arrived_;
+        return arrived_ - before;
+    }
+    uint32_t arrived() const { return arrived_; }
+    bool complete() const { return arrived_ == got_.size(); }
+
+private:
+    uint64_t size_ = 0;
+    std::vector<uint64_t> got_;
+    uint32_t arrived_ = 0;
 };
 
 // Receive-side state of one flow, also what the report reads.

@@ -112,16 +112,13 @@ struct FlowRun {
     uint64_t posted = 0;      // of step `posting`
     uint64_t completed = 0;   // of step `done_steps`
     uint64_t total_done = 0;
-    // A stepped flow's receiver: bytes arrived per step (WRITEs with
-    // immediate, the immediate naming the step), and the steps arrived whole.
-    std::vector<uint64_t> got;
-    uint32_t arrived = 0;
+    StepArrivals arrivals;  // a stepped flow's receiver
     std::vector<uint32_t> in_flight;  // per QP
     uint32_t next_qp = 0;
     Nanos first_post = Nanos::max();
     Nanos last_cqe{};
 
-    uint64_t step_bytes(uint32_t k) const { return size / steps + (k + 1 == steps ? size % steps : 0); }
+    uint64_t step_bytes(uint32_t k) const { return fabric::step_bytes(size, steps, k); }
     bool open() const { return begun > posting; }
 };
 
@@ -589,7 +586,7 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
     std::vector<std::tuple<uint32_t, uint32_t, uint16_t>> fresh;
     std::set<std::tuple<uint32_t, uint32_t, uint16_t>> stepped;
     for (const FlowSpec& f : flows)
-        if (f.steps > 1) stepped.insert(std::make_tuple(f.src, f.dst, f.sport));
+        if (f.stepped()) stepped.insert(std::make_tuple(f.src, f.dst, f.sport));
     for (const FlowSpec& f : flows) {
         const auto key = std::make_tuple(f.src, f.dst, f.sport);
         if (m.conns.count(key)) continue;
@@ -753,13 +750,13 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         r.steps = std::max(s.steps, 1u);
         r.after = s.after;
         r.in_flight.assign(r.conn->sq.size(), 0);
-        if (r.steps > 1 && !r.conn->stepped) {
+        if (s.stepped() && !r.conn->stepped) {
             res.error = fmt::format("flow {}: {} steps on QPs connected without RECVs (connect() was given other flows)",
                                     f, r.steps);
             return res;
         }
         if (r.conn->stepped) {
-            r.got.assign(r.steps, 0);
+            r.arrivals = StepArrivals(r.size, r.steps);
             for (const Qpn q : r.conn->dq) rx_flow[{r.conn->dst, q.v}] = f;
         }
         for (uint64_t i = 0; i < kChunk; ++i) r.conn->from[i] = pattern(f, i);
@@ -788,7 +785,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         // Fabric::maybe_begin).
         if (r.after != FlowSpec::kNoFlow) {
             const FlowRun& a = runs[r.after];
-            if ((a.conn->stepped ? a.arrived : a.done_steps) < r.begun) return false;
+            if ((a.conn->stepped ? a.arrivals.arrived() : a.done_steps) < r.begun) return false;
         } else if (r.done_steps < r.begun) {
             return false;
         }
@@ -902,12 +899,11 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
                         const transport::RecvWr again{};
                         if (h.ctx->post_recv(c.qp_num, std::span(&again, 1)) && res.error.empty())
                             res.error = fmt::format("posting a RECV: {}", h.ctx->last_error());
-                        if (c.imm_data < r.steps) r.got[c.imm_data] += c.byte_len;
-                        while (r.arrived < r.steps && r.got[r.arrived] >= r.step_bytes(r.arrived)) {
-                            if (++r.arrived == r.steps && r.size > 0) ++arrived_flows;
+                        const uint32_t came = r.arrivals.add(c.imm_data, c.byte_len);
+                        if (came > 0 && r.arrivals.complete() && r.size > 0) ++arrived_flows;
+                        for (uint32_t k = 0; k < came; ++k)
                             for (const uint32_t g : followers[f])
                                 if (maybe_begin(g)) touched.push_back(g);
-                        }
                         continue;
                     }
                     const auto f = static_cast<uint32_t>(c.wr_id >> 40);

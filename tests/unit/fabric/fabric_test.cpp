@@ -353,6 +353,21 @@ std::unique_ptr<Fabric> run_workload(const Topology& topo, Pattern p, Bytes size
     return f;
 }
 
+// A step counts as arrived once its bytes are all in, and only after every
+// step before it: chunks over several QPs come in any order between them.
+TEST(FabricWorkload, StepArrivalsCountWholeStepsInOrder) {
+    StepArrivals a(10, 3);  // steps of 3, 3 and 4 bytes
+    EXPECT_EQ(a.add(1, 3), 0u);  // step 1 whole, step 0 not yet
+    EXPECT_EQ(a.add(0, 2), 0u);
+    EXPECT_EQ(a.add(7, 100), 0u);  // no such step: nothing counted
+    EXPECT_EQ(a.add(0, 1), 2u);  // step 0 whole: steps 0 and 1 arrived
+    EXPECT_EQ(a.arrived(), 2u);
+    EXPECT_FALSE(a.complete());
+    EXPECT_EQ(a.add(2, 3), 0u);  // the last step takes the remainder
+    EXPECT_EQ(a.add(2, 1), 1u);
+    EXPECT_TRUE(a.complete());
+}
+
 // Halving-doubling over 8 ranks: 2 log2(8) = 6 stages of one flow per rank,
 // partners at distance 1, 2, 4 then 4, 2, 1 (rank XOR distance) with size/2
 // ... size/8 and back; every rank sends what a ring sends in all.
