@@ -36,4 +36,4 @@ for i in $(seq "$rounds"); do
   echo "round $i: A $ra ns, B $rb ns a packet-hop ($model, $hosts hosts; A on core $ca)"
   sum=$((sum + rb - ra))
 done
-echo "mean B - A: $(echo "scale=1; $sum / $rounds" | bc) ns a packet-hop over $rounds rounds"
+echo "mean B - A: $(awk -v s="$sum" -v n="$rounds" 'BEGIN { printf "%.1f", s / n }') ns a packet-hop over $rounds rounds"
