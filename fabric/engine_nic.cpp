@@ -148,7 +148,7 @@ Qpn EngineNic::create_qp(QpEnd end) {
     const bool sender = end == QpEnd::Sender;
     ia.cap.max_send_wr = sender ? kSqDepth : 1;
     ia.cap.max_inline_data = 0;
-    // WRITEs without immediate consume no receive; a stepped flow's do.
+    // WRITEs without immediate consume no receive; those of a flow that reports arrivals do.
     ia.cap.max_recv_wr = end == QpEnd::StepReceiver ? kRecvDepth : 1;
     // The receiver's ACKs: one per AckReq, which a flow's WRITEs carry on
     // each 64 KiB chunk's last packet, and at most kChunksInFlight chunks (128
@@ -156,7 +156,7 @@ Qpn EngineNic::create_qp(QpEnd end) {
     // and NAKs. One it could not queue is counted (drop_resp_queue_full).
     ia.resp_queue = sender ? 1 : kRespQueue;
     // Every WQE posted completes once, so the CQ never holds more than the
-    // sending QPs' send queues and the stepped receivers' receive queues:
+    // sending QPs' send queues and the StepReceivers' receive queues:
     // grown to that bound, it never overflows. Doubled when outgrown, as a
     // resize copies the ring.
     cq_need_ += sender ? kSqDepth : end == QpEnd::StepReceiver ? kRecvDepth : 0;
@@ -235,7 +235,8 @@ void EngineNic::add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const R
                             uint32_t rkey) {
     if (QpCtx* c = ctx(qp)) c->flow = flow;
     const auto i = static_cast<uint32_t>(tx_.size());
-    tx_.push_back(TxFlow{flow, qp, src, remote_addr, rkey, spec.start, spec.size.v, std::max(spec.steps, 1u)});
+    tx_.push_back(TxFlow{flow, qp, src, remote_addr, rkey, spec.start, spec.size.v, std::max(spec.steps, 1u),
+                         spec.reports_arrival()});
     flow_at_.insert(std::upper_bound(flow_at_.begin(), flow_at_.end(), std::pair{flow, i}), std::pair{flow, i});
     due_.resize((tx_.size() + 63) / 64);
     unstarted_.push_back(i);
@@ -243,7 +244,7 @@ void EngineNic::add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const R
 }
 
 void EngineNic::add_rx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp) {
-    if (!spec.stepped()) return;  // nobody waits for a single step's arrival
+    if (!spec.reports_arrival()) return;  // nobody waits for its arrival
     if (!post_recvs(qp, kRecvDepth))
         throw std::invalid_argument(fmt::format("flow {}: QP {} takes no RECVs (not a StepReceiver in RTS)", flow, qp.v));
     const auto i = static_cast<uint32_t>(rx_.size());
@@ -351,8 +352,8 @@ void EngineNic::post_flow(TxFlow& f, Nanos now, bool& started) {
         const auto len = static_cast<uint32_t>(std::min<uint64_t>(kChunk, step - f.posted));
         transport::SendWr w;
         w.wr_id = uint64_t{f.flow} << 32 | len;
-        // A stepped flow's receiver counts each step's bytes by the immediate.
-        w.opcode = f.steps > 1 ? transport::WrOpcode::RdmaWriteWithImm : transport::WrOpcode::RdmaWrite;
+        // The receiver counts each step's bytes by the immediate.
+        w.opcode = f.imm ? transport::WrOpcode::RdmaWriteWithImm : transport::WrOpcode::RdmaWrite;
         w.imm_data = f.step;
         w.send_flags = transport::kSendSignaled;
         w.sg_list.push_back(transport::Sge{reinterpret_cast<uint64_t>(f.src.addr), len, f.src.lkey});

@@ -16,7 +16,7 @@
 // carry their step as an immediate, and its receiving NIC reports each step
 // once its bytes have all arrived (FlowSink::on_step_arrived), as a
 // collective's next step waits for the data it forwards, not for the ACKs
-// of its own. Per-flow progress goes into the
+// of its own; so do a flow's that gates another (FlowSpec::reports_arrival). Per-flow progress goes into the
 // FlowStats the Fabric owns: tx_bytes counts bytes posted, last_rx the time
 // of the last WRITE completion; the receive side (rx_bytes, packets, CE
 // marks, CNPs) comes from the receiving QP (Fabric::sync_receiver_stats).
@@ -52,7 +52,8 @@ class FlowSink {
 public:
     // A flow's step has completed at its sender (its last WRITE's CQE arrived).
     virtual void on_step_done(uint32_t flow, Nanos now) = 0;
-    // A stepped flow's step has arrived whole at its receiver (the RECV
+    // A step of a flow that reports arrivals (FlowSpec::reports_arrival) has
+    // arrived whole at its receiver (the RECV
     // completions of its WRITEs with immediate add up to the step's bytes).
     virtual void on_step_arrived(uint32_t flow, Nanos now) = 0;
 
@@ -67,7 +68,7 @@ public:
     // A sending QP's send queue: a flow keeps at most kChunksInFlight WRITEs
     // posted (post_write's caller no more either).
     static constexpr uint32_t kSqDepth = kChunksInFlight;
-    // RECVs a stepped flow's receiving QP keeps posted, one consumed by each
+    // RECVs the receiving QP of a flow that reports arrivals keeps posted, one consumed by each
     // WRITE with immediate and posted again as its completion is handled:
     // at most kChunksInFlight are outstanding, so no WRITE meets an empty
     // queue (an RNR NAK).
@@ -114,8 +115,8 @@ public:
     // An RC QP in RESET; connect() moves it to RTS towards the peer's QP. A
     // flow is one-way: its sender's QP only posts WRITEs, its receiver's only
     // answers them, and each is given room for its own side only (a 256-NIC
-    // all-to-all has 130560 QPs). A stepped flow's receiver (StepReceiver)
-    // also has room for kRecvDepth RECVs.
+    // all-to-all has 130560 QPs). The receiver of a flow that reports
+    // arrivals (StepReceiver) also has room for kRecvDepth RECVs.
     enum class QpEnd : uint8_t { Sender, Receiver, StepReceiver };
     Qpn create_qp(QpEnd end);
     // `udp_sport` is the QP's ECMP entropy; 0 derives it from the QPNs as rxe does.
@@ -132,8 +133,9 @@ public:
     // RTS), every chunk from `src` to [remote_addr, +kChunk) under `rkey`.
     void add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const Region& src, uint64_t remote_addr,
                      uint32_t rkey);
-    // The receiving end of a stepped flow (spec.steps > 1) on `qp` (a
-    // StepReceiver, in RTS): posts its RECVs and reports each step's arrival.
+    // The receiving end of a flow on `qp`. One that reports arrivals
+    // (spec.reports_arrival(); `qp` a StepReceiver in RTS) posts its RECVs
+    // and reports each step's arrival; others need nothing.
     void add_rx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp);
     // Arms the node for the flows' start times (Fabric::start).
     void begin_flows() { rearm(sim_.now()); }
@@ -181,6 +183,7 @@ private:
         Nanos start;
         uint64_t size;
         uint32_t steps;
+        bool imm;                // WRITEs with the step as immediate (FlowSpec::reports_arrival)
         uint32_t step = 0;       // the step being posted (== steps when all are)
         uint32_t opened = 0;     // steps whose WRITEs may be posted (step < opened)
         uint32_t acked_step = 0; // the oldest step not completed (== steps when done)
@@ -189,7 +192,7 @@ private:
         uint64_t acked = 0;      // bytes of `acked_step` completed
         uint32_t in_flight = 0;
     };
-    // The receiving end of a stepped flow.
+    // The receiving end of a flow that reports arrivals.
     struct RxFlow {
         uint32_t flow;
         Qpn qp;
@@ -209,7 +212,7 @@ private:
     // Starts `f` if its time has come (`started` is set then) and posts what its window allows.
     void post_flow(TxFlow& f, Nanos now, bool& started);
     void on_completion(const transport::Wc& wc, Nanos now);
-    // A RECV completion of a stepped flow's WRITE with immediate.
+    // A RECV completion of a WRITE with immediate (a flow that reports arrivals).
     void on_arrival(const transport::Wc& wc, Nanos now);
     bool post_recvs(Qpn qp, uint32_t n);
     void handle(Nanos now);

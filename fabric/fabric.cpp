@@ -81,7 +81,7 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     EngineNic& src = *rc_nics_[f.src];
     EngineNic& dst = *rc_nics_[f.dst];
     const Qpn sq = src.create_qp(EngineNic::QpEnd::Sender);
-    const Qpn dq = dst.create_qp(f.stepped() ? EngineNic::QpEnd::StepReceiver : EngineNic::QpEnd::Receiver);
+    const Qpn dq = dst.create_qp(f.reports_arrival() ? EngineNic::QpEnd::StepReceiver : EngineNic::QpEnd::Receiver);
     // Both ends start at PSN 0: nothing on the wire depends on the choice.
     // The flow's source port is its ECMP entropy, the ACKs' too.
     src.connect(sq, dq, topo_.nics[f.dst], Psn{0}, Psn{0}, f.sport);
@@ -90,7 +90,7 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     // reads), sinks discard MRs (checked, acknowledged, placed nowhere).
     const EngineNic::Region from = src.null_region(EngineNic::kChunk);
     const EngineNic::Region to = dst.discard_region(EngineNic::kChunk);
-    // A gated flow never opens by time: on_step_done opens it.
+    // A gated flow never opens by time: open_waiters opens it.
     FlowSpec spec = f;
     if (f.gated()) spec.start = Nanos::max();
     src.add_tx_flow(id, spec, sq, from, to.va, to.rkey);
@@ -124,37 +124,54 @@ void Fabric::on_step_done(uint32_t flow, Nanos now) {
     }
     maybe_begin(flow, now);
     for (const uint32_t g : followers_[flow]) maybe_begin(g, now);
-    if (!stats_[flow].done) return;
+    if (stats_[flow].done && !flows_[flow].reports_arrival()) open_waiters(flow, now);
+}
+
+bool Fabric::arrived_whole(uint32_t flow) const {
+    const FlowSpec& f = flows_[flow];
+    return f.reports_arrival() ? steps_arrived_[flow] >= std::max(f.steps, 1u) : stats_[flow].done;
+}
+
+void Fabric::open_waiters(uint32_t flow, Nanos now) {
     for (const uint32_t g : waiters_[flow]) {
-        if (steps_begun_[g] != 0) continue;
-        bool ready = true;
-        for (const uint32_t w : flows_[g].wait) ready &= w == FlowSpec::kNoFlow || stats_[w].done;
-        if (!ready) continue;
+        const FlowSpec& w = flows_[g];
+        if (steps_begun_[g] != 0 || !arrived_whole(w.gate)) continue;
+        if (w.behind != FlowSpec::kNoFlow && steps_begun_[w.behind] < std::max(flows_[w.behind].steps, 1u)) continue;
         steps_begun_[g] = 1;
-        rc_nics_[flows_[g].src]->begin_step(g, now);
+        rc_nics_[w.src]->begin_step(g, now);
+        if (steps_begun_[g] < std::max(w.steps, 1u))
+            maybe_begin(g, now);
+        else
+            open_waiters(g, now);  // the flows behind it
     }
 }
 
 void Fabric::on_step_arrived(uint32_t flow, Nanos now) {
     ++steps_arrived_[flow];
     for (const uint32_t g : followers_[flow]) maybe_begin(g, now);
+    if (!arrived_whole(flow)) return;
+    stats_[flow].arrived = now;
+    open_waiters(flow, now);
 }
 
 void Fabric::maybe_begin(uint32_t flow, Nanos now) {
     const FlowSpec& f = flows_[flow];
-    // Step 0 opens at the flow's start or, if gated, in on_step_done. Step
+    // Step 0 opens at the flow's start or, if gated, in open_waiters. Step
     // k forwards what flow `after`'s step k-1 brought, so it opens once that
     // has arrived here, whatever its own earlier steps' ACKs; without an
     // `after`, once its own step k-1 has completed.
     const auto ready = [&](uint32_t next) {
         if (f.after == FlowSpec::kNoFlow) return steps_done_[flow] >= next;
-        const uint32_t came = flows_[f.after].stepped() ? steps_arrived_[f.after] : steps_done_[f.after];
+        const uint32_t came = flows_[f.after].reports_arrival() ? steps_arrived_[f.after] : steps_done_[f.after];
         return came >= next;
     };
+    bool opened = false;
     for (uint32_t next; (next = steps_begun_[flow]) != 0 && next < std::max(f.steps, 1u) && ready(next);) {
         ++steps_begun_[flow];
         rc_nics_[f.src]->begin_step(flow, now);
+        opened = true;
     }
+    if (opened && steps_begun_[flow] == std::max(f.steps, 1u)) open_waiters(flow, now);
 }
 
 bool Fabric::capture(std::string_view link, const std::string& path, std::string& error) {
@@ -188,13 +205,18 @@ void Fabric::start() {
         followers_[after].push_back(id);
     }
     waiters_.assign(flows_.size(), {});
-    for (uint32_t id = 0; id < flows_.size(); ++id)
-        for (const uint32_t w : flows_[id].wait) {
+    for (uint32_t id = 0; id < flows_.size(); ++id) {
+        const FlowSpec& f = flows_[id];
+        if (f.behind != FlowSpec::kNoFlow && !f.gated())
+            throw std::invalid_argument(fmt::format("flow {}: behind = {} without a gate", id, f.behind));
+        for (const uint32_t w : {f.gate, f.behind}) {
             if (w == FlowSpec::kNoFlow) continue;
             if (w >= flows_.size() || w == id)
-                throw std::invalid_argument(fmt::format("flow {}: wait = {} names no other flow", id, w));
+                throw std::invalid_argument(fmt::format("flow {}: {} = {} names no other flow", id,
+                                                        w == f.gate ? "gate" : "behind", w));
             waiters_[w].push_back(id);
         }
+    }
     // RC flows open their first step at their start time.
     for (auto& n : rc_nics_) n->begin_flows();
 }

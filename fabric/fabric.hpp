@@ -116,6 +116,12 @@ private:
     void on_step_arrived(uint32_t flow, Nanos now) override;
     // Opens the flow's next steps whose data has come (see FlowSpec::after).
     void maybe_begin(uint32_t flow, Nanos now);
+    // Opens the gated flows waiting for this one (FlowSpec::gate, behind)
+    // whose gate has arrived and whose rank's stage before has opened.
+    void open_waiters(uint32_t flow, Nanos now);
+    // Flow `flow`'s data is all at its receiver: reported there if the flow
+    // reports arrivals, else completed at its sender.
+    bool arrived_whole(uint32_t flow) const;
     // RC model: copies each flow's receive-side counts (payload bytes
     // executed, packets, out of order, CE-marked, CNPs sent) from its
     // receiving QP into stats_, as the generator NIC counts them per flow as
@@ -137,13 +143,13 @@ private:
     // RC model, per flow: steps completed and begun, and the flows whose
     // next step waits for this one.
     std::vector<uint32_t> steps_done_;     // completed at the sender
-    std::vector<uint32_t> steps_arrived_;  // arrived whole at the receiver (stepped flows)
+    std::vector<uint32_t> steps_arrived_;  // arrived whole at the receiver (FlowSpec::reports_arrival)
     std::vector<uint32_t> steps_begun_;
     // RC model, per flow: the receiving NIC and QP, whose counters give the
     // flow's receive-side stats (sync_receiver_stats).
     std::vector<std::pair<uint32_t, Qpn>> rx_qps_;
     std::vector<std::vector<uint32_t>> followers_;
-    std::vector<std::vector<uint32_t>> waiters_;  // the flows whose `wait` names this one
+    std::vector<std::vector<uint32_t>> waiters_;  // the flows whose `gate` or `behind` names this one
     std::vector<std::array<sim::LinkId, 2>> links_;
     std::vector<FlowSpec> flows_;
     std::vector<FlowStats> stats_;

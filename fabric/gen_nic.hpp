@@ -48,16 +48,23 @@ struct FlowSpec {
     // model streams `size` at once.
     uint32_t steps = 1;
     uint32_t after = kNoFlow;
-    // The RC model opens step 0 only once every flow named here has
-    // completed (a halving-doubling stage waits for the stage before it);
-    // `start` then does not apply. The generator model ignores it too.
-    std::array<uint32_t, 2> wait{kNoFlow, kNoFlow};
+    // The RC model opens step 0 of a gated flow only once flow `gate` has
+    // arrived whole at this flow's source (a halving-doubling stage reduces
+    // and sends on what its partner sent in the stage before: the data, not
+    // the ACKs; completed at its own source if it reports no arrivals) and
+    // flow `behind` has opened all its steps (the same rank's stage before:
+    // a rank posts its stages in order). `start` then does not apply. The
+    // generator model ignores both too.
+    uint32_t gate = kNoFlow;
+    uint32_t behind = kNoFlow;
+    // Its receiver reports its arrival also with a single step (a gate's).
+    bool notify = false;
     static constexpr uint32_t kNoFlow = UINT32_MAX;
 
-    bool gated() const { return wait[0] != kNoFlow || wait[1] != kNoFlow; }
+    bool gated() const { return gate != kNoFlow; }
     // Its WRITEs carry their step as an immediate and its receiver reports
-    // each step's arrival (StepArrivals).
-    bool stepped() const { return steps > 1; }
+    // each step's arrival (StepArrivals): a stepped flow's and a gate's.
+    bool reports_arrival() const { return steps > 1 || notify; }
 };
 
 // Bytes of step k of a flow of `size` in `steps` (the last takes the remainder).
@@ -104,6 +111,9 @@ struct FlowStats {
     uint64_t cnp_rx = 0;
     Nanos first_tx = Nanos::max();
     Nanos last_rx{};
+    // RC model, a flow that reports arrivals: when its receiver saw its
+    // last step arrive whole (before the sender's last completion, last_rx).
+    Nanos arrived{};
     bool done = false;  // every byte arrived
 };
 

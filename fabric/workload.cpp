@@ -159,7 +159,11 @@ std::vector<FlowSpec> make_flows(const Topology& topo, const Workload& w, Rng& r
                         const uint32_t me = h * rails + i;
                         add(me, (h ^ (1u << k)) * rails + i, bytes);
                         cur[me] = static_cast<uint32_t>(out.size() - 1);
-                        if (s > 0) out.back().wait = {prev[me], prev[(h ^ (1u << prev_k)) * rails + i]};
+                        out.back().notify = true;
+                        if (s > 0) {
+                            out.back().gate = prev[(h ^ (1u << prev_k)) * rails + i];
+                            out.back().behind = prev[me];
+                        }
                     }
                 prev = cur;
                 prev_k = k;

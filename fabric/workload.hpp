@@ -16,9 +16,12 @@
 // stages, a flow per rank and stage: the reduce-scatter sends size/2,
 // size/4, ... size/n to the rank at distance 1, 2, ... n/2 (rank XOR
 // distance), the all-gather sends size/n ... size/2 back at distance n/2 ...
-// 1; a rank's flow of stage s waits (FlowSpec::wait) for its own flow and
-// its partner's flow of stage s-1. The same bytes as the ring in 2 log2(n)
-// steps instead of 2(n-1): it pays fewer latencies and sends farther.
+// 1. On the RC model a rank's flow of stage s opens once its partner's flow
+// of stage s-1 has arrived (FlowSpec::gate: the data it reduces and sends
+// on; every stage's flow reports its arrival, FlowSpec::notify) and its own
+// flow of stage s-1 has opened (FlowSpec::behind), not once ACKs are back.
+// The same bytes as the ring in 2 log2(n) steps instead of 2(n-1): it pays
+// fewer latencies and sends farther.
 #pragma once
 
 #include <cstdint>

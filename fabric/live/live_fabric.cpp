@@ -51,7 +51,7 @@ constexpr uint32_t kNicTxRing = 2048;
 static_assert(kNicTxRing <= (kNicMbufs + 1) / 2);
 constexpr uint64_t kChunk = 64 * 1024;     // bytes per WRITE, as the virtual-time RC NIC posts
 constexpr uint32_t kChunksInFlight = 16;   // per QP
-// RECVs each receiving QP of a stepped flow keeps posted: one is consumed by
+// RECVs each receiving QP of a flow that reports arrivals keeps posted: one is consumed by
 // each WRITE with immediate (at most kChunksInFlight outstanding a QP) and
 // posted again as its completion is handled.
 constexpr uint32_t kRecvDepth = 2 * kChunksInFlight;
@@ -93,7 +93,7 @@ struct LiveSwitch {
 // One flow's QPs and memory, kept across sizes.
 struct Conn {
     uint32_t src = 0, dst = 0;
-    bool stepped = false;  // its receiving QPs keep kRecvDepth RECVs posted
+    bool reports = false;  // FlowSpec::reports_arrival: its receiving QPs keep kRecvDepth RECVs posted
     std::vector<Qpn> sq, dq;
     std::vector<uint8_t> from, to;  // kChunk each
     verbs::MrHandle from_mr, to_mr;
@@ -105,18 +105,19 @@ struct FlowRun {
     uint64_t size = 0;
     uint32_t steps = 1;
     uint32_t after = FlowSpec::kNoFlow;
-    std::array<uint32_t, 2> wait{FlowSpec::kNoFlow, FlowSpec::kNoFlow};
+    uint32_t gate = FlowSpec::kNoFlow, behind = FlowSpec::kNoFlow;
     uint32_t begun = 0;       // steps opened
     uint32_t posting = 0;     // the step being posted (< begun while one is open)
     uint32_t done_steps = 0;  // steps completed (their bytes' CQEs at the sender)
     uint64_t posted = 0;      // of step `posting`
     uint64_t completed = 0;   // of step `done_steps`
     uint64_t total_done = 0;
-    StepArrivals arrivals;  // a stepped flow's receiver
+    StepArrivals arrivals;  // its receiver's, if it reports arrivals
     std::vector<uint32_t> in_flight;  // per QP
     uint32_t next_qp = 0;
     Nanos first_post = Nanos::max();
     Nanos last_cqe{};
+    Nanos arrived{};  // its last step arrived whole at the receiver
 
     uint64_t step_bytes(uint32_t k) const { return fabric::step_bytes(size, steps, k); }
     bool open() const { return begun > posting; }
@@ -584,9 +585,9 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
     const Topology& t = m.topo;
     const NicProfile& prof = t.cfg.nic;
     std::vector<std::tuple<uint32_t, uint32_t, uint16_t>> fresh;
-    std::set<std::tuple<uint32_t, uint32_t, uint16_t>> stepped;
+    std::set<std::tuple<uint32_t, uint32_t, uint16_t>> reporting;
     for (const FlowSpec& f : flows)
-        if (f.stepped()) stepped.insert(std::make_tuple(f.src, f.dst, f.sport));
+        if (f.reports_arrival()) reporting.insert(std::make_tuple(f.src, f.dst, f.sport));
     for (const FlowSpec& f : flows) {
         const auto key = std::make_tuple(f.src, f.dst, f.sport);
         if (m.conns.count(key)) continue;
@@ -626,14 +627,14 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
         auto c = std::make_unique<Conn>();
         c->src = src;
         c->dst = dst;
-        c->stepped = stepped.count(key) != 0;
+        c->reports = reporting.count(key) != 0;
         Host& hs = m.hosts[src];
         Host& hd = m.hosts[dst];
         for (uint32_t q = 0; q < std::max(1u, m.opts.qps_per_flow); ++q) {
             transport::QpInitAttr ia;
             ia.qp_type = transport::QpType::Rc;
             ia.cap.max_send_wr = 4 * kChunksInFlight;
-            ia.cap.max_recv_wr = c->stepped ? kRecvDepth : 1;  // WRITEs with immediate take one each
+            ia.cap.max_recv_wr = c->reports ? kRecvDepth : 1;  // WRITEs with immediate take one each
             ia.peer_accepts_cnp = prof.cc.algorithm != cc::CcAlgorithm::kNone;
             ia.reliability = prof.spraying ? transport::Reliability::Spray : transport::Reliability::Interop;
             ia.spray_paths = 16;
@@ -658,7 +659,7 @@ bool LiveFabric::connect(const std::vector<FlowSpec>& flows, std::string& error)
                 return false;
             }
             // No SGE: a WRITE with immediate places its payload by its RETH.
-            const std::vector<transport::RecvWr> recvs(c->stepped ? kRecvDepth : 0);
+            const std::vector<transport::RecvWr> recvs(c->reports ? kRecvDepth : 0);
             if (!recvs.empty() && hd.ctx->post_recv(dq, recvs)) {
                 error = fmt::format("NIC {}: posting RECVs: {}", t.nics[dst].name, hd.ctx->last_error());
                 return false;
@@ -706,8 +707,8 @@ void LiveFabric::Impl::post(std::vector<FlowRun>& runs, uint32_t f, Nanos now) {
         const auto len = static_cast<uint32_t>(std::min<uint64_t>(kChunk, step - r.posted));
         transport::SendWr w;
         w.wr_id = wr_id(f, q, len);
-        // A stepped flow's receiver counts each step's bytes by the immediate.
-        w.opcode = c.stepped ? transport::WrOpcode::RdmaWriteWithImm : transport::WrOpcode::RdmaWrite;
+        // The receiver counts each step's bytes by the immediate.
+        w.opcode = c.reports ? transport::WrOpcode::RdmaWriteWithImm : transport::WrOpcode::RdmaWrite;
         w.imm_data = r.posting;
         w.send_flags = transport::kSendSignaled;
         w.sg_list.push_back(transport::Sge{reinterpret_cast<uint64_t>(c.from.data()), len, c.from_mr.lkey});
@@ -722,7 +723,7 @@ void LiveFabric::Impl::post(std::vector<FlowRun>& runs, uint32_t f, Nanos now) {
         r.posted += len;
         ++r.in_flight[q];
         ++h.outstanding;
-        if (c.stepped) ++hosts[c.dst].outstanding;  // its RECV completion
+        if (c.reports) ++hosts[c.dst].outstanding;  // its RECV completion
         if (r.posted == step) {
             ++r.posting;
             r.posted = 0;
@@ -740,7 +741,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     std::vector<FlowRun> runs(flows.size());
     std::vector<std::vector<uint32_t>> followers(flows.size());
     std::vector<std::vector<uint32_t>> waiters(flows.size());
-    std::map<std::pair<uint32_t, uint32_t>, uint32_t> rx_flow;  // (receiving NIC, QPN) -> stepped flow
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> rx_flow;  // (receiving NIC, QPN) -> flow reporting arrivals
     uint64_t total = 0;
     for (uint32_t f = 0; f < flows.size(); ++f) {
         const FlowSpec& s = flows[f];
@@ -750,31 +751,43 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         r.steps = std::max(s.steps, 1u);
         r.after = s.after;
         r.in_flight.assign(r.conn->sq.size(), 0);
-        if (s.stepped() && !r.conn->stepped) {
-            res.error = fmt::format("flow {}: {} steps on QPs connected without RECVs (connect() was given other flows)",
-                                    f, r.steps);
+        if (s.reports_arrival() && !r.conn->reports) {
+            res.error = fmt::format("flow {}: reports arrivals on QPs connected without RECVs (connect() was given "
+                                    "other flows)", f);
             return res;
         }
-        if (r.conn->stepped) {
+        if (r.conn->reports) {
             r.arrivals = StepArrivals(r.size, r.steps);
             for (const Qpn q : r.conn->dq) rx_flow[{r.conn->dst, q.v}] = f;
         }
         for (uint64_t i = 0; i < kChunk; ++i) r.conn->from[i] = pattern(f, i);
         std::fill(r.conn->to.begin(), r.conn->to.end(), 0);
         if (s.after != FlowSpec::kNoFlow && s.after < flows.size() && s.after != f) followers[s.after].push_back(f);
-        for (size_t j = 0; j < s.wait.size(); ++j) {
-            const uint32_t w = s.wait[j];
-            if (w == FlowSpec::kNoFlow || w >= flows.size() || w == f) continue;
-            r.wait[j] = w;
+        for (const uint32_t w : {s.gate, s.behind}) {
+            if (w == FlowSpec::kNoFlow) continue;
+            if (w >= flows.size() || w == f) {
+                res.error = fmt::format("flow {}: {} = {} names no other flow", f, w == s.gate ? "gate" : "behind", w);
+                return res;
+            }
             waiters[w].push_back(f);
         }
+        if (s.behind != FlowSpec::kNoFlow && !s.gated()) {
+            res.error = fmt::format("flow {}: behind = {} without a gate", f, s.behind);
+            return res;
+        }
+        r.gate = s.gate;
+        r.behind = s.behind;
         total += r.size;
     }
     const auto maybe_begin = [&](uint32_t f) {
         FlowRun& r = runs[f];
-        if (r.begun == 0) {  // a gated flow: its first step once every flow it waits for is complete
-            for (const uint32_t w : r.wait)
-                if (w != FlowSpec::kNoFlow && runs[w].done_steps < runs[w].steps) return false;
+        if (r.begun == 0) {
+            // A gated flow: its first step once its gate has arrived here
+            // (completed, if it reports no arrivals) and the flow it is
+            // behind has opened all its steps (as Fabric::open_waiters).
+            const FlowRun& g = runs[r.gate];
+            if (g.size > 0 && !(g.conn->reports ? g.arrivals.complete() : g.done_steps == g.steps)) return false;
+            if (r.behind != FlowSpec::kNoFlow && runs[r.behind].begun < runs[r.behind].steps) return false;
             r.begun = 1;
             return true;
         }
@@ -785,12 +798,28 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         // Fabric::maybe_begin).
         if (r.after != FlowSpec::kNoFlow) {
             const FlowRun& a = runs[r.after];
-            if ((a.conn->stepped ? a.arrivals.arrived() : a.done_steps) < r.begun) return false;
+            if ((a.conn->reports ? a.arrivals.arrived() : a.done_steps) < r.begun) return false;
         } else if (r.done_steps < r.begun) {
             return false;
         }
         ++r.begun;
         return true;
+    };
+    std::vector<uint32_t> touched;
+    // Opens flow g's next step if it may (to be posted: `touched`); once
+    // all its steps are open, the gated flows behind it may open too.
+    const auto open = [&](uint32_t g, const auto& self) -> void {
+        if (!maybe_begin(g)) return;
+        touched.push_back(g);
+        if (runs[g].begun < runs[g].steps) return;
+        for (const uint32_t w : waiters[g])
+            if (runs[w].begun == 0) self(w, self);
+    };
+    // Flow f has arrived (or opened all its steps): the gated flows waiting
+    // for it that may open now.
+    const auto open_waiters = [&](uint32_t f) {
+        for (const uint32_t w : waiters[f])
+            if (runs[w].begun == 0) open(w, open);
     };
 
     FabricClock& clk = *m.clock;
@@ -809,6 +838,10 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         runs[f].begun = 1;
         m.post(runs, f, start);
     }
+    // A gated flow whose gate is empty opens at once.
+    for (uint32_t f = 0; f < runs.size(); ++f)
+        if (!flows[f].gated() && runs[f].begun >= runs[f].steps) open_waiters(f);
+    for (const uint32_t f : touched) m.post(runs, f, start);
     uint32_t done_flows = 0;
     for (const FlowRun& r : runs)
         if (r.size == 0) ++done_flows;
@@ -819,7 +852,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     // on the same QPs, would count it as its own.
     uint32_t arrived_flows = 0;
     for (const FlowRun& r : runs)
-        if (!r.conn->stepped || r.size == 0) ++arrived_flows;
+        if (!r.conn->reports || r.size == 0) ++arrived_flows;
     uint64_t done_bytes = 0;
     // What each flow's receiving QPs executed (their counters count from the
     // QP's start, and the sizes of a sweep share QPs), from `base` on.
@@ -837,7 +870,6 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
     turns_ = 0;
     turn_sum_ = max_turn_ = Nanos{};
     std::vector<transport::Wc> wc(kPollBatch);
-    std::vector<uint32_t> touched;
     for (;;) {
         const Nanos now = clk.advance();
         const Nanos real = clk.real();
@@ -889,9 +921,10 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
                         continue;
                     }
                     if (c.opcode == transport::WcOpcode::RecvRdmaWithImm) {
-                        // A stepped flow's WRITE has arrived: its RECV goes
-                        // back, and a step arrived whole opens the next
-                        // step of the flows that forward it.
+                        // A WRITE of a flow that reports arrivals has
+                        // arrived: its RECV goes back, and a step arrived
+                        // whole opens the next step of the flows that
+                        // forward it, the flow whole the flows it gates.
                         const auto it = rx_flow.find({static_cast<uint32_t>(&h - m.hosts.data()), c.qp_num.v});
                         if (it == rx_flow.end()) continue;
                         const uint32_t f = it->second;
@@ -902,8 +935,11 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
                         const uint32_t came = r.arrivals.add(c.imm_data, c.byte_len);
                         if (came > 0 && r.arrivals.complete() && r.size > 0) ++arrived_flows;
                         for (uint32_t k = 0; k < came; ++k)
-                            for (const uint32_t g : followers[f])
-                                if (maybe_begin(g)) touched.push_back(g);
+                            for (const uint32_t g : followers[f]) open(g, open);
+                        if (came > 0 && r.arrivals.complete()) {
+                            r.arrived = now;
+                            open_waiters(f);
+                        }
                         continue;
                     }
                     const auto f = static_cast<uint32_t>(c.wr_id >> 40);
@@ -922,12 +958,9 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
                         r.completed -= r.step_bytes(r.done_steps);
                         ++r.done_steps;
                         if (r.done_steps == r.steps) ++done_flows;
-                        if (maybe_begin(f)) touched.push_back(f);
-                        for (const uint32_t g : followers[f])
-                            if (maybe_begin(g)) touched.push_back(g);
-                        if (r.done_steps == r.steps)
-                            for (const uint32_t g : waiters[f])
-                                if (maybe_begin(g)) touched.push_back(g);
+                        open(f, open);
+                        for (const uint32_t g : followers[f]) open(g, open);
+                        if (r.done_steps == r.steps && !r.conn->reports) open_waiters(f);
                     }
                 }
             } while (n == static_cast<int>(kPollBatch));
@@ -945,6 +978,7 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         fr.bytes = r.total_done;
         fr.first_post = r.first_post == Nanos::max() ? r.first_post : r.first_post - start;
         fr.last_cqe = r.last_cqe > Nanos{} ? r.last_cqe - start : Nanos{};
+        fr.arrived = r.arrived > Nanos{} ? r.arrived - start : Nanos{};
         fr.done = r.done_steps == r.steps;
         if (fr.done && r.size > 0) {
             const uint64_t n = std::min<uint64_t>(kChunk, r.step_bytes(0));

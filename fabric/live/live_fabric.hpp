@@ -34,6 +34,10 @@ struct FlowResult {
     uint64_t bytes = 0;      // completed
     Nanos first_post = Nanos::max();
     Nanos last_cqe{};
+    // A flow that reports arrivals: when its receiver polled the RECV
+    // completion that made its last step whole (before last_cqe, whose ACK
+    // came after); zero otherwise.
+    Nanos arrived{};
     bool done = false;
     int verified = -1;       // 1 matched, 0 mismatched, -1 not checked (size 0)
 };

@@ -398,13 +398,17 @@ TEST(FabricWorkload, HalvingDoublingPairsRanksByDistanceAndWaitsForTheStageBefor
             EXPECT_FALSE(f.gated());
             continue;
         }
-        // Its own flow of the stage before, and the one its data came from.
-        const FlowSpec& own = flows[f.wait[0]];
-        const FlowSpec& in = flows[f.wait[1]];
-        EXPECT_EQ(f.wait[0] / n, stage - 1);
-        EXPECT_EQ(f.wait[1] / n, stage - 1);
+        // It is behind its own flow of the stage before and gated by the
+        // one that brought the stage's data, whose arrival is reported.
+        ASSERT_TRUE(f.gated()) << "flow " << i;
+        const FlowSpec& own = flows[f.behind];
+        const FlowSpec& in = flows[f.gate];
+        EXPECT_EQ(f.behind / n, stage - 1);
+        EXPECT_EQ(f.gate / n, stage - 1);
         EXPECT_EQ(own.src, f.src);
         EXPECT_EQ(in.dst, f.src);
+        EXPECT_EQ(in.src, f.src ^ dist[stage - 1]);
+        EXPECT_TRUE(in.reports_arrival());
     }
     for (uint32_t r = 0; r < n; ++r) EXPECT_EQ(sent[r], w.size.v / n * 2 * (n - 1)) << "rank " << r;
     EXPECT_DOUBLE_EQ(busbw_factor(Pattern::HdAllReduce, n), busbw_factor(Pattern::RingAllReduce, n));
@@ -428,8 +432,11 @@ TEST(FabricWorkload, CollectivesRefuseSizesAndRankCountsTheyCannotSplit) {
     EXPECT_TRUE(make_flows(six, w, rng).empty());
 }
 
-// On RC a stage opens only when its waits have completed: no flow's first
-// WRITE leaves before both flows it waits for have their last completion.
+// On RC a stage opens only when the data it reduces and sends on has
+// arrived (its gate, the partner's flow of the stage before) and the rank's
+// own flow of the stage before has opened: no flow's first WRITE leaves
+// before either. The gate's data arrives before its sender's last
+// completion, the ACK's one-way trip later.
 TEST(FabricRun, RcHalvingDoublingRunsItsStagesInOrder) {
     for (const bool spray : {false, true}) {
         SCOPED_TRACE(spray ? "spraying" : "one path per flow");
@@ -446,14 +453,17 @@ TEST(FabricRun, RcHalvingDoublingRunsItsStagesInOrder) {
         ASSERT_TRUE(f.all_done());
         EXPECT_EQ(f.totals().switch_drops, 0u);
         const std::vector<FlowStats>& st = f.stats();
+        uint32_t before_the_acks = 0;
         for (uint32_t i = 0; i < flows.size(); ++i) {
             EXPECT_EQ(st[i].rx_bytes, flows[i].size.v);
-            for (const uint32_t dep : flows[i].wait) {
-                if (dep != FlowSpec::kNoFlow) {
-                    EXPECT_GE(st[i].first_tx, st[dep].last_rx) << "flow " << i;
-                }
-            }
+            EXPECT_GT(st[i].arrived, Nanos{0}) << "flow " << i << ": its arrival was not reported";
+            EXPECT_LT(st[i].arrived, st[i].last_rx) << "flow " << i;
+            if (!flows[i].gated()) continue;
+            EXPECT_GE(st[i].first_tx, st[flows[i].gate].arrived) << "flow " << i;
+            EXPECT_GE(st[i].first_tx, st[flows[i].behind].first_tx) << "flow " << i;
+            before_the_acks += st[i].first_tx < st[flows[i].gate].last_rx;
         }
+        EXPECT_GT(before_the_acks, 0u) << "every stage waited for its gate's ACKs";
         // The first stage alone sends size/2 from every rank.
         EXPECT_GT(completion(f), BitsPerSec::gbps(100).serialise(Bytes{w.size.v / 2}));
     }
@@ -500,9 +510,7 @@ TEST(FabricRun, SprayingReorderBuffersCommitOnlyTheSlotsReorderingFills) {
 }
 
 // Where latency rules (64 KiB over 8 ranks: 8 KiB ring chunks), 6 stages
-// beat the ring's 14 steps, though a stage waits for its own flow's ACKs as
-// well as for its partner's (an MPI sendrecv) and a ring step only for the
-// data it forwards.
+// beat the ring's 14 steps; both wait for the data, not for the ACKs.
 TEST(FabricRun, RcHalvingDoublingBeatsTheRingOnSmallSizes) {
     const Topology topo = make(kLeafSpine8);
     Nanos took[2];
@@ -535,6 +543,26 @@ TEST(FabricRun, RcRingStepsOpenOnTheDataNotOnTheAcks) {
     EXPECT_LT(took, one_way * 2 * (2 * (n - 1)) * 3 / 4) << took.us() << " us";
     // Every step's data was counted in by its receiver.
     for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(f->stats()[i].rx_bytes, size.v / n * 2 * (n - 1));
+}
+
+// As the ring's steps, a halving-doubling stage opens once its partner's
+// data of the stage before has arrived, not once the ACKs are back: over
+// the same slow host links, 6 stages over 8 ranks take more than 6 one-way
+// trips and far less than 6 round trips (an MPI sendrecv's wait, until 7
+// December: 6 round trips and more).
+TEST(FabricRun, RcHalvingDoublingStagesOpenOnTheDataNotOnTheAcks) {
+    const Topology topo = make(
+        "topology: {kind: leaf_spine, leaves: 2, hosts_per_leaf: 4, spines: 2}\n"
+        "links: {host: {speed_gbps: 100, delay_ns: 2000}, fabric: {speed_gbps: 100, delay_ns: 100}}\n"
+        "switch: {profile: lossless-100g}\n");
+    ASSERT_EQ(topo.nic_count(), 8u);
+    const uint32_t stages = 6;
+    const auto f = run_workload(topo, Pattern::HdAllReduce, Bytes{8 << 10});
+    ASSERT_TRUE(f->all_done());
+    const Nanos one_way = Nanos{2 * 2000};
+    const Nanos took = completion(*f);
+    EXPECT_GT(took, one_way * stages);
+    EXPECT_LT(took, one_way * 2 * stages * 3 / 4) << took.us() << " us";
 }
 
 std::string slurp(const std::string& path) {

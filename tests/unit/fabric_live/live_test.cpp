@@ -12,6 +12,8 @@
 #include "dataplane/dpdk/eal.hpp"
 #include "dataplane/pcap/pcap.hpp"
 #include "fabric/live/live.hpp"
+#include "fabric/live/live_fabric.hpp"
+#include "fabric/workload.hpp"
 
 namespace rocemu::fabric::live {
 namespace {
@@ -202,13 +204,50 @@ TEST(FabricLive, LeafSpinePermutationAndBothAllReducesComplete) {
     EXPECT_EQ(ring3.rows[1].flows, 4u);
     EXPECT_EQ(ring3.rows[1].verified, 4u);
     // Halving-doubling: 2 log2(4) = 4 stages of a flow per rank, each stage
-    // opened by the completions of the one before.
+    // opened by the arrival of its partner's data of the stage before (the
+    // RECV completions of its WRITEs with immediate).
     const LiveResult hd = run_live_sweep(t, Pattern::HdAllReduce, sizes, options());
     expect_clean(hd);
     ASSERT_EQ(hd.rows.size(), 2u);
     EXPECT_EQ(hd.rows[1].flows, 16u);
     EXPECT_EQ(hd.rows[1].verified, 16u);
     EXPECT_NEAR(hd.rows[1].row.busbw_gbs, hd.rows[1].row.algbw_gbs * 1.5, 1e-9);
+}
+
+// Live as in virtual time, a halving-doubling stage opens once its
+// partner's data of the stage before has arrived (its RECV completions
+// polled), not once that data's ACKs are back, and after the rank's own
+// stage before has opened: every gated flow's first WRITE is posted no
+// earlier than its gate's arrival and its own previous stage's first
+// WRITE, and some before the gate's last completion.
+TEST(FabricLive, HalvingDoublingStagesOpenOnTheirPartnersData) {
+    const Topology t = topology(kLeafSpine);
+    const double scale = default_scale(t);
+    std::string error;
+    const auto fab = LiveFabric::build(scale_topology(t, scale), options(), scale, error);
+    ASSERT_TRUE(fab) << error;
+    Workload w;
+    w.pattern = Pattern::HdAllReduce;
+    w.size = Bytes{256u << 10};
+    Rng rng(1);
+    const std::vector<FlowSpec> flows = make_flows(t, w, rng);
+    ASSERT_EQ(flows.size(), 16u);
+    ASSERT_TRUE(fab->connect(flows, error)) << error;
+    std::vector<Sample> samples;
+    const WorkloadResult r = fab->run(flows, Nanos::from_s(60), Nanos::from_s(1), nullptr, Nanos::from_s(100), samples);
+    ASSERT_TRUE(r.complete) << r.error;
+    uint32_t before_the_acks = 0;
+    for (uint32_t i = 0; i < flows.size(); ++i) {
+        const FlowResult& f = r.flows[i];
+        EXPECT_EQ(f.verified, 1) << "flow " << i;
+        EXPECT_GT(f.arrived, Nanos{0}) << "flow " << i << ": its arrival was not reported";
+        if (!flows[i].gated()) continue;
+        const FlowResult& gate = r.flows[flows[i].gate];
+        EXPECT_GE(f.first_post, gate.arrived) << "flow " << i;
+        EXPECT_GE(f.first_post, r.flows[flows[i].behind].first_post) << "flow " << i;
+        before_the_acks += f.first_post < gate.last_cqe;
+    }
+    EXPECT_GT(before_the_acks, 0u) << "every stage waited for its gate's ACKs";
 }
 
 // Ring all-reduce over 4 ranks has no flow at 2 B (a chunk per rank is
