@@ -1,5 +1,6 @@
 #include "fabric/workload.hpp"
 
+#include <charconv>
 #include <numeric>
 #include <unordered_set>
 
@@ -23,6 +24,54 @@ std::optional<Pattern> parse_pattern(std::string_view name) {
          {Pattern::Incast, Pattern::Permutation, Pattern::AllToAll, Pattern::RingAllReduce, Pattern::HdAllReduce})
         if (pattern_name(p) == name) return p;
     return std::nullopt;
+}
+
+std::optional<Bytes> parse_size(std::string_view s) {
+    uint64_t unit = 1;
+    if (!s.empty()) {
+        switch (s.back()) {
+            case 'K':
+            case 'k': unit = uint64_t{1} << 10; break;
+            case 'M':
+            case 'm': unit = uint64_t{1} << 20; break;
+            case 'G':
+            case 'g': unit = uint64_t{1} << 30; break;
+            default: break;
+        }
+        if (unit > 1) s.remove_suffix(1);
+    }
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
+    if (v == 0 || v > kMaxSize.v / unit) return std::nullopt;
+    return Bytes{v * unit};
+}
+
+std::vector<Bytes> size_range(Bytes min, Bytes max, uint64_t factor, Bytes step, std::string& error) {
+    std::vector<Bytes> out;
+    if (min.v > max.v) {
+        error = fmt::format("the smallest size ({} B) is larger than the largest ({} B)", min.v, max.v);
+        return out;
+    }
+    if (min.v == 0) {
+        error = "sizes start at 1 B";
+        return out;
+    }
+    if (factor <= 1 && step.v == 0) {
+        error = "a step of 0 B never reaches the largest size";
+        return out;
+    }
+    for (uint64_t v = min.v;;) {
+        if (out.size() == kMaxSweepSizes) {
+            error = fmt::format("the sweep from {} to {} B has more than {} sizes: take a larger step or factor",
+                                min.v, max.v, kMaxSweepSizes);
+            return {};
+        }
+        out.push_back(Bytes{v});
+        // The next size, unless it would pass max (tested without overflow).
+        if (factor > 1 ? v > max.v / factor : step.v > max.v - v) return out;
+        v = factor > 1 ? v * factor : v + step.v;
+    }
 }
 
 double busbw_factor(Pattern p, uint32_t n) {

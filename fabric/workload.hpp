@@ -63,4 +63,18 @@ uint32_t collective_ranks(const Topology& topo);
 // nccl-tests' busbw / algbw for the pattern over n ranks.
 double busbw_factor(Pattern p, uint32_t n);
 
+// The largest message size a sweep takes (1 TiB): far beyond what a run
+// finishes in, and far from where byte and bit counts would overflow.
+inline constexpr Bytes kMaxSize{uint64_t{1} << 40};
+// A message size as the command line gives it: digits with an optional K,
+// M or G suffix (binary: 64K = 65536), from 1 B to kMaxSize; nullopt for
+// anything else (no sign, no space, no digits beyond the range).
+std::optional<Bytes> parse_size(std::string_view s);
+// Sizes nccl-tests' -b, -e, -f and -i sweep: from `min` up to `max`, each
+// `factor` times the one before when factor > 1, else `step` more. Empty,
+// with `error` saying why, when min > max, factor <= 1 and step is 0, or
+// there would be more than kMaxSweepSizes.
+inline constexpr size_t kMaxSweepSizes = 128;
+std::vector<Bytes> size_range(Bytes min, Bytes max, uint64_t factor, Bytes step, std::string& error);
+
 }  // namespace rocemu::fabric

@@ -9,6 +9,7 @@
 #   named link; the same seed twice gives byte-identical CSVs and pcaps, and
 #   another seed a different capture; every ICRC in it verifies; its rows
 #   are also a CSV; Ctrl-C in a long size keeps the sizes before it;
+#   nccl-tests' -b/-e/-f sweep the sizes nccl-tests would;
 # - the heap runs on transparent huge pages (glibc.malloc.hugetlb=1 added
 #   unless GLIBC_TUNABLES names it);
 # - bad input is refused with exit status 2, a message naming the problem
@@ -89,6 +90,14 @@ done
 echo "seed 7 twice: $ncsv files byte-identical"
 cmp -s "$OUT/a/$pcap" "$OUT/c/$pcap" && fail "seeds 7 and 8 captured the same bytes"
 
+# nccl-tests' -b/-e/-f: 8 KiB to 1 MiB, each size four times the one
+# before, the rows those sizes.
+"$ROCEMU" fabric run -w ring_allreduce -b 8K -e 1M -f 4 -o "$OUT/nccl" >"$OUT/nccl.txt" 2>"$OUT/nccl.err" ||
+  { cat "$OUT/nccl.err"; fail "fabric run -b 8K -e 1M -f 4 failed"; }
+rows=$(tail -n +2 "$OUT/nccl/ring_allreduce_sweep.csv" | cut -d, -f1 | tr '\n' ' ')
+[ "$rows" = "8192 32768 131072 524288 " ] || fail "-b 8K -e 1M -f 4 swept: $rows"
+echo "-b 8K -e 1M -f 4: $rows"
+
 # The sweep's rows as a CSV: a row per size, the times the table prints.
 csv=$OUT/a/ring_allreduce_sweep.csv
 [ "$(head -1 "$csv")" = "size_bytes,time_us,algbw_gbs,busbw_gbs,pfc,ecn,cnp,drops,drop_causes,ignored_responses,unfinished_flows" ] ||
@@ -150,6 +159,13 @@ refused() {  # refused WHAT PATTERN -- ARGS...
 refused "unknown link" "has no link 'nosuch'; its links: h0-leaf0, " -- fabric run --pcap nosuch --sizes 1M -o "$OUT/x"
 refused "unknown workload" "--workload 'foo' is not one of" -- fabric run -w foo
 refused "bad size" "--sizes '1Q' is not a size" -- fabric run --sizes 1Q
+refused "a size past 64 bits" "--sizes '99999999999999999999999' is not a size" -- \
+  fabric run --sizes 99999999999999999999999
+refused "a size past 1 TiB" "--sizes '2048G' is not a size" -- fabric run --sizes 2048G
+refused "--sizes with -b" "--sizes and -b/-e/-f/-i are two ways" -- fabric run --sizes 1M -b 8 -o "$OUT/x"
+refused "-b after -e" "the smallest size (1048576 B) is larger than the largest" -- fabric run -b 1M -e 8K -o "$OUT/x"
+refused "-f without -b or -e" "-f/-i step a sweep from -b" -- fabric run -f 2 -o "$OUT/x"
+refused "a sweep of too many sizes" "has more than 128 sizes" -- fabric run -b 8 -e 1M -i 1K -o "$OUT/x"
 refused "missing file" "nope.yaml: cannot read the file" -- fabric run -c "$OUT/nope.yaml"
 refused "unknown key" "topology.leafs: unknown key" -- fabric run -c "$OUT/badkey.yaml"
 refused "hd over 6 ranks" "power-of-two number of ranks; the fabric has 6" -- \

@@ -44,6 +44,11 @@ struct FabricArgs {
     std::string scenario;
     std::string workload = "ring_allreduce";
     std::vector<std::string> sizes{"1M", "4M", "16M"};
+    // nccl-tests' sweep options, which replace `sizes` (resolve_sweep).
+    std::string minbytes, maxbytes, stepbytes = "1M";
+    uint64_t stepfactor = 1;
+    CLI::Option* sizes_opt = nullptr;
+    std::array<CLI::Option*, 4> range_opts{};  // -b, -e, -i, -f
     uint64_t seed = 1;
     std::string out = "rocemu-report";
     std::string pcap;
@@ -64,32 +69,6 @@ std::optional<FabricConfig> load(const FabricArgs& a) {
     return cfg;
 }
 
-std::optional<Bytes> parse_size(const std::string& s) {
-    if (s.empty()) return std::nullopt;
-    uint64_t mult = 1;
-    std::string digits = s;
-    switch (s.back()) {
-        case 'K':
-        case 'k':
-            mult = 1ull << 10;
-            digits.pop_back();
-            break;
-        case 'M':
-        case 'm':
-            mult = 1ull << 20;
-            digits.pop_back();
-            break;
-        case 'G':
-        case 'g':
-            mult = 1ull << 30;
-            digits.pop_back();
-            break;
-        default: break;
-    }
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-    return Bytes{std::stoull(digits) * mult};
-}
-
 std::optional<Pattern> workload_of(const FabricArgs& a) {
     const auto p = parse_pattern(a.workload);
     if (!p)
@@ -104,13 +83,48 @@ std::optional<std::vector<Bytes>> sizes_of(const FabricArgs& a) {
     std::vector<Bytes> sizes;
     for (const std::string& s : a.sizes) {
         const auto b = parse_size(s);
-        if (!b || b->v == 0) {
-            fmt::print(stderr, "rocemu fabric run: --sizes '{}' is not a size like 4096, 64K, 16M or 1G\n", s);
+        if (!b) {
+            fmt::print(stderr, "rocemu fabric run: --sizes '{}' is not a size like 4096, 64K, 16M or 1G (1 B to 1 TiB)\n",
+                       s);
             return std::nullopt;
         }
         sizes.push_back(*b);
     }
     return sizes;
+}
+
+// nccl-tests' -b/-e/-f/-i, when given, become the sweep's sizes (in bytes,
+// so that a split run's node commands carry them as --sizes). False, with
+// the reason on stderr, for a bad or empty range or one given with --sizes.
+bool resolve_sweep(FabricArgs& a, std::string_view cmd) {
+    bool range = false;
+    for (const CLI::Option* o : a.range_opts) range |= o != nullptr && o->count() > 0;
+    if (!range) return true;
+    if (a.sizes_opt != nullptr && a.sizes_opt->count() > 0) {
+        fmt::print(stderr, "{}: --sizes and -b/-e/-f/-i are two ways to give the sizes: use one\n", cmd);
+        return false;
+    }
+    if (a.minbytes.empty() && a.maxbytes.empty()) {
+        fmt::print(stderr, "{}: -f/-i step a sweep from -b (--minbytes) to -e (--maxbytes): give those too\n", cmd);
+        return false;
+    }
+    // One end alone is a single size, as -b 1M -e 1M.
+    const std::string& lo = a.minbytes.empty() ? a.maxbytes : a.minbytes;
+    const std::string& hi = a.maxbytes.empty() ? a.minbytes : a.maxbytes;
+    for (const auto& [name, v] : {std::pair{"-b/--minbytes", &lo}, {"-e/--maxbytes", &hi}, {"-i/--stepbytes", &a.stepbytes}})
+        if (!parse_size(*v)) {
+            fmt::print(stderr, "{}: {} '{}' is not a size like 4096, 64K, 16M or 1G (1 B to 1 TiB)\n", cmd, name, *v);
+            return false;
+        }
+    std::string error;
+    const std::vector<Bytes> sizes = size_range(*parse_size(lo), *parse_size(hi), a.stepfactor, *parse_size(a.stepbytes), error);
+    if (sizes.empty()) {
+        fmt::print(stderr, "{}: -b {} -e {}: {}\n", cmd, lo, hi, error);
+        return false;
+    }
+    a.sizes.clear();
+    for (const Bytes b : sizes) a.sizes.push_back(std::to_string(b.v));
+    return true;
 }
 
 // False (with the reason on stderr) if a size of the sweep cannot run the
@@ -133,10 +147,19 @@ void add_sweep_options(CLI::App* c, FabricArgs& a, const std::string& note) {
                   note + "incast, permutation, all_to_all, ring_allreduce or hd_allreduce (halving-doubling)")
         ->capture_default_str();
     // One value (comma-separated), so that `--sizes 1M -- EAL args` ends the sizes.
-    c->add_option("--sizes", a.sizes, note + "message sizes (suffix K, M, G)")
-        ->delimiter(',')
-        ->allow_extra_args(false)
-        ->capture_default_str();
+    a.sizes_opt = c->add_option("--sizes", a.sizes, note + "message sizes (suffix K, M, G)")
+                      ->delimiter(',')
+                      ->allow_extra_args(false)
+                      ->capture_default_str();
+    // As nccl-tests names them: -b 8 -e 128M -f 2 sweeps 8 B, 16 B ... 128 MiB.
+    a.range_opts = {
+        c->add_option("-b,--minbytes", a.minbytes, note + "instead of --sizes, as nccl-tests: the smallest size"),
+        c->add_option("-e,--maxbytes", a.maxbytes, note + "the largest size (-b alone or -e alone: one size)"),
+        c->add_option("-i,--stepbytes", a.stepbytes, note + "from -b to -e in steps of this many bytes")
+            ->capture_default_str(),
+        c->add_option("-f,--stepfactor", a.stepfactor, note + "from -b to -e, each size this many times the one before (1: steps of -i)")
+            ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20)),
+    };
     c->add_option("--seed", a.seed, "run seed")->capture_default_str();
     c->add_option("-o,--out", a.out, note + "report folder")->capture_default_str();
 }
@@ -627,12 +650,17 @@ void add_node_subcommand(CLI::App& fab, int& status) {
             return;
         }
         // An option of the other kind of node would be ignored: refused.
-        for (const char* o : {"--control", "--wait", "--qps", "--timeout", "--rc-timeout", "-w", "--sizes", "-o"})
+        for (const char* o :
+             {"--control", "--wait", "--qps", "--timeout", "--rc-timeout", "-w", "--sizes", "-b", "-e", "-i", "-f", "-o"})
             if (!*hosts && node->count(o) > 0) {
                 fmt::print(stderr, "rocemu fabric node: {} is for the hosts node (--hosts)\n", o);
                 status = 2;
                 return;
             }
+        if (!resolve_sweep(*a, "rocemu fabric node")) {
+            status = 2;
+            return;
+        }
         if (*hosts && node->count("--control-listen") > 0) {
             fmt::print(stderr, "rocemu fabric node: --control-listen is for a switch node (--switch NAME)\n");
             status = 2;
@@ -839,6 +867,10 @@ void add_plan_subcommand(CLI::App& fab, int& status) {
         ->check(CLI::IsMember({"shared", "own", "fabric"}))
         ->capture_default_str();
     plan->callback([a, l, pa, &status] {
+        if (!resolve_sweep(*a, "rocemu fabric plan")) {
+            status = 2;
+            return;
+        }
         const auto cfg = load(*a);
         const std::optional<Topology> t = cfg ? live_topology(*cfg, *a, *l) : std::nullopt;
         if (!t) {
@@ -894,6 +926,10 @@ void add_fabric_command(CLI::App& app, int& status) {
     run->callback([a, live, run, &status] {
         if (const std::string e = misplaced_live_option(*run, *live); !e.empty()) {
             fmt::print(stderr, "rocemu fabric run: {}\n", e);
+            status = 2;
+            return;
+        }
+        if (!resolve_sweep(*a, "rocemu fabric run")) {
             status = 2;
             return;
         }

@@ -414,6 +414,42 @@ TEST(FabricWorkload, HalvingDoublingPairsRanksByDistanceAndWaitsForTheStageBefor
     EXPECT_DOUBLE_EQ(busbw_factor(Pattern::HdAllReduce, n), busbw_factor(Pattern::RingAllReduce, n));
 }
 
+TEST(FabricWorkload, SizesParseWithBinarySuffixesWithinOneTebibyte) {
+    EXPECT_EQ(parse_size("4096"), Bytes{4096});
+    EXPECT_EQ(parse_size("64K"), Bytes{64 << 10});
+    EXPECT_EQ(parse_size("16m"), Bytes{16 << 20});
+    EXPECT_EQ(parse_size("1G"), Bytes{1ull << 30});
+    EXPECT_EQ(parse_size("1024G"), kMaxSize);
+    for (const char* bad : {"", "0", "0K", "K", "-1", "+1", " 1", "1 ", "1.5M", "1KB", "1T", "1025G", "1099511627777",
+                            "99999999999999999999999", "17179869185G"})
+        EXPECT_FALSE(parse_size(bad)) << "'" << bad << "'";
+}
+
+// nccl-tests' -b 8 -e 128M -f 2 and -b 1M -e 4M -i 1M.
+TEST(FabricWorkload, SizeRangesStepAsNcclTestsDo) {
+    std::string error;
+    const std::vector<Bytes> doubling = size_range(Bytes{8}, Bytes{128 << 20}, 2, Bytes{1 << 20}, error);
+    ASSERT_EQ(doubling.size(), 25u) << error;
+    for (size_t i = 0; i < doubling.size(); ++i) EXPECT_EQ(doubling[i].v, uint64_t{8} << i);
+    EXPECT_EQ(size_range(Bytes{8 << 10}, Bytes{1 << 20}, 4, Bytes{0}, error),
+              (std::vector<Bytes>{Bytes{8 << 10}, Bytes{32 << 10}, Bytes{128 << 10}, Bytes{512 << 10}}));
+    EXPECT_EQ(size_range(Bytes{1 << 20}, Bytes{4 << 20}, 1, Bytes{1 << 20}, error),
+              (std::vector<Bytes>{Bytes{1 << 20}, Bytes{2 << 20}, Bytes{3 << 20}, Bytes{4 << 20}}));
+    EXPECT_EQ(size_range(Bytes{5}, Bytes{5}, 2, Bytes{0}, error), std::vector<Bytes>{Bytes{5}});
+    // Near the top of the range nothing overflows into a small size.
+    EXPECT_EQ(size_range(Bytes{UINT64_MAX - 1}, Bytes{UINT64_MAX}, 1, Bytes{UINT64_MAX}, error).size(), 1u);
+    EXPECT_EQ(size_range(Bytes{1ull << 62}, Bytes{UINT64_MAX}, 4, Bytes{0}, error).size(), 1u);
+    const auto refused = [&](Bytes lo, Bytes hi, uint64_t f, Bytes step, const char* why) {
+        std::string e;
+        EXPECT_TRUE(size_range(lo, hi, f, step, e).empty()) << why;
+        EXPECT_NE(e.find(why), std::string::npos) << e;
+    };
+    refused(Bytes{2}, Bytes{1}, 2, Bytes{0}, "larger than the largest");
+    refused(Bytes{1}, Bytes{8}, 1, Bytes{0}, "a step of 0 B");
+    refused(Bytes{0}, Bytes{8}, 2, Bytes{0}, "sizes start at 1 B");
+    refused(Bytes{1}, Bytes{1 << 20}, 1, Bytes{1024}, "more than 128 sizes");
+}
+
 TEST(FabricWorkload, CollectivesRefuseSizesAndRankCountsTheyCannotSplit) {
     const Topology eight = make(kLeafSpine8);
     EXPECT_EQ(workload_problem(eight, Pattern::HdAllReduce, Bytes{1 << 20}), "");
