@@ -406,15 +406,18 @@ echo "layout 2 (right in the guest): incast $flows x $SIZE in $live_us us live: 
 # its registers and descriptor rings, not a paravirtual device. Each node
 # probes its own with `-a ADDR`. uio needs physical addresses (IOVA as PA),
 # so both nodes run on hugepages (--huge-dir).
+# The guest-side lines that bind the device at $a to uio_pci_generic and
+# print its address.
+UIO_BIND='echo uio_pci_generic > /sys/bus/pci/devices/$a/driver_override
+    echo $a > /sys/bus/pci/drivers_probe
+    [ $(basename $(readlink /sys/bus/pci/devices/$a/driver)) = uio_pci_generic ]
+    echo $a'
 to_uio() {  # to_uio IFACE: its PCI address, the device bound to uio_pci_generic
   guest_run -t 60 "set -e
     a=\$(basename \$(readlink -f /sys/class/net/$1/device/..))
     echo \$a > /sys/bus/pci/devices/\$a/driver/unbind
-    echo uio_pci_generic > /sys/bus/pci/devices/\$a/driver_override
-    echo \$a > /sys/bus/pci/drivers_probe
-    [ \$(basename \$(readlink /sys/bus/pci/devices/\$a/driver)) = uio_pci_generic ]
     [ ! -e /sys/class/net/$1 ]
-    echo \$a"
+    $UIO_BIND"
 }
 # id_to_uio VENDOR:DEVICE: the address of the one guest PCI device with that
 # ID (no kernel driver holds it), bound to uio_pci_generic.
@@ -424,10 +427,7 @@ id_to_uio() {
       [ \$(cat \$d/vendor):\$(cat \$d/device) = 0x${1%:*}:0x${1#*:} ] && { [ -z \"\$a\" ] || exit 3; a=\$(basename \$d); }
     done
     [ -n \"\$a\" ] && [ ! -e /sys/bus/pci/devices/\$a/driver ]
-    echo uio_pci_generic > /sys/bus/pci/devices/\$a/driver_override
-    echo \$a > /sys/bus/pci/drivers_probe
-    [ \$(basename \$(readlink /sys/bus/pci/devices/\$a/driver)) = uio_pci_generic ]
-    echo \$a"
+    $UIO_BIND"
 }
 PCI1=$(to_uio "$G1") || fail "cannot give the guest's $G1 to uio_pci_generic: $PCI1"
 PCI3=$(to_uio "$G3") || fail "cannot give the guest's $G3 to uio_pci_generic: $PCI3"
