@@ -28,7 +28,9 @@ bool Reader::next(Frame& out) {
     const u_char* data = nullptr;
     const int rc = pcap_next_ex(handle_, &hdr, &data);
     if (rc == 1) {
-        out.ts = Nanos{static_cast<int64_t>(hdr->ts.tv_sec) * 1000000000 + hdr->ts.tv_usec};
+        // The file's seconds are unsigned 32 bits (1970 to 2106); libpcap
+        // hands them over as a signed 32-bit value.
+        out.ts = Nanos{static_cast<int64_t>(static_cast<uint32_t>(hdr->ts.tv_sec)) * 1000000000 + hdr->ts.tv_usec};
         out.orig_len = hdr->len;
         out.data.assign(data, data + hdr->caplen);
         return true;
@@ -71,6 +73,11 @@ std::optional<uint64_t> merge(std::span<const MergeInput> in, const std::string&
     std::vector<Frame> head(in.size());
     std::vector<bool> more(in.size());
     for (size_t i = 0; i < in.size(); ++i) {
+        // Shifted within the pcap range, a frame's time cannot overflow.
+        if (in[i].shift <= Nanos{0} - kMaxTime || in[i].shift >= kMaxTime) {
+            error = fmt::format("{}: a shift of {} ns is more than a pcap file's 2^32 s", in[i].path, in[i].shift.v);
+            return std::nullopt;
+        }
         readers.push_back(std::make_unique<Reader>(in[i].path));
         if (!readers[i]->ok()) {
             error = fmt::format("cannot read {}: {}", in[i].path, readers[i]->error());
@@ -93,7 +100,14 @@ std::optional<uint64_t> merge(std::span<const MergeInput> in, const std::string&
         for (size_t i = 0; i < in.size(); ++i)
             if (more[i] && (pick == in.size() || head[i].ts + in[i].shift < head[pick].ts + in[pick].shift)) pick = i;
         if (pick == in.size()) break;
-        w.write(head[pick].ts + in[pick].shift, head[pick].data);
+        const Nanos at = head[pick].ts + in[pick].shift;
+        if (at < Nanos{0} || at >= kMaxTime) {
+            error = fmt::format("{}: shifted by {} ns, a frame at {} ns would be at {} ns, outside what a pcap file "
+                                "holds (0 to 2^32 s: 1970 to 2106)",
+                                in[pick].path, in[pick].shift.v, head[pick].ts.v, at.v);
+            return std::nullopt;
+        }
+        w.write(at, head[pick].data);
         ++frames;
         more[pick] = readers[pick]->next(head[pick]);
     }

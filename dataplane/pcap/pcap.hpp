@@ -70,10 +70,14 @@ struct MergeInput {
     Nanos shift{};
 };
 
+// A pcap record's time: unsigned 32-bit seconds and the nanoseconds.
+inline constexpr Nanos kMaxTime{(int64_t{1} << 32) * 1000000000};
+
 // Writes the Ethernet frames of every input into `out` in order of their
 // shifted time stamps (a tie keeps the order of `in`; each file's own order
 // is kept as it is). The frame count, or nullopt and `error` naming the file
-// that failed (unreadable, not Ethernet, cut short).
+// that failed (unreadable, not Ethernet, cut short, or a frame shifted
+// outside [0, kMaxTime)).
 std::optional<uint64_t> merge(std::span<const MergeInput> in, const std::string& out, std::string& error);
 
 // The length of the longest prefix of `file` that is a pcap file of whole

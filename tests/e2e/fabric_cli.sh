@@ -9,7 +9,9 @@
 #   named link; the same seed twice gives byte-identical CSVs and pcaps, and
 #   another seed a different capture; every ICRC in it verifies; its rows
 #   are also a CSV; Ctrl-C in a long size keeps the sizes before it;
-#   nccl-tests' -b/-e/-f sweep the sizes nccl-tests would;
+#   nccl-tests' -b/-e/-f sweep the sizes nccl-tests would; `rocemu pcap
+#   --merge` refuses to write onto one of its inputs or out of a pcap's
+#   time range;
 # - the heap runs on transparent huge pages (glibc.malloc.hugetlb=1 added
 #   unless GLIBC_TUNABLES names it);
 # - bad input is refused with exit status 2, a message naming the problem
@@ -89,6 +91,39 @@ for f in "$OUT"/a/*.csv "$OUT/a/$pcap"; do
 done
 echo "seed 7 twice: $ncsv files byte-identical"
 cmp -s "$OUT/a/$pcap" "$OUT/c/$pcap" && fail "seeds 7 and 8 captured the same bytes"
+
+# Merging captures: never onto one of its inputs, however the path is
+# spelled (it overwrote it until 7 December), and never shifted outside a
+# pcap's time range.
+cp "$OUT/a/$pcap" "$OUT/m1.pcap"
+cp "$OUT/c/$pcap" "$OUT/m2.pcap"
+for onto in "$OUT/./m1.pcap" "$OUT/m1-link.pcap"; do
+  [ "$onto" = "$OUT/m1-link.pcap" ] && ln "$OUT/m1.pcap" "$onto"
+  "$ROCEMU" pcap -q "$OUT/m1.pcap" "$OUT/m2.pcap" --merge "$onto" >"$OUT/r.out" 2>"$OUT/r.err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "--merge onto its input as $onto: exit status $rc"
+  grep -qF "that is one of the files to merge" "$OUT/r.err" || fail "--merge $onto: $(cat "$OUT/r.err")"
+  cmp -s "$OUT/a/$pcap" "$OUT/m1.pcap" || fail "--merge $onto changed its input"
+done
+echo "refused, --merge onto an input by another name or a hard link; the input unchanged"
+"$ROCEMU" pcap -q "$OUT/m1.pcap" "$OUT/m2.pcap" --merge "$OUT/m.pcap" --shift "$OUT/m1.pcap=-9223372036854775807" \
+  >"$OUT/r.out" 2>"$OUT/r.err"
+rc=$?
+[ $rc -eq 2 ] && grep -qF "more than a pcap file's 2^32 s" "$OUT/r.err" ||
+  fail "a shift past a pcap's range: exit status $rc, $(cat "$OUT/r.err")"
+echo "refused, a shift past a pcap's range: $(head -1 "$OUT/r.err")"
+# A frame stamped before the first (a clock stepped back) lists a negative
+# time, not '0.-300000000'.
+python3 -c '
+import struct, sys
+f = open(sys.argv[1], "wb")
+f.write(struct.pack("<IHHiIII", 0xa1b23c4d, 2, 4, 0, 0, 65535, 1))
+for sec, ns in ((100, 500000000), (100, 200000000)):
+    f.write(struct.pack("<IIII", sec, ns, 60, 60) + bytes(12) + b"\x08\x06" + bytes(46))
+' "$OUT/back.pcap"
+"$ROCEMU" pcap --all "$OUT/back.pcap" >"$OUT/back.txt" 2>&1 || fail "pcap --all back.pcap: $(cat "$OUT/back.txt")"
+grep -qE '^ +2 +-0\.300000000 ' "$OUT/back.txt" || fail "a frame 0.3 s before the first: $(cat "$OUT/back.txt")"
+echo "a frame before the first: $(sed -n 2p "$OUT/back.txt")"
 
 # nccl-tests' -b/-e/-f: 8 KiB to 1 MiB, each size four times the one
 # before, the rows those sizes.

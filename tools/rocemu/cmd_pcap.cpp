@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,8 +49,11 @@ bool merge_files(PcapOptions& o) {
     }
     std::vector<pcap::MergeInput> in;
     for (const std::string& f : o.files) {
-        if (f == o.merge) {
-            fmt::print(stderr, "rocemu pcap: --merge {}: that is one of the files to merge\n", o.merge);
+        // The same file under another name (./a.pcap, an absolute path, a
+        // link) too: the merge would overwrite what it reads.
+        std::error_code ec;
+        if (f == o.merge || std::filesystem::equivalent(f, o.merge, ec)) {
+            fmt::print(stderr, "rocemu pcap: --merge {}: that is one of the files to merge ({})\n", o.merge, f);
             return false;
         }
         const auto sh = shift.find(f);
@@ -64,6 +68,13 @@ bool merge_files(PcapOptions& o) {
     fmt::print("# merged {} frames of {} files into {}\n", *frames, o.files.size(), o.merge);
     o.files = {o.merge};
     return true;
+}
+
+// Seconds since the first frame, to the nanosecond; a frame stamped before
+// the first (a capture's clock stepped back) is negative.
+std::string relative_time(Nanos d) {
+    const uint64_t a = d.v < 0 ? 0 - static_cast<uint64_t>(d.v) : static_cast<uint64_t>(d.v);
+    return fmt::format("{}{}.{:09}", d.v < 0 ? "-" : "", a / 1000000000, a % 1000000000);
 }
 
 int run_pcap(PcapOptions o) {
@@ -90,12 +101,11 @@ int run_pcap(PcapOptions o) {
         while (reader.next(f)) {
             ++index;
             if (first.v < 0) first = f.ts;
-            const Nanos rel = f.ts - first;
+            const std::string rel = relative_time(f.ts - first);
             const std::span<const uint8_t> bytes(f.data);
             if (wire::classify(bytes) != wire::FrameKind::Roce) {
                 if (o.all && !o.quiet)
-                    fmt::print("{:6} {:>3}.{:09} {}\n", index, rel.v / 1000000000, rel.v % 1000000000,
-                               wire::describe_other(bytes));
+                    fmt::print("{:6} {:>13} {}\n", index, rel, wire::describe_other(bytes));
                 continue;
             }
             wire::RocePacket p;
@@ -103,8 +113,7 @@ int run_pcap(PcapOptions o) {
             ++packets;
             if (e != wire::ParseError::Ok) ++bad;
             if (!o.quiet || e != wire::ParseError::Ok)
-                fmt::print("{:6} {:>3}.{:09} {}\n", index, rel.v / 1000000000, rel.v % 1000000000,
-                           wire::describe_roce(p, e));
+                fmt::print("{:6} {:>13} {}\n", index, rel, wire::describe_roce(p, e));
         }
         if (!reader.error().empty()) {
             fmt::print(stderr, "rocemu pcap: {}: {}\n", path, reader.error());

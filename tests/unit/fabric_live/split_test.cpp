@@ -472,6 +472,44 @@ TEST(FabricLiveSplit, CapturePartsAreTheOwnersFilesMergedInTimeOrder) {
     std::filesystem::remove_all(dir);
 }
 
+// A pcap record's seconds are unsigned 32 bits: a frame after 2038 (2^31 s)
+// reads back as written, and a shift that would put a frame before 1970 or
+// after 2106 is refused, naming the file, rather than written wrapped
+// around (out of order, with a nanosecond field past 10^9).
+TEST(FabricLiveSplit, MergeKeepsTimesWithinWhatAPcapHolds) {
+    const std::string dir = ::testing::TempDir() + "/fabric_live_pcap_range";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const Nanos late{(int64_t{1} << 31) * 1000000000 + 5};
+    {
+        pcap::Writer w(dir + "/a.pcap");
+        ASSERT_TRUE(w.ok());
+        w.write(Nanos{1000000000}, std::vector<uint8_t>(60, 1));
+        w.write(late, std::vector<uint8_t>(60, 2));
+    }
+    const auto times = [](const std::string& path) {
+        pcap::Reader r(path);
+        pcap::Frame f;
+        std::vector<int64_t> ts;
+        while (r.next(f)) ts.push_back(f.ts.v);
+        return ts;
+    };
+    EXPECT_EQ(times(dir + "/a.pcap"), (std::vector<int64_t>{1000000000, late.v}));
+    std::string error;
+    std::vector<pcap::MergeInput> in{{dir + "/a.pcap", Nanos{1000000000}}};
+    ASSERT_TRUE(pcap::merge(in, dir + "/m.pcap", error)) << error;
+    EXPECT_EQ(times(dir + "/m.pcap"), (std::vector<int64_t>{2000000000, late.v + 1000000000}));
+    for (const Nanos bad : {Nanos{-1000000001}, pcap::kMaxTime - late, Nanos{INT64_MAX}, Nanos{INT64_MIN}}) {
+        SCOPED_TRACE(bad.v);
+        in[0].shift = bad;
+        error.clear();
+        EXPECT_FALSE(pcap::merge(in, dir + "/bad.pcap", error));
+        EXPECT_NE(error.find("a.pcap"), std::string::npos) << error;
+        EXPECT_NE(error.find("2^32 s"), std::string::npos) << error;
+    }
+    std::filesystem::remove_all(dir);
+}
+
 // A user's --file-prefix given to a split run: each node gets its own,
 // derived from it, so no two nodes share an EAL runtime folder.
 TEST(FabricLiveSplit, EveryNodeGetsItsOwnFilePrefix) {
