@@ -201,6 +201,10 @@ refused "--sizes with -b" "--sizes and -b/-e/-f/-i are two ways" -- fabric run -
 refused "-b after -e" "the smallest size (1048576 B) is larger than the largest" -- fabric run -b 1M -e 8K -o "$OUT/x"
 refused "-f without -b or -e" "-f/-i step a sweep from -b" -- fabric run -f 2 -o "$OUT/x"
 refused "a sweep of too many sizes" "has more than 128 sizes" -- fabric run -b 8 -e 1M -i 1K -o "$OUT/x"
+refused "a negative seed" "--seed: '-1' is not a whole number" -- fabric run --seed -1 -o "$OUT/x"
+refused "an unknown option" "rocemu fabric run: The following argument was not expected: --bogus" -- fabric run --bogus
+refused "an unknown command" "'bogus' is not a command (commands: pcap, demo, scenario, fabric" -- bogus
+refused "a pcap that is not there" "rocemu pcap: files: File does not exist" -- pcap "$OUT/nope.pcap"
 refused "missing file" "nope.yaml: cannot read the file" -- fabric run -c "$OUT/nope.yaml"
 refused "unknown key" "topology.leafs: unknown key" -- fabric run -c "$OUT/badkey.yaml"
 refused "hd over 6 ranks" "power-of-two number of ranks; the fabric has 6" -- \

@@ -160,7 +160,7 @@ void add_sweep_options(CLI::App* c, FabricArgs& a, const std::string& note) {
         c->add_option("-f,--stepfactor", a.stepfactor, note + "from -b to -e, each size this many times the one before (1: steps of -i)")
             ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20)),
     };
-    c->add_option("--seed", a.seed, "run seed")->capture_default_str();
+    c->add_option("--seed", a.seed, "run seed")->check(kWholeNumber)->capture_default_str();
     c->add_option("-o,--out", a.out, note + "report folder")->capture_default_str();
 }
 
@@ -1012,7 +1012,7 @@ void add_scenario_subcommand(CLI::App& app, int& status) {
     for (auto n : scenario_names()) list += fmt::format("\n  {:<10} {}", n, scenario_description(n));
     CLI::App* cmd = app.add_subcommand("scenario", "Run a playbook scenario and print its verdict:" + list + "\n  all");
     cmd->add_option("name", *name, "scenario name, or all")->required();
-    cmd->add_option("--seed", o->seed, "run seed")->capture_default_str();
+    cmd->add_option("--seed", o->seed, "run seed")->check(kWholeNumber)->capture_default_str();
     cmd->add_option("-o,--out", o->out_dir, "report folder")->capture_default_str();
     cmd->add_option("--pcap", o->pcap_link, "capture this link of every variant into the report folder");
     cmd->add_flag("--reduced", o->reduced, "the CI size: fewer hosts, smaller messages");

@@ -4,7 +4,23 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cstdint>
+#include <string>
+
 namespace rocemu::cli {
+
+// A whole number from 0 to 2^64 - 1, for uint64_t options such as --seed:
+// CLI11 alone takes "-1" as 2^64 - 1 and clamps what is larger.
+inline const CLI::Validator kWholeNumber(
+    [](std::string& s) -> std::string {
+        uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (s.empty() || ec != std::errc{} || end != s.data() + s.size())
+            return "'" + s + "' is not a whole number from 0 to 18446744073709551615";
+        return {};
+    },
+    "UINT64");
 
 void add_pcap_command(CLI::App& app, int& status);
 void add_demo_command(CLI::App& app, int& status);

@@ -1,5 +1,6 @@
 #include <cstdlib>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -18,7 +19,9 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.set_version_flag("--version", "rocemu 0.1.0");
     std::string log_level = "info";
-    app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+    app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+        ->capture_default_str();
 
     int status = 0;
     rocemu::cli::add_pcap_command(app, status);
@@ -37,7 +40,36 @@ int main(int argc, char** argv) {
         const char* tunables = std::getenv("GLIBC_TUNABLES");
         spdlog::debug("glibc tunables: {}", tunables ? tunables : "(none)");
     });
-    CLI11_PARSE(app, argc, argv);
+    // A command that is not one: say so and list them (CLI11 would only say
+    // that a subcommand is required).
+    if (argc > 1 && argv[1][0] != '-') {
+        std::string known;
+        bool found = false;
+        for (const CLI::App* sub : app.get_subcommands({})) {
+            found |= sub->get_name() == argv[1];
+            known += (known.empty() ? "" : ", ") + sub->get_name();
+        }
+        if (!found) {
+            fmt::print(stderr, "rocemu: '{}' is not a command (commands: {}); 'rocemu --help' says what each does\n",
+                       argv[1], known);
+            return 2;
+        }
+    }
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
+        // Bad input exits 2, as every command's own refusals do, and names
+        // the command it was given to.
+        std::string cmd = "rocemu";
+        for (const CLI::App* a = &app; a != nullptr;) {
+            const auto subs = a->get_subcommands();
+            a = subs.empty() ? nullptr : subs.front();
+            if (a != nullptr) cmd += " " + a->get_name();
+        }
+        fmt::print(stderr, "{}: {}\nRun '{} --help' for more information.\n", cmd, e.what(), cmd);
+        return 2;
+    }
 #ifdef ROCEMU_WITH_DPDK
     // A command that started DPDK and left it running (pingpong, perf,
     // rdma-ops; their ports are kept open, Port::keep_open_at_exit) may still
