@@ -357,6 +357,12 @@ std::map<std::string, std::string> parse_machines(const Topology& t, const std::
             throw std::invalid_argument(fmt::format("--machine '{}': expected MACHINE=NODE,NODE,..., e.g. a=hosts", v));
         const std::string& machine = kv->first;
         const std::string& list = kv->second;
+        // A machine's name is also a folder's (--link-dir DIR/MACHINE).
+        if (machine.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") !=
+                std::string::npos ||
+            machine == "." || machine == "..")
+            throw std::invalid_argument(fmt::format(
+                "--machine '{}': a machine's name is letters, digits, '_', '.' and '-' (not '.' or '..')", v));
         for (size_t b = 0; b <= list.size();) {
             const size_t e = std::min(list.find(',', b), list.size());
             const std::string node = list.substr(b, e - b);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -69,23 +70,21 @@ std::optional<FabricConfig> load(const FabricArgs& a) {
     return cfg;
 }
 
-std::optional<Pattern> workload_of(const FabricArgs& a) {
+std::optional<Pattern> workload_of(const FabricArgs& a, std::string_view cmd) {
     const auto p = parse_pattern(a.workload);
     if (!p)
         fmt::print(stderr,
-                   "rocemu fabric run: --workload '{}' is not one of incast, permutation, all_to_all, ring_allreduce, "
-                   "hd_allreduce\n",
-                   a.workload);
+                   "{}: --workload '{}' is not one of incast, permutation, all_to_all, ring_allreduce, hd_allreduce\n",
+                   cmd, a.workload);
     return p;
 }
 
-std::optional<std::vector<Bytes>> sizes_of(const FabricArgs& a) {
+std::optional<std::vector<Bytes>> sizes_of(const FabricArgs& a, std::string_view cmd) {
     std::vector<Bytes> sizes;
     for (const std::string& s : a.sizes) {
         const auto b = parse_size(s);
         if (!b) {
-            fmt::print(stderr, "rocemu fabric run: --sizes '{}' is not a size like 4096, 64K, 16M or 1G (1 B to 1 TiB)\n",
-                       s);
+            fmt::print(stderr, "{}: --sizes '{}' is not a size like 4096, 64K, 16M or 1G (1 B to 1 TiB)\n", cmd, s);
             return std::nullopt;
         }
         sizes.push_back(*b);
@@ -318,30 +317,37 @@ std::string misplaced_live_option(const CLI::App& run, const LiveCliArgs& l) {
 
 #ifdef ROCEMU_WITH_DPDK
 
-// The checks and the topology every live mode shares; nullopt after printing why.
-std::optional<Topology> live_topology(const FabricConfig& cfg, const FabricArgs& a, const LiveCliArgs& l) {
+// The checks and the topology every live mode shares; nullopt after printing
+// why, named as `cmd`.
+std::optional<Topology> live_topology(const FabricConfig& cfg, const FabricArgs& a, const LiveCliArgs& l,
+                                      std::string_view cmd) {
     if (!a.scenario.empty() || cfg.nic.model != NicModel::Rc) {
-        fmt::print(stderr, "rocemu fabric run --live: runs a workload sweep on RC NICs; --scenario and "
-                           "--nic-model generator are virtual-time only\n");
+        fmt::print(stderr, "{}: runs a workload sweep on RC NICs; --scenario and --nic-model generator are "
+                           "virtual-time only\n", cmd);
         return std::nullopt;
     }
-    if (l.scale != 0 && l.scale < 1) {
-        fmt::print(stderr, "rocemu fabric run --live: --scale {} must be at least 1\n", l.scale);
+    // NaN fails every comparison: written so that it is refused too.
+    if (l.scale != 0 && !(l.scale >= 1 && std::isfinite(l.scale))) {
+        fmt::print(stderr, "{}: --scale {} must be at least 1 (and finite)\n", cmd, l.scale);
         return std::nullopt;
     }
-    if (l.timeout_s <= 0) {
-        fmt::print(stderr, "rocemu fabric run --live: --timeout {} must be positive\n", l.timeout_s);
+    if (!(l.timeout_s > 0 && std::isfinite(l.timeout_s))) {
+        fmt::print(stderr, "{}: --timeout {} must be a positive number of seconds\n", cmd, l.timeout_s);
+        return std::nullopt;
+    }
+    if (l.qps < 1 || l.qps > 64) {
+        fmt::print(stderr, "{}: --qps {}: must be in [1, 64]\n", cmd, l.qps);
         return std::nullopt;
     }
     try {
         Topology t = generate(cfg);
         if (const std::string e = t.pcap_link_error(a.pcap); !e.empty()) {
-            fmt::print(stderr, "rocemu fabric run --live: {}\n", e);
+            fmt::print(stderr, "{}: {}\n", cmd, e);
             return std::nullopt;
         }
         return t;
     } catch (const std::exception& e) {
-        fmt::print(stderr, "rocemu fabric run --live: {}\n", e.what());
+        fmt::print(stderr, "{}: {}\n", cmd, e.what());
         return std::nullopt;
     }
 }
@@ -500,7 +506,7 @@ int launch_split(const Topology& t, Pattern p, const FabricArgs& a, const LiveCl
 
 int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& sizes, const FabricArgs& a,
                  const LiveCliArgs& l) {
-    const std::optional<Topology> t = live_topology(cfg, a, l);
+    const std::optional<Topology> t = live_topology(cfg, a, l, "rocemu fabric run --live");
     if (!t || !workload_fits(*t, p, sizes, "rocemu fabric run --live")) return 2;
     if (l.processes) return launch_split(*t, p, a, l);
     fmt::print("{}\n", t->summary());
@@ -519,7 +525,7 @@ int run_live_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& s
 // `fabric node --hosts`: the NICs, the workload and the report.
 int run_hosts_node_cli(const FabricConfig& cfg, Pattern p, const std::vector<Bytes>& sizes, const FabricArgs& a,
                        const LiveCliArgs& l, const live::NodeOptions& n) {
-    const std::optional<Topology> t = live_topology(cfg, a, l);
+    const std::optional<Topology> t = live_topology(cfg, a, l, "rocemu fabric node");
     if (!t || !workload_fits(*t, p, sizes, "rocemu fabric node")) return 2;
     live::LiveResult r;
     const StopOnSignal stop;
@@ -684,12 +690,12 @@ void add_node_subcommand(CLI::App& fab, int& status) {
         n->own_clock = l->clock == "own";
         n->fabric_clock = l->clock == "fabric";
         if (!sw->empty()) {
-            const std::optional<Topology> t = live_topology(*cfg, *a, *l);
+            const std::optional<Topology> t = live_topology(*cfg, *a, *l, "rocemu fabric node");
             status = t ? live::run_switch_node(*t, *sw, *n) : 2;
             return;
         }
-        const auto p = workload_of(*a);
-        const auto sizes = sizes_of(*a);
+        const auto p = workload_of(*a, "rocemu fabric node");
+        const auto sizes = sizes_of(*a, "rocemu fabric node");
         status = p && sizes ? run_hosts_node_cli(*cfg, *p, *sizes, *a, *l, *n) : 2;
     });
 }
@@ -729,8 +735,17 @@ int plan_cli(const Topology& t, const FabricArgs& a, const LiveCliArgs& l, const
         for (const std::string& v : pa.addresses) {
             const auto kv = live::split_assignment(v);
             if (!kv) throw std::invalid_argument(fmt::format("--address '{}': expected MACHINE=HOST", v));
-            address[kv->first] = kv->second;
+            if (std::none_of(on.begin(), on.end(), [&](const auto& n) { return n.second == kv->first; }))
+                throw std::invalid_argument(fmt::format("--address '{}': no --machine is named {}", v, kv->first));
+            if (!address.emplace(kv->first, kv->second).second)
+                throw std::invalid_argument(
+                    fmt::format("--address '{}': machine {} already has address {}", v, kv->first, address[kv->first]));
         }
+        if (pa.control_port == 0 || pa.control_port + t.switches.size() - 1 > 65535)
+            throw std::invalid_argument(fmt::format("--control-port {}: the {} switches take ports {} to {}, which must "
+                                                    "lie in 1-65535",
+                                                    pa.control_port, t.switches.size(), pa.control_port,
+                                                    pa.control_port + t.switches.size() - 1));
     } catch (const std::invalid_argument& e) {
         fmt::print(stderr, "{}: {}\n", me, e.what());
         return 2;
@@ -872,8 +887,12 @@ void add_plan_subcommand(CLI::App& fab, int& status) {
             return;
         }
         const auto cfg = load(*a);
-        const std::optional<Topology> t = cfg ? live_topology(*cfg, *a, *l) : std::nullopt;
-        if (!t) {
+        const std::optional<Topology> t = cfg ? live_topology(*cfg, *a, *l, "rocemu fabric plan") : std::nullopt;
+        // What the hosts node would refuse is refused here, before anything
+        // is started on any machine.
+        const auto p = t ? workload_of(*a, "rocemu fabric plan") : std::nullopt;
+        const auto sizes = p ? sizes_of(*a, "rocemu fabric plan") : std::nullopt;
+        if (!sizes || !workload_fits(*t, *p, *sizes, "rocemu fabric plan")) {
             status = 2;
             return;
         }
@@ -947,8 +966,8 @@ void add_fabric_command(CLI::App& app, int& status) {
             status = run_scenario_cli(a->scenario, o, "rocemu fabric run --scenario");
             return;
         }
-        const auto p = workload_of(*a);
-        const auto sizes = sizes_of(*a);
+        const auto p = workload_of(*a, "rocemu fabric run");
+        const auto sizes = sizes_of(*a, "rocemu fabric run");
         if (!p || !sizes) {
             status = 2;
             return;
