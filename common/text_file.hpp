@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -15,12 +16,23 @@ inline constexpr std::size_t kMaxConfigFileBytes = 16u << 20;
 
 enum class ReadTextError { None, CannotOpen, TooLarge };
 
-// The file's bytes, or nullopt with `err` set (CannotOpen, TooLarge).
+// What a loader says of an error: "cannot read the file" and why.
+inline std::string read_text_error(const std::string& path, ReadTextError err) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) return "a folder, not a file";
+    if (err == ReadTextError::TooLarge) return "larger than " + std::to_string(kMaxConfigFileBytes >> 20) + " MiB";
+    return "cannot read the file";
+}
+
+// The file's bytes, or nullopt with `err` set (CannotOpen, TooLarge). A
+// folder, or a file whose read fails part way (EIO), cannot be read: it is
+// not an empty file.
 inline std::optional<std::string> read_text_file(const std::string& path, ReadTextError& err,
                                                  std::size_t max_bytes = kMaxConfigFileBytes) {
     err = ReadTextError::None;
+    std::error_code ec;
     std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    if (!in || std::filesystem::is_directory(path, ec)) {
         err = ReadTextError::CannotOpen;
         return std::nullopt;
     }
@@ -32,6 +44,10 @@ inline std::optional<std::string> read_text_file(const std::string& path, ReadTe
             err = ReadTextError::TooLarge;
             return std::nullopt;
         }
+    }
+    if (in.bad()) {
+        err = ReadTextError::CannotOpen;
+        return std::nullopt;
     }
     return out;
 }

@@ -68,6 +68,9 @@ EngineNic::EngineNic(sim::Simulator& sim, const Topology& topo, uint32_t nic_ind
     cfg.cnp_pcp = profile_.cc.dcqcn.cnp_802p_prio;
     cfg.min_time_between_cnps = profile_.cc.dcqcn.min_time_between_cnps;
     cfg.rng_seed = nic_index + 1;
+    // A NIC holds a QP for each flow it sends or receives: a 2048-NIC
+    // all-to-all needs 4094 (ConnectX offers millions); the limit only bounds.
+    cfg.max_qp = kMaxQps;
     transport::VerbsError err;
     eng_ = transport::Engine::create(cfg, err);
     if (!eng_) throw std::invalid_argument(err.msg);
@@ -171,7 +174,9 @@ Qpn EngineNic::create_qp(QpEnd end) {
     ia.spray_paths = 16;
     ia.spray_policy = transport::SprayPolicy::RoundRobin;
     const auto r = eng_->create_qp(ia);
-    if (!r.ok()) throw std::invalid_argument(r.error.msg);
+    if (!r.ok())
+        throw std::invalid_argument(fmt::format("NIC {} ({}): a QP for one more flow: {} (a fabric NIC holds at most {})",
+                                                nic_index_, spec_.name, r.error.msg, kMaxQps));
     const uint32_t at = r.value.v - transport::Engine::kFirstQpn;
     if (at >= ctx_at_.size()) ctx_at_.resize(at + 1, UINT32_MAX);
     ctx_at_[at] = static_cast<uint32_t>(qps_.size());

@@ -74,6 +74,7 @@ public:
     // queue (an RNR NAK).
     static constexpr uint32_t kRecvDepth = 2 * kChunksInFlight;
     static constexpr uint16_t kRespQueue = 64;  // a receiving QP's queued answers
+    static constexpr uint32_t kMaxQps = 1u << 20;  // the engine's largest max_qp
     static constexpr uint64_t kArenaBytes = uint64_t{256} << 20;
 
     // Throws std::invalid_argument if the engine config is rejected.

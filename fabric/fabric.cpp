@@ -69,6 +69,10 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     if (f.src >= nic_count() || f.dst >= nic_count() || f.src == f.dst)
         throw std::invalid_argument(fmt::format("flow {} -> {}: the fabric has NICs 0 to {}, and a flow needs two of them",
                                                 f.src, f.dst, nic_count() - 1));
+    // A flow's QPN is kFlowQpnBase + its id, in BTH's 24 bits.
+    if (flows_.size() >= (1u << 24) - kFlowQpnBase)
+        throw std::invalid_argument(fmt::format("flow {} -> {}: a fabric runs at most {} flows (QPNs are 24 bits)", f.src,
+                                                f.dst, (1u << 24) - kFlowQpnBase));
     const HeapSegment::Use use(heap_);
     const auto id = static_cast<uint32_t>(flows_.size());
     flows_.push_back(f);

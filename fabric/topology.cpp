@@ -1,6 +1,7 @@
 #include "fabric/topology.hpp"
 
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -48,19 +49,31 @@ public:
         if (error.empty()) error = fmt::format("{}: {}: {}", source_, key, problem);
     }
 
-    void only(const YAML::Node& n, const std::string& key, std::initializer_list<std::string_view> allowed) {
+    // `what` names whose keys they are, when not the mapping's own
+    // ("kind leaf_spine").
+    void only(const YAML::Node& n, const std::string& key, std::initializer_list<std::string_view> allowed,
+              std::string_view what = {}) {
         if (!n.IsMap()) {
             fail(key.empty() ? "(top level)" : key, "must be a mapping");
             return;
         }
+        std::set<std::string> seen;
         for (const auto& kv : n) {
+            if (!kv.first.IsScalar()) {
+                fail(key.empty() ? "(top level)" : key, "a key must be a name, not a list or a mapping");
+                return;
+            }
             const std::string k = kv.first.as<std::string>();
+            // yaml-cpp keeps the first of two equal keys without a word.
+            if (!seen.insert(k).second) fail(key.empty() ? k : key + "." + k, "given twice");
             bool known = false;
             for (auto a : allowed) known |= a == k;
             if (!known) {
                 std::string list;
                 for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-                fail(key.empty() ? k : key + "." + k, fmt::format("unknown key (allowed: {})", list));
+                fail(key.empty() ? k : key + "." + k,
+                     what.empty() ? fmt::format("unknown key (allowed: {})", list)
+                                  : fmt::format("not a key of {} (its keys: {})", what, list));
             }
         }
     }
@@ -77,7 +90,12 @@ public:
         } catch (...) {
             used = 0;
         }
-        if (!n.IsScalar() || used != s.size() || s.empty() || s[0] == '-') {
+        if (!n.IsScalar()) {
+            fail(key, n.IsNull() ? "has no value: give a non-negative integer"
+                                 : "must be a non-negative integer, not a list or a mapping");
+            return;
+        }
+        if (used != s.size() || s.empty() || s[0] == '-') {
             fail(key, fmt::format("'{}' is not a non-negative integer", s));
             return;
         }
@@ -92,7 +110,9 @@ public:
         const YAML::Node n = parent[name];
         if (!n) return;
         const std::string s = n.Scalar();
-        if (s == "true")
+        if (!n.IsScalar())
+            fail(key, "must be true or false, not a list, a mapping or nothing");
+        else if (s == "true")
             out = true;
         else if (s == "false")
             out = false;
@@ -114,6 +134,7 @@ public:
         const YAML::Node n = parent[name];
         if (!n) return;
         only(n, key, {"speed_gbps", "delay_ns"});
+        if (!ok()) return;
         uint64_t gbps = out.speed.v / 1000000000;
         uint(n, "speed_gbps", key + ".speed_gbps", 1, 800, gbps);
         out.speed = BitsPerSec::gbps(static_cast<double>(gbps));
@@ -189,16 +210,21 @@ ConfigResult parse_fabric_text(std::string_view yaml_text, const std::string& so
     r.only(topo, "topology",
            {"kind", "leaves", "hosts_per_leaf", "spines", "hosts", "nics_per_host", "rail_optimised", "left_hosts",
             "right_hosts"});
+    if (!r.ok()) return ConfigResult{std::nullopt, r.error};
     std::string kind;
     r.string(topo, "kind", "topology.kind", kind);
-    if (kind == "leaf_spine")
+    if (kind == "leaf_spine") {
         c.shape = Shape::LeafSpine;
-    else if (kind == "rail")
+        r.only(topo, "topology", {"kind", "leaves", "hosts_per_leaf", "spines"}, "kind leaf_spine");
+    } else if (kind == "rail") {
         c.shape = Shape::Rail;
-    else if (kind == "dumbbell" || kind == "incast")
+        r.only(topo, "topology", {"kind", "hosts", "nics_per_host", "rail_optimised", "spines"}, "kind rail");
+    } else if (kind == "dumbbell" || kind == "incast") {
         c.shape = Shape::Dumbbell;
-    else
+        r.only(topo, "topology", {"kind", "left_hosts", "right_hosts"}, fmt::format("kind {}", kind));
+    } else {
         r.fail("topology.kind", fmt::format("'{}' is not one of leaf_spine, rail, dumbbell, incast", kind));
+    }
     if (kind == "incast") {
         c.right_hosts = 1;
         c.left_hosts = 8;
@@ -230,12 +256,14 @@ ConfigResult parse_fabric_text(std::string_view yaml_text, const std::string& so
 
     if (const YAML::Node links = root["links"]) {
         r.only(links, "links", {"host", "fabric"});
+        if (!r.ok()) return ConfigResult{std::nullopt, r.error};
         r.link(links, "host", "links.host", c.host_link);
         r.link(links, "fabric", "links.fabric", c.fabric_link);
     }
 
     if (const YAML::Node nic = root["nic"]) {
         r.only(nic, "nic", {"model", "cc", "spraying", "mtu", "dscp"});
+        if (!r.ok()) return ConfigResult{std::nullopt, r.error};
         if (nic["model"]) {
             std::string model;
             r.string(nic, "model", "nic.model", model);
@@ -261,6 +289,7 @@ ConfigResult parse_fabric_text(std::string_view yaml_text, const std::string& so
 
     if (const YAML::Node s = root["switch"]) {
         r.only(s, "switch", {"profile", "adaptive_routing"});
+        if (!r.ok()) return ConfigResult{std::nullopt, r.error};
         r.string(s, "profile", "switch.profile", c.sw.name);
         std::string ar;
         r.string(s, "adaptive_routing", "switch.adaptive_routing", ar);
@@ -304,7 +333,7 @@ ConfigResult load_fabric_config(const std::string& path) {
     if (err == ReadTextError::TooLarge)
         return ConfigResult{std::nullopt, fmt::format("{}: larger than {} MiB, not a fabric config", path,
                                                       kMaxConfigFileBytes >> 20)};
-    if (!text) return ConfigResult{std::nullopt, fmt::format("{}: cannot read the file", path)};
+    if (!text) return ConfigResult{std::nullopt, fmt::format("{}: {}", path, read_text_error(path, err))};
     return parse_fabric_config(*text, path);
 }
 

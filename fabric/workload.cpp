@@ -106,6 +106,7 @@ std::string workload_problem(const Topology& topo, Pattern p, Bytes size) {
             if (n < 2) return fmt::format("{} needs at least 2 NICs; the fabric has {}", pattern_name(p), n);
             return {};
         case Pattern::AllToAll:
+            if (n < 2) return fmt::format("all_to_all needs at least 2 NICs; the fabric has {}", n);
             if (size.v < n)
                 return fmt::format("all_to_all splits each NIC's {} B over its {} NICs; sizes start at {} B", size.v,
                                    n, n);

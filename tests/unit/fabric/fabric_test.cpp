@@ -353,6 +353,21 @@ std::unique_ptr<Fabric> run_workload(const Topology& topo, Pattern p, Bytes size
     return f;
 }
 
+// An RC NIC holds a QP per flow it sends or receives: the target of a
+// 1070:1 incast holds 1070, past the transport engine's default limit of
+// 1024 QPs, which stopped such a fabric with "max_qp reached" until 7
+// December.
+TEST(FabricRun, AnIncastOfMoreThanAThousandSendersRuns) {
+    const Topology topo = make(
+        "topology: {kind: leaf_spine, leaves: 17, hosts_per_leaf: 63, spines: 1}\nswitch: {profile: lossless-100g}\n");
+    ASSERT_EQ(topo.nic_count(), 1071u);
+    const auto f = run_workload(topo, Pattern::Incast, Bytes{64});
+    ASSERT_TRUE(f->all_done());
+    uint64_t rx = 0;
+    for (const FlowStats& s : f->stats()) rx += s.rx_bytes;
+    EXPECT_EQ(rx, 1070u * 64);
+}
+
 // A step counts as arrived once its bytes are all in, and only after every
 // step before it: chunks over several QPs come in any order between them.
 TEST(FabricWorkload, StepArrivalsCountWholeStepsInOrder) {
@@ -466,6 +481,13 @@ TEST(FabricWorkload, CollectivesRefuseSizesAndRankCountsTheyCannotSplit) {
     Workload w;
     w.pattern = Pattern::HdAllReduce;
     EXPECT_TRUE(make_flows(six, w, rng).empty());
+    // A single NIC: nothing to send anywhere, for every pattern (all_to_all
+    // printed a row of zeros until 7 December).
+    const Topology one = make(
+        "topology: {kind: leaf_spine, leaves: 1, hosts_per_leaf: 1, spines: 0}\nswitch: {profile: lossless-100g}\n");
+    for (const Pattern p :
+         {Pattern::Incast, Pattern::Permutation, Pattern::AllToAll, Pattern::RingAllReduce, Pattern::HdAllReduce})
+        EXPECT_NE(workload_problem(one, p, Bytes{1 << 20}).find("at least 2"), std::string::npos) << pattern_name(p);
 }
 
 // On RC a stage opens only when the data it reduces and sends on has

@@ -257,5 +257,36 @@ TEST(FabricTopology, ErrorsNameFileKeyAndProblem) {
     EXPECT_EQ(load_fabric_config("/dev/zero").error, "/dev/zero: larger than 16 MiB, not a fabric config");
 }
 
+// What yaml-cpp would let pass, or report in its own words, until 7
+// December: a scalar where a mapping belongs ("operator[] call on a
+// scalar"), a list as a key, a key given twice (the first won silently), a
+// key of another topology kind (ignored), a list or nothing where a number
+// belongs (''), a folder as a file (an empty config, or the NIC profile's
+// defaults).
+TEST(FabricTopology, WhatYamlWouldLetPassIsAnErrorNamingTheKey) {
+    EXPECT_EQ(parse_err("topology: 5"), "bad.yaml: topology: must be a mapping");
+    EXPECT_EQ(parse_err("topology: {kind: incast}\nlinks: 5"), "bad.yaml: links: must be a mapping");
+    EXPECT_EQ(parse_err("topology: {kind: incast}\nlinks: {host: 5}"), "bad.yaml: links.host: must be a mapping");
+    EXPECT_EQ(parse_err("? [a, b]\n: 1\ntopology: {kind: incast}"),
+              "bad.yaml: (top level): a key must be a name, not a list or a mapping");
+    EXPECT_EQ(parse_err("topology: {kind: leaf_spine, leaves: 2, leaves: 3, spines: 2}"),
+              "bad.yaml: topology.leaves: given twice");
+    EXPECT_EQ(parse_err("name: x\nname: y\ntopology: {kind: incast}"), "bad.yaml: name: given twice");
+    EXPECT_EQ(parse_err("topology: {kind: leaf_spine, hosts: 4, spines: 2}"),
+              "bad.yaml: topology.hosts: not a key of kind leaf_spine (its keys: kind, leaves, hosts_per_leaf, spines)");
+    EXPECT_EQ(parse_err("topology: {kind: incast, spines: 4}"),
+              "bad.yaml: topology.spines: not a key of kind incast (its keys: kind, left_hosts, right_hosts)");
+    EXPECT_EQ(parse_err("topology: {kind: leaf_spine, leaves: [1], spines: 2}"),
+              "bad.yaml: topology.leaves: must be a non-negative integer, not a list or a mapping");
+    EXPECT_EQ(parse_err("topology: {kind: leaf_spine, leaves: ~, spines: 2}"),
+              "bad.yaml: topology.leaves: has no value: give a non-negative integer");
+    EXPECT_EQ(parse_err("topology: {kind: incast}\nnic: {spraying: [true]}"),
+              "bad.yaml: nic.spraying: must be true or false, not a list, a mapping or nothing");
+    const std::string dir = ::testing::TempDir();
+    EXPECT_EQ(load_fabric_config(dir).error, dir + ": a folder, not a file");
+    EXPECT_NE(parse_err("topology: {kind: incast}\nnic: {cc: " + dir + "}").find("a folder, not a file"),
+              std::string::npos);
+}
+
 }  // namespace
 }  // namespace rocemu::fabric

@@ -35,7 +35,8 @@ TEST(SwitchConfig, SonicDefaults) {
 
 TEST(SwitchConfig, AFileThatNeverEndsOrIsMissingIsAnError) {
     EXPECT_EQ(load_switch_config("/dev/zero").error, "/dev/zero: larger than 16 MiB, not a switch config");
-    EXPECT_EQ(load_switch_config("/nonexistent.yaml").error, "/nonexistent.yaml: cannot open");
+    EXPECT_EQ(load_switch_config("/nonexistent.yaml").error, "/nonexistent.yaml: cannot read the file");
+    EXPECT_EQ(load_switch_config("/tmp").error, "/tmp: a folder, not a file");
 }
 
 TEST(SwitchConfig, ExampleFilesParseToWhatTheySay) {
