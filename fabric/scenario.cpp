@@ -744,6 +744,8 @@ std::string_view scenario_description(std::string_view name) {
     return {};
 }
 
+bool scenario_takes_fabric(std::string_view name) { return name == "ecmp" || name == "incast" || name == "dcqcn"; }
+
 ScenarioResult run_scenario(std::string_view name, const ScenarioOptions& opts) {
     ScenarioResult r;
     if (name == "ecmp")

@@ -52,6 +52,9 @@ struct ScenarioResult {
 
 std::span<const std::string_view> scenario_names();
 std::string_view scenario_description(std::string_view name);
+// Whether the scenario runs on ScenarioOptions::fabric when one is given
+// (ecmp, incast, dcqcn); the others keep the fabric they are about.
+bool scenario_takes_fabric(std::string_view name);
 // Throws std::invalid_argument for an unknown name or a fabric that does not
 // fit the scenario.
 ScenarioResult run_scenario(std::string_view name, const ScenarioOptions& opts);

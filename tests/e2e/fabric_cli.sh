@@ -215,6 +215,12 @@ refused "plan: control ports past 65535" "the 6 switches take ports 65533 to 655
 refused "plan: an address for no machine" "no --machine is named c" -- fabric plan "${M[@]}" --address c=10.0.0.3
 refused "plan: a machine named as a path" "a machine's name is letters, digits" -- \
   fabric plan --machine a/..=hosts,leaf0,leaf1 --machine b=spine0,spine1,spine2,spine3
+refused "an empty report folder" "rocemu fabric run: --out: must not be empty" -- fabric run -o ""
+refused "an empty config" "rocemu fabric show: --config: must not be empty" -- fabric show -c ""
+refused "-c and --default" "and --default name two fabrics" -- fabric run -c "$ROOT/configs/fabrics/incast.yaml" --default
+refused "a sweep option with --scenario" "--scenario runs the scenario's own workloads; --sizes is for a sweep" -- \
+  fabric run --scenario ecmp --sizes 64K -o "$OUT/x"
+refused "a folder as the fabric" "$OUT: a folder, not a file" -- fabric run -c "$OUT" -o "$OUT/x"
 refused "missing file" "nope.yaml: cannot read the file" -- fabric run -c "$OUT/nope.yaml"
 refused "unknown key" "topology.leafs: unknown key" -- fabric run -c "$OUT/badkey.yaml"
 refused "hd over 6 ranks" "power-of-two number of ranks; the fabric has 6" -- \

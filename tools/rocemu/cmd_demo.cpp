@@ -17,7 +17,7 @@ void add_demo_command(CLI::App& app, int& status) {
     o->out_dir = "rocemu-report";
     CLI::App* cmd = app.add_subcommand(
         "demo", "Run the default scenario (ECMP vs spraying) on the embedded default fabric and write a report");
-    cmd->add_option("-o,--out", o->out_dir, "report folder")->capture_default_str();
+    cmd->add_option("-o,--out", o->out_dir, "report folder")->check(kNonEmpty)->capture_default_str();
     cmd->add_option("--seed", o->seed, "run seed")->check(kWholeNumber)->capture_default_str();
     cmd->add_flag("--reduced", o->reduced, "the CI size: smaller messages, 4 draws instead of 16");
     cmd->callback([o, &status] { status = run_scenario_cli("ecmp", *o, "rocemu demo"); });

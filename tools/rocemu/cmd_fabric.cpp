@@ -58,6 +58,10 @@ struct FabricArgs {
 };
 
 std::optional<FabricConfig> load(const FabricArgs& a) {
+    if (a.use_default && !a.config.empty()) {
+        fmt::print(stderr, "rocemu: -c {} and --default name two fabrics: give one\n", a.config);
+        return std::nullopt;
+    }
     const ConfigResult r = a.use_default || a.config.empty() ? default_fabric_config() : load_fabric_config(a.config);
     if (!r.config) {
         fmt::print(stderr, "rocemu: {}\n", r.error);
@@ -140,7 +144,7 @@ bool workload_fits(const Topology& t, Pattern p, const std::vector<Bytes>& sizes
 // The fabric file and the sweep: -c/--default, -w, --sizes, --seed, -o.
 // `note` prefixes the help of the options only some uses of the command read.
 void add_sweep_options(CLI::App* c, FabricArgs& a, const std::string& note) {
-    c->add_option("-c,--config", a.config, "fabric YAML (configs/fabrics/)");
+    c->add_option("-c,--config", a.config, "fabric YAML (configs/fabrics/)")->check(kNonEmpty);
     c->add_flag("--default", a.use_default, "the embedded default fabric (also when no --config)");
     c->add_option("-w,--workload", a.workload,
                   note + "incast, permutation, all_to_all, ring_allreduce or hd_allreduce (halving-doubling)")
@@ -160,7 +164,7 @@ void add_sweep_options(CLI::App* c, FabricArgs& a, const std::string& note) {
             ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20)),
     };
     c->add_option("--seed", a.seed, "run seed")->check(kWholeNumber)->capture_default_str();
-    c->add_option("-o,--out", a.out, note + "report folder")->capture_default_str();
+    c->add_option("-o,--out", a.out, note + "report folder")->check(kNonEmpty)->capture_default_str();
 }
 
 // On a terminal the progress line is rewritten in place and cleared before
@@ -565,6 +569,9 @@ int run_scenario_cli(const std::string& name, const ScenarioOptions& o, const ch
     const StopOnSignal stop;
     for (const std::string& n : names) {
         fmt::print("== scenario {}: {}\n", n, scenario_description(n));
+        if (o.fabric && !scenario_takes_fabric(n))
+            fmt::print("note: {} keeps its own fabric; the one given ({}) is for ecmp, incast and dcqcn\n", n,
+                       o.fabric->name);
         ScenarioResult r;
         try {
             ScenarioOptions with_progress = o;
@@ -638,7 +645,8 @@ void add_node_subcommand(CLI::App& fab, int& status) {
         ->allow_extra_args(false);
     node->add_option("--pcap", a->pcap,
                      "write what this node's ends of that link receive to LINK-DIR/LINK@NODE.pcap (run --processes "
-                     "merges them)");
+                     "merges them)")
+        ->check(kNonEmpty);
     node->add_option("--nic-model", a->nic_model, "override the file's nic.model (a live node runs rc only)")
         ->check(CLI::IsMember({"rc", "generator"}));
     node->add_option("--wait", l->wait_s, "--hosts: seconds to wait for the NICs' links and the switch nodes")
@@ -914,7 +922,7 @@ void add_fabric_command(CLI::App& app, int& status) {
     fab->require_subcommand(1);
 
     CLI::App* show = fab->add_subcommand("show", "Parse a fabric file and print what it expands to");
-    show->add_option("-c,--config", a->config, "fabric YAML (configs/fabrics/)");
+    show->add_option("-c,--config", a->config, "fabric YAML (configs/fabrics/)")->check(kNonEmpty);
     show->add_flag("--default", a->use_default, "the embedded default fabric");
     show->callback([a, &status] {
         const auto cfg = load(*a);
@@ -937,7 +945,8 @@ void add_fabric_command(CLI::App& app, int& status) {
     run->add_option("--scenario", a->scenario, "run this scenario on the fabric instead of a sweep");
     run->add_option("--pcap", a->pcap,
                     "capture this link (e.g. leaf0-spine1) into the report folder (--live: live_<workload>_<link>.pcap, "
-                    "frames as its ends receive them, real time stamps)");
+                    "frames as its ends receive them, real time stamps)")
+        ->check(kNonEmpty);
     run->add_option("--nic-model", a->nic_model, "override the file's nic.model: rc or generator")
         ->check(CLI::IsMember({"rc", "generator"}));
     auto live = std::make_shared<LiveCliArgs>();
@@ -962,6 +971,15 @@ void add_fabric_command(CLI::App& app, int& status) {
         o.out_dir = a->out;
         o.pcap_link = a->pcap;
         o.fabric = *cfg;
+        if (!a->scenario.empty()) {
+            for (const char* opt : {"-w", "--sizes", "-b", "-e", "-i", "-f"})
+                if (run->count(opt) > 0) {
+                    fmt::print(stderr, "rocemu fabric run: --scenario runs the scenario's own workloads; {} is for a "
+                                       "sweep (without --scenario)\n", opt);
+                    status = 2;
+                    return;
+                }
+        }
         if (!a->scenario.empty() && !live->enabled) {
             status = run_scenario_cli(a->scenario, o, "rocemu fabric run --scenario");
             return;
@@ -1032,10 +1050,12 @@ void add_scenario_subcommand(CLI::App& app, int& status) {
     CLI::App* cmd = app.add_subcommand("scenario", "Run a playbook scenario and print its verdict:" + list + "\n  all");
     cmd->add_option("name", *name, "scenario name, or all")->required();
     cmd->add_option("--seed", o->seed, "run seed")->check(kWholeNumber)->capture_default_str();
-    cmd->add_option("-o,--out", o->out_dir, "report folder")->capture_default_str();
-    cmd->add_option("--pcap", o->pcap_link, "capture this link of every variant into the report folder");
+    cmd->add_option("-o,--out", o->out_dir, "report folder")->check(kNonEmpty)->capture_default_str();
+    cmd->add_option("--pcap", o->pcap_link, "capture this link of every variant into the report folder")
+        ->check(kNonEmpty);
     cmd->add_flag("--reduced", o->reduced, "the CI size: fewer hosts, smaller messages");
-    cmd->add_option("-c,--config", *config, "fabric YAML to use where the scenario takes one (ecmp)");
+    cmd->add_option("-c,--config", *config, "fabric YAML to use where the scenario takes one (ecmp, incast, dcqcn)")
+        ->check(kNonEmpty);
     cmd->callback([name, o, config, &status] {
         if (!config->empty()) {
             const ConfigResult r = load_fabric_config(*config);

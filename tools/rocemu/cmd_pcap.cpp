@@ -144,7 +144,8 @@ void add_pcap_command(CLI::App& app, int& status) {
     cmd->add_option("files", o->files, "pcap or pcapng files (Ethernet)")->required()->check(CLI::ExistingFile);
     cmd->add_flag("-a,--all", o->all, "also list non-RoCEv2 frames briefly (ARP, PFC, PAUSE, other IP)");
     cmd->add_flag("-q,--quiet", o->quiet, "print only failing packets and the summary");
-    cmd->add_option("--merge", o->merge, "merge the files into this pcap (time-stamp order), then list it");
+    cmd->add_option("--merge", o->merge, "merge the files into this pcap (time-stamp order), then list it")
+        ->check(kNonEmpty);
     cmd->add_option("--shift", o->shifts,
                     "FILE=NS: add NS nanoseconds (may be negative) to FILE's time stamps before merging; repeatable")
         ->allow_extra_args(false);

@@ -22,6 +22,11 @@ inline const CLI::Validator kWholeNumber(
     },
     "UINT64");
 
+// A value that must say something: `-o ""` would write no report at all,
+// `-c ""` would quietly run the default fabric.
+inline const CLI::Validator kNonEmpty(
+    [](std::string& s) -> std::string { return s.empty() ? "must not be empty" : std::string{}; }, "NONEMPTY");
+
 void add_pcap_command(CLI::App& app, int& status);
 void add_demo_command(CLI::App& app, int& status);
 void add_fabric_command(CLI::App& app, int& status);
