@@ -3,6 +3,8 @@
 #include <pcap/pcap.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -64,8 +66,13 @@ void Writer::write(Nanos ts, std::span<const uint8_t> frame) {
     pcap_dump(reinterpret_cast<u_char*>(dumper_), &hdr, frame.data());
 }
 
-void Writer::flush() {
-    if (dumper_ != nullptr) pcap_dump_flush(dumper_);
+bool Writer::flush() {
+    if (dumper_ == nullptr) return false;
+    if (pcap_dump_flush(dumper_) != 0 || std::ferror(pcap_dump_file(dumper_)) != 0) {
+        error_ = fmt::format("writing failed: {}", std::strerror(errno));
+        return false;
+    }
+    return true;
 }
 
 std::optional<uint64_t> merge(std::span<const MergeInput> in, const std::string& out, std::string& error) {
@@ -116,7 +123,10 @@ std::optional<uint64_t> merge(std::span<const MergeInput> in, const std::string&
             error = fmt::format("{}: {}", in[i].path, readers[i]->error());
             return std::nullopt;
         }
-    w.flush();
+    if (!w.flush()) {
+        error = fmt::format("{}: {}", out, w.error());
+        return std::nullopt;
+    }
     return frames;
 }
 

@@ -53,7 +53,9 @@ public:
     bool ok() const { return dumper_ != nullptr; }
     const std::string& error() const { return error_; }
     void write(Nanos ts, std::span<const uint8_t> frame);
-    void flush();
+    // False, with error() saying why, if what was written did not all reach
+    // the file (a full disk, /dev/full).
+    bool flush();
 
 private:
     ::pcap* dead_ = nullptr;

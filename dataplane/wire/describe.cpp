@@ -44,6 +44,10 @@ std::string aeth_text(const Aeth& a) {
 }  // namespace
 
 std::string describe_roce(const RocePacket& p, ParseError verdict) {
+    // A frame that does not parse has no trustworthy fields beyond the
+    // point where it broke: none are shown rather than zeros that look real.
+    if (verdict != ParseError::Ok && verdict != ParseError::BadIcrc)
+        return fmt::format("RoCEv2 frame (UDP port 4791) that does not parse: error={}", to_string(verdict));
     const OpcodeInfo& info = p.info();
     std::string s = fmt::format("{}:{} > {} {:<34} qp=0x{:06x} psn={:<8} {}{}{}{}", format_ip(p.l3.src), p.udp_sport,
                                 format_ip(p.l3.dst), info.valid() ? info.name : fmt::format("OPCODE_0x{:02x}", p.bth.opcode),
@@ -63,8 +67,7 @@ std::string describe_roce(const RocePacket& p, ParseError verdict) {
     }
     s += fmt::format(" len={}", p.payload_len);
     if (verdict == ParseError::Ok) s += " icrc=ok";
-    else if (verdict == ParseError::BadIcrc) s += fmt::format(" icrc=BAD(0x{:08x})", p.icrc);
-    else s += fmt::format(" error={}", to_string(verdict));
+    else s += fmt::format(" icrc=BAD(0x{:08x})", p.icrc);
     return s;
 }
 

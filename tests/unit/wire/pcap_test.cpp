@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "dataplane/pcap/pcap.hpp"
+#include "dataplane/wire/describe.hpp"
+#include "dataplane/wire/l2.hpp"
 
 namespace rocemu::pcap {
 namespace {
@@ -77,6 +79,41 @@ TEST(Pcap, WholeRecordsCutsAFileBeingWrittenAtTheLastWholeRecord) {
     huge[ends[1] + 8] = huge[ends[1] + 9] = huge[ends[1] + 10] = huge[ends[1] + 11] = 0xff;
     EXPECT_EQ(whole_records(huge), ends[1]);
     std::filesystem::remove_all(dir);
+}
+
+// A writer whose file fills up says so when flushed (a merge onto a full
+// disk said "merged" until 7 December).
+TEST(Pcap, AFlushThatCannotWriteFails) {
+    Writer w("/dev/full");
+    ASSERT_TRUE(w.ok()) << w.error();
+    w.write(Nanos{1}, std::vector<uint8_t>(60, 1));
+    EXPECT_FALSE(w.flush());
+    EXPECT_NE(w.error().find("No space left"), std::string::npos) << w.error();
+}
+
+// A RoCEv2 frame cut short lists its parse error and no fields: until 7
+// December it printed the zeros of the fields it never reached (qp=0x000000
+// psn=0 ...) as if they were the packet's.
+TEST(Pcap, AFrameThatDoesNotParseIsListedWithoutMadeUpFields) {
+    Reader r(std::string(ROCEMU_CAPTURES_DIR) + "/rc_send_64B.pcap");
+    ASSERT_TRUE(r.ok()) << r.error();
+    Frame f;
+    std::vector<uint8_t> roce;
+    while (roce.empty() && r.next(f))
+        if (wire::classify(f.data) == wire::FrameKind::Roce) roce = f.data;
+    ASSERT_FALSE(roce.empty());
+    wire::RocePacket p;
+    ASSERT_EQ(wire::parse_roce(roce, p), wire::ParseError::Ok);
+    EXPECT_NE(wire::describe_roce(p, wire::ParseError::Ok).find(" icrc=ok"), std::string::npos);
+    const std::vector<uint8_t> cut(roce.begin(), roce.begin() + 50);  // Ethernet, IPv4, part of UDP
+    wire::RocePacket q;
+    const wire::ParseError e = wire::parse_roce(cut, q);
+    ASSERT_NE(e, wire::ParseError::Ok);
+    ASSERT_NE(e, wire::ParseError::BadIcrc);
+    const std::string line = wire::describe_roce(q, e);
+    EXPECT_NE(line.find("does not parse: error="), std::string::npos) << line;
+    EXPECT_EQ(line.find("qp="), std::string::npos) << line;
+    EXPECT_EQ(line.find("psn="), std::string::npos) << line;
 }
 
 }  // namespace
