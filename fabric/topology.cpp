@@ -316,7 +316,14 @@ ConfigResult parse_fabric_text(std::string_view yaml_text, const std::string& so
 
 }  // namespace
 
-ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& source) {
+namespace {
+
+ConfigResult parse_checked(std::string_view yaml_text, const std::string& source) {
+    // YAML is text: a NUL (a binary file, a truncated copy) would end what
+    // yaml-cpp reads there, without a word.
+    if (const std::size_t nul = yaml_text.find('\0'); nul != std::string_view::npos)
+        return ConfigResult{std::nullopt,
+                            fmt::format("{}: byte {} is a NUL: not a text file (YAML)", source, nul + 1)};
     // A node of the wrong shape (a scalar where a mapping belongs, a list as
     // a key) makes yaml-cpp throw from the reads: an error like the others.
     try {
@@ -325,6 +332,15 @@ ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& 
         if (e.mark.is_null()) return ConfigResult{std::nullopt, fmt::format("{}: {}", source, e.msg)};
         return ConfigResult{std::nullopt, fmt::format("{}: line {}: {}", source, e.mark.line + 1, e.msg)};
     }
+}
+
+}  // namespace
+
+ConfigResult parse_fabric_config(std::string_view yaml_text, const std::string& source) {
+    // Values quoted in the message may be any bytes the file held.
+    ConfigResult r = parse_checked(yaml_text, source);
+    r.error = printable(r.error);
+    return r;
 }
 
 ConfigResult load_fabric_config(const std::string& path) {

@@ -282,6 +282,13 @@ TEST(FabricTopology, WhatYamlWouldLetPassIsAnErrorNamingTheKey) {
               "bad.yaml: topology.leaves: has no value: give a non-negative integer");
     EXPECT_EQ(parse_err("topology: {kind: incast}\nnic: {spraying: [true]}"),
               "bad.yaml: nic.spraying: must be true or false, not a list, a mapping or nothing");
+    // A binary file: a NUL is named, and a value's bytes are shown escaped.
+    EXPECT_EQ(parse_err(std::string("topology: {kind: incast}\n\0more", 30)),
+              "bad.yaml: byte 26 is a NUL: not a text file (YAML)");
+    EXPECT_EQ(parse_err("topology: {kind: \"r\x87\x1b[2Jng\"}"),
+              "bad.yaml: topology.kind: 'r\\x87\\x1b[2Jng' is not one of leaf_spine, rail, dumbbell, incast");
+    EXPECT_EQ(parse_err("name: fabric-\xc3\xbc\ntopology: {kind: ring}"),
+              "bad.yaml: topology.kind: 'ring' is not one of leaf_spine, rail, dumbbell, incast");
     const std::string dir = ::testing::TempDir();
     EXPECT_EQ(load_fabric_config(dir).error, dir + ": a folder, not a file");
     EXPECT_NE(parse_err("topology: {kind: incast}\nnic: {cc: " + dir + "}").find("a folder, not a file"),
