@@ -252,7 +252,8 @@ Nanos Fabric::run(Nanos limit, Nanos every, const std::function<void(Nanos)>& sa
         }
         if (stop_at >= limit) break;
     }
-    for (auto& w : writers_) w->flush();
+    for (auto& w : writers_)
+        if (!w->flush() && capture_error_.empty()) capture_error_ = w->error();
     sync_receiver_stats();
     return sim_.now();
 }

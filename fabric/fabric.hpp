@@ -65,6 +65,9 @@ public:
     // Taps both directions of the named link into one pcap. False (with a
     // message) if the link is unknown or the file cannot be written.
     bool capture(std::string_view link, const std::string& path, std::string& error);
+    // Why a capture's file did not get every frame (a full disk), once run()
+    // has flushed it; empty if it did.
+    const std::string& capture_error() const { return capture_error_; }
     void start();
 
     // Runs until every flow has delivered all its bytes or `limit`, calling
@@ -154,6 +157,7 @@ private:
     std::vector<FlowSpec> flows_;
     std::vector<FlowStats> stats_;
     std::vector<std::unique_ptr<pcap::Writer>> writers_;
+    std::string capture_error_;
     int data_queue_ = 3;
     uint32_t done_ = 0;
 };

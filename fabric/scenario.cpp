@@ -138,12 +138,13 @@ public:
         }
         if (v.setup) v.setup(f);
         const std::string prefix = fmt::format("{}_{}", name_, v.label);
+        std::string pcap_path;
         if (record && !opts_.pcap_link.empty() && !opts_.out_dir.empty()) {
             std::filesystem::create_directories(opts_.out_dir);
-            const std::string path = fmt::format("{}/{}.pcap", opts_.out_dir, prefix);
+            pcap_path = fmt::format("{}/{}.pcap", opts_.out_dir, prefix);
             std::string err;
-            if (!f.capture(opts_.pcap_link, path, err)) throw std::invalid_argument(err);
-            res.files.push_back(path);
+            if (!f.capture(opts_.pcap_link, pcap_path, err)) throw std::invalid_argument(err);
+            res.files.push_back(pcap_path);
         }
         Recorder rec(f, prefix);
         const auto running = [&](Nanos now) {
@@ -172,6 +173,8 @@ public:
             })
                                          : std::function<bool(Nanos)>{});
         if (stop) throw interrupted(f.now());
+        if (!f.capture_error().empty())
+            throw std::invalid_argument(fmt::format("--pcap {}: {}: {}", opts_.pcap_link, pcap_path, f.capture_error()));
         // The run's end, unless a sample fell on it: a run shorter than one
         // sampling period still has a row to plot, and every series ends
         // with the final totals.

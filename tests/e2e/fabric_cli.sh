@@ -92,6 +92,16 @@ done
 echo "seed 7 twice: $ncsv files byte-identical"
 cmp -s "$OUT/a/$pcap" "$OUT/c/$pcap" && fail "seeds 7 and 8 captured the same bytes"
 
+# A capture that cannot be written (here a link to /dev/full, as on a full
+# disk) fails the run, naming the file, instead of leaving a short pcap.
+mkdir -p "$OUT/full"
+ln -s /dev/full "$OUT/full/ring_allreduce_65536B.pcap"
+"$ROCEMU" fabric run --sizes 64K --pcap h0-leaf0 -o "$OUT/full" >"$OUT/full.txt" 2>"$OUT/full.err"
+rc=$?
+[ $rc -eq 2 ] && grep -qF "ring_allreduce_65536B.pcap: writing failed: No space left on device" "$OUT/full.err" ||
+  fail "a capture onto a full disk: exit status $rc, $(cat "$OUT/full.err")"
+echo "refused, a capture that cannot be written: $(cat "$OUT/full.err")"
+
 # Merging captures: never onto one of its inputs, however the path is
 # spelled (it overwrote it until 7 December), and never shifted outside a
 # pcap's time range.

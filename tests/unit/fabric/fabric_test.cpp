@@ -628,6 +628,21 @@ std::string slurp(const std::string& path) {
     return {std::istreambuf_iterator<char>(in), {}};
 }
 
+// A capture whose file cannot take the frames (a full disk) says so once
+// the run has flushed it, rather than leaving a short pcap behind unnoticed.
+TEST(FabricRun, ACaptureThatCannotBeWrittenIsReported) {
+    const Topology topo = make(kLeafSpine);
+    Fabric f(topo, 7);
+    f.add_flow(FlowSpec{0, 2, Bytes{1 << 20}, Nanos{0}, 0xC000});
+    std::string err;
+    ASSERT_TRUE(f.capture("leaf0-spine1", "/dev/full", err)) << err;
+    ASSERT_TRUE(f.capture("leaf0-spine0", ::testing::TempDir() + "/fabric_capture_ok.pcap", err)) << err;
+    f.start();
+    f.run(Nanos::from_ms(20));
+    ASSERT_TRUE(f.all_done());
+    EXPECT_NE(f.capture_error().find("No space left"), std::string::npos) << f.capture_error();
+}
+
 TEST(FabricRun, SameSeedGivesIdenticalCountersAndPcaps) {
     const Topology topo = make(std::string(kLeafSpine) + "nic: {spraying: true}\n");
     const std::string dir = ::testing::TempDir();
