@@ -31,8 +31,10 @@ public:
 
     // Every frame ethdev `port` receives on queue 0 from now on.
     bool tap(uint16_t port, std::string& error);
-    // Writes what libpcap buffers: a process that leaves with _Exit calls it first.
-    void flush() { writer_.flush(); }
+    // Writes what libpcap buffers: a process that leaves with _Exit calls it
+    // first. False, with error(), if the file did not take it (a full disk).
+    bool flush() { return writer_.flush(); }
+    const std::string& error() const { return writer_.error(); }
     uint64_t frames() const { return frames_; }
 
 private:

@@ -541,6 +541,12 @@ std::optional<uint64_t> LiveFabric::captured_frames() const {
     return impl_->capture->frames();
 }
 
+bool LiveFabric::flush_capture(std::string& error) {
+    if (!impl_->capture || impl_->capture->flush()) return true;
+    error = impl_->capture->error();
+    return false;
+}
+
 LiveFabric::LiveFabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 LiveFabric::~LiveFabric() = default;
 

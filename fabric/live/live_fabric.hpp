@@ -122,6 +122,9 @@ public:
     // Frames written by --pcap so far; nullopt when this process has no end
     // of the captured link (or nothing is captured).
     std::optional<uint64_t> captured_frames() const;
+    // Flushes the capture: false, with `error`, if its file did not take
+    // every frame (true without a capture).
+    bool flush_capture(std::string& error);
 
     struct Impl;
 

@@ -288,6 +288,8 @@ LiveResult run_live_sweep(const Topology& topo, Pattern p, std::span<const Bytes
     }
     if (!o.out_dir.empty()) write_csv(o.out_dir, fmt::format("live_{}_sweep.csv", pattern_name(p)), sweep_csv, res.files);
     if (const std::optional<uint64_t> frames = fab->captured_frames()) {
+        if (std::string why; !fab->flush_capture(why) && res.error.empty())
+            res.error = fmt::format("--pcap {}: {}: {}", o.pcap_link, opts.pcap_path, why);
         fab.reset();  // closes the capture
         res.notes.push_back(fmt::format("pcap: {} frames of link {} received by its ends here in {}", *frames,
                                         o.pcap_link, opts.pcap_path));

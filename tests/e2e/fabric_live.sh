@@ -7,7 +7,8 @@
 # cable and only it, no QP retransmits (the ACK timeout follows the scaled
 # round trip) while the unscaled exponent (14, 67 ms) makes the same incast
 # retransmit, SIGINT in a long size keeps the sizes before it, and bad
-# options (an unknown --pcap link) are refused.
+# options (an unknown --pcap link) are refused, as is a capture its file
+# cannot take.
 # Usage: fabric_live.sh ROCEMU REPO_ROOT
 set -uo pipefail
 ROCEMU=$1
@@ -94,4 +95,13 @@ grep -q -- "--scale 0.5 must be at least 1" "$OUT/bad.txt" || fail "--scale 0.5 
 "$ROCEMU" fabric run --live --default --pcap nosuch -o "$OUT/x" >"$OUT/bad.txt" 2>&1
 [ $? -eq 2 ] || fail "--pcap nosuch accepted with --live"
 grep -q "no link 'nosuch'; its links: h0-leaf0, " "$OUT/bad.txt" || fail "--pcap nosuch message: $(cat "$OUT/bad.txt")"
+# A capture its file cannot take (a link to /dev/full, as a full disk) fails
+# the run, naming the file.
+mkdir -p "$OUT/full"
+ln -s /dev/full "$OUT/full/live_ring_allreduce_h0-leaf0.pcap"
+"$ROCEMU" fabric run --live --default --sizes 64K --pcap h0-leaf0 -o "$OUT/full" >"$OUT/bad.txt" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "a capture onto a full disk: exit status $rc"
+grep -q "live_ring_allreduce_h0-leaf0.pcap: writing failed: No space left on device" "$OUT/bad.txt" ||
+  fail "a capture onto a full disk: $(cat "$OUT/bad.txt")"
 echo "PASS"
