@@ -40,20 +40,25 @@ int main(int argc, char** argv) {
         const char* tunables = std::getenv("GLIBC_TUNABLES");
         spdlog::debug("glibc tunables: {}", tunables ? tunables : "(none)");
     });
-    // A command that is not one: say so and list them (CLI11 would only say
-    // that a subcommand is required).
-    if (argc > 1 && argv[1][0] != '-') {
+    // A command that is not one (`rocemu bogus`, `rocemu fabric bogus`, or a
+    // command this build lacks): say so and list them; CLI11 would only say
+    // that a subcommand is required.
+    std::string cmd = "rocemu";
+    CLI::App* level = &app;
+    for (int i = 1; i < argc && argv[i][0] != '-' && !level->get_subcommands({}).empty(); ++i) {
         std::string known;
-        bool found = false;
-        for (const CLI::App* sub : app.get_subcommands({})) {
-            found |= sub->get_name() == argv[1];
+        CLI::App* next = nullptr;
+        for (CLI::App* sub : level->get_subcommands({})) {
+            if (sub->get_name() == argv[i]) next = sub;
             known += (known.empty() ? "" : ", ") + sub->get_name();
         }
-        if (!found) {
-            fmt::print(stderr, "rocemu: '{}' is not a command (commands: {}); 'rocemu --help' says what each does\n",
-                       argv[1], known);
+        if (next == nullptr) {
+            fmt::print(stderr, "{}: '{}' is not a command (commands: {}); '{} --help' says what each does\n", cmd,
+                       argv[i], known, cmd);
             return 2;
         }
+        cmd += " " + next->get_name();
+        level = next;
     }
     try {
         app.parse(argc, argv);
@@ -61,7 +66,7 @@ int main(int argc, char** argv) {
         if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
         // Bad input exits 2, as every command's own refusals do, and names
         // the command it was given to.
-        std::string cmd = "rocemu";
+        cmd = "rocemu";
         for (const CLI::App* a = &app; a != nullptr;) {
             const auto subs = a->get_subcommands();
             a = subs.empty() ? nullptr : subs.front();
