@@ -240,8 +240,9 @@ void EngineNic::add_tx_flow(uint32_t flow, const FlowSpec& spec, Qpn qp, const R
                             uint32_t rkey) {
     if (QpCtx* c = ctx(qp)) c->flow = flow;
     const auto i = static_cast<uint32_t>(tx_.size());
-    tx_.push_back(TxFlow{flow, qp, src, remote_addr, rkey, spec.start, spec.size.v, std::max(spec.steps, 1u),
-                         spec.reports_arrival()});
+    TxFlow t{flow, qp, src, remote_addr, rkey, spec.start, spec.size.v, std::max(spec.steps, 1u)};
+    t.imm = spec.reports_arrival();
+    tx_.push_back(t);
     flow_at_.insert(std::upper_bound(flow_at_.begin(), flow_at_.end(), std::pair{flow, i}), std::pair{flow, i});
     due_.resize((tx_.size() + 63) / 64);
     unstarted_.push_back(i);

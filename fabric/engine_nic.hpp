@@ -184,10 +184,10 @@ private:
         Nanos start;
         uint64_t size;
         uint32_t steps;
-        bool imm;                // WRITEs with the step as immediate (FlowSpec::reports_arrival)
         uint32_t step = 0;       // the step being posted (== steps when all are)
         uint32_t opened = 0;     // steps whose WRITEs may be posted (step < opened)
         uint32_t acked_step = 0; // the oldest step not completed (== steps when done)
+        bool imm = false;        // WRITEs with the step as immediate (FlowSpec::reports_arrival)
         bool started = false;    // step 0 opened
         uint64_t posted = 0;     // bytes of `step` posted
         uint64_t acked = 0;      // bytes of `acked_step` completed

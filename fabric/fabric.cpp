@@ -102,6 +102,7 @@ uint32_t Fabric::add_flow(const FlowSpec& f) {
     rx_qps_.emplace_back(f.dst, dq);
     steps_done_.push_back(0);
     steps_arrived_.push_back(0);
+    arrived_at_.push_back(Nanos{});
     steps_begun_.push_back(f.gated() ? 0 : 1);  // else step 0 opens at the flow's start
     return id;
 }
@@ -154,7 +155,7 @@ void Fabric::on_step_arrived(uint32_t flow, Nanos now) {
     ++steps_arrived_[flow];
     for (const uint32_t g : followers_[flow]) maybe_begin(g, now);
     if (!arrived_whole(flow)) return;
-    stats_[flow].arrived = now;
+    arrived_at_[flow] = now;
     open_waiters(flow, now);
 }
 

@@ -68,6 +68,11 @@ public:
     // Why a capture's file did not get every frame (a full disk), once run()
     // has flushed it; empty if it did.
     const std::string& capture_error() const { return capture_error_; }
+    // RC model, a flow that reports arrivals (FlowSpec::reports_arrival):
+    // when its receiver saw its last step arrive whole, before its sender's
+    // last completion (FlowStats::last_rx); zero until then. Kept apart from
+    // FlowStats, which the NICs update as packets go, to leave that as it was.
+    Nanos arrived_at(uint32_t flow) const { return arrived_at_[flow]; }
     void start();
 
     // Runs until every flow has delivered all its bytes or `limit`, calling
@@ -147,6 +152,7 @@ private:
     // next step waits for this one.
     std::vector<uint32_t> steps_done_;     // completed at the sender
     std::vector<uint32_t> steps_arrived_;  // arrived whole at the receiver (FlowSpec::reports_arrival)
+    std::vector<Nanos> arrived_at_;        // when the last one did
     std::vector<uint32_t> steps_begun_;
     // RC model, per flow: the receiving NIC and QP, whose counters give the
     // flow's receive-side stats (sync_receiver_stats).

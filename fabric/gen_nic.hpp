@@ -111,9 +111,6 @@ struct FlowStats {
     uint64_t cnp_rx = 0;
     Nanos first_tx = Nanos::max();
     Nanos last_rx{};
-    // RC model, a flow that reports arrivals: when its receiver saw its
-    // last step arrive whole (before the sender's last completion, last_rx).
-    Nanos arrived{};
     bool done = false;  // every byte arrived
 };
 

@@ -514,10 +514,10 @@ TEST(FabricRun, RcHalvingDoublingRunsItsStagesInOrder) {
         uint32_t before_the_acks = 0;
         for (uint32_t i = 0; i < flows.size(); ++i) {
             EXPECT_EQ(st[i].rx_bytes, flows[i].size.v);
-            EXPECT_GT(st[i].arrived, Nanos{0}) << "flow " << i << ": its arrival was not reported";
-            EXPECT_LT(st[i].arrived, st[i].last_rx) << "flow " << i;
+            EXPECT_GT(f.arrived_at(i), Nanos{0}) << "flow " << i << ": its arrival was not reported";
+            EXPECT_LT(f.arrived_at(i), st[i].last_rx) << "flow " << i;
             if (!flows[i].gated()) continue;
-            EXPECT_GE(st[i].first_tx, st[flows[i].gate].arrived) << "flow " << i;
+            EXPECT_GE(st[i].first_tx, f.arrived_at(flows[i].gate)) << "flow " << i;
             EXPECT_GE(st[i].first_tx, st[flows[i].behind].first_tx) << "flow " << i;
             before_the_acks += st[i].first_tx < st[flows[i].gate].last_rx;
         }
