@@ -281,7 +281,7 @@ CcConfigResult load_cc_config_file(const std::string& path) {
     if (err == ReadTextError::TooLarge)
         return fail("'" + path + "' is larger than " + std::to_string(kMaxConfigFileBytes >> 20) +
                     " MiB, not a NIC profile");
-    if (!text) return fail("'" + path + "': " + read_text_error(path, err));
+    if (!text) return fail("'" + path + "': " + read_text_error(err));
     CcConfigResult r = parse_cc_config(*text);
     if (!r.ok()) r.error += " (in " + path + ")";
     return r;

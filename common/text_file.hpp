@@ -15,25 +15,25 @@ namespace rocemu {
 // The largest config file a loader takes.
 inline constexpr std::size_t kMaxConfigFileBytes = 16u << 20;
 
-enum class ReadTextError { None, CannotOpen, TooLarge };
+enum class ReadTextError { None, CannotOpen, Folder, TooLarge };
 
-// What a loader says of an error: "cannot read the file" and why.
-inline std::string read_text_error(const std::string& path, ReadTextError err) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return "a folder, not a file";
-    if (err == ReadTextError::TooLarge) return "larger than " + std::to_string(kMaxConfigFileBytes >> 20) + " MiB";
-    return "cannot read the file";
+// What a loader says of CannotOpen or Folder (each says its own of TooLarge).
+inline std::string read_text_error(ReadTextError err) {
+    return err == ReadTextError::Folder ? "a folder, not a file" : "cannot read the file";
 }
 
-// The file's bytes, or nullopt with `err` set (CannotOpen, TooLarge). A
-// folder, or a file whose read fails part way (EIO), cannot be read: it is
-// not an empty file.
+// The file's bytes, or nullopt with `err` set. A folder, or a file whose
+// read fails part way (EIO), cannot be read: it is not an empty file.
 inline std::optional<std::string> read_text_file(const std::string& path, ReadTextError& err,
                                                  std::size_t max_bytes = kMaxConfigFileBytes) {
     err = ReadTextError::None;
     std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+        err = ReadTextError::Folder;
+        return std::nullopt;
+    }
     std::ifstream in(path, std::ios::binary);
-    if (!in || std::filesystem::is_directory(path, ec)) {
+    if (!in) {
         err = ReadTextError::CannotOpen;
         return std::nullopt;
     }

@@ -16,10 +16,11 @@
 // carry their step as an immediate, and its receiving NIC reports each step
 // once its bytes have all arrived (FlowSink::on_step_arrived), as a
 // collective's next step waits for the data it forwards, not for the ACKs
-// of its own; so do a flow's that gates another (FlowSpec::reports_arrival). Per-flow progress goes into the
-// FlowStats the Fabric owns: tx_bytes counts bytes posted, last_rx the time
-// of the last WRITE completion; the receive side (rx_bytes, packets, CE
-// marks, CNPs) comes from the receiving QP (Fabric::sync_receiver_stats).
+// of its own; so do a flow's that gates another (FlowSpec::reports_arrival).
+// Per-flow progress goes into the FlowStats the Fabric owns: tx_bytes
+// counts bytes posted, last_rx the time of the last WRITE completion; the
+// receive side (rx_bytes, packets, CE marks, CNPs) comes from the receiving
+// QP (Fabric::sync_receiver_stats).
 #pragma once
 
 #include <array>
@@ -53,8 +54,8 @@ public:
     // A flow's step has completed at its sender (its last WRITE's CQE arrived).
     virtual void on_step_done(uint32_t flow, Nanos now) = 0;
     // A step of a flow that reports arrivals (FlowSpec::reports_arrival) has
-    // arrived whole at its receiver (the RECV
-    // completions of its WRITEs with immediate add up to the step's bytes).
+    // arrived whole at its receiver (the RECV completions of its WRITEs with
+    // immediate add up to the step's bytes).
     virtual void on_step_arrived(uint32_t flow, Nanos now) = 0;
 
 protected:
@@ -68,8 +69,9 @@ public:
     // A sending QP's send queue: a flow keeps at most kChunksInFlight WRITEs
     // posted (post_write's caller no more either).
     static constexpr uint32_t kSqDepth = kChunksInFlight;
-    // RECVs the receiving QP of a flow that reports arrivals keeps posted, one consumed by each
-    // WRITE with immediate and posted again as its completion is handled:
+    // RECVs the receiving QP of a flow that reports arrivals keeps posted,
+    // one consumed by each WRITE with immediate and posted again as its
+    // completion is handled:
     // at most kChunksInFlight are outstanding, so no WRITE meets an empty
     // queue (an RNR NAK).
     static constexpr uint32_t kRecvDepth = 2 * kChunksInFlight;

@@ -211,16 +211,9 @@ void Fabric::start() {
     }
     waiters_.assign(flows_.size(), {});
     for (uint32_t id = 0; id < flows_.size(); ++id) {
-        const FlowSpec& f = flows_[id];
-        if (f.behind != FlowSpec::kNoFlow && !f.gated())
-            throw std::invalid_argument(fmt::format("flow {}: behind = {} without a gate", id, f.behind));
-        for (const uint32_t w : {f.gate, f.behind}) {
-            if (w == FlowSpec::kNoFlow) continue;
-            if (w >= flows_.size() || w == id)
-                throw std::invalid_argument(fmt::format("flow {}: {} = {} names no other flow", id,
-                                                        w == f.gate ? "gate" : "behind", w));
-            waiters_[w].push_back(id);
-        }
+        if (const std::string why = gate_problem(flows_, id); !why.empty()) throw std::invalid_argument(why);
+        for (const uint32_t w : {flows_[id].gate, flows_[id].behind})
+            if (w != FlowSpec::kNoFlow) waiters_[w].push_back(id);
     }
     // RC flows open their first step at their start time.
     for (auto& n : rc_nics_) n->begin_flows();

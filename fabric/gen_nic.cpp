@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "dataplane/wire/bytes.hpp"
 #include "dataplane/wire/crc_zero.hpp"
 #include "dataplane/wire/icrc.hpp"
@@ -357,6 +359,16 @@ void GenNic::rearm(Nanos now) {
         sim_.cancel_timer(*this);
     else if (t != sim_.timer(*this))
         sim_.arm_timer(*this, t);
+}
+
+std::string gate_problem(std::span<const FlowSpec> flows, uint32_t id) {
+    const FlowSpec& f = flows[id];
+    for (const uint32_t w : {f.gate, f.behind})
+        if (w != FlowSpec::kNoFlow && (w >= flows.size() || w == id))
+            return fmt::format("flow {}: {} = {} names no other flow", id, w == f.gate ? "gate" : "behind", w);
+    if (f.behind != FlowSpec::kNoFlow && !f.gated())
+        return fmt::format("flow {}: behind = {} without a gate", id, f.behind);
+    return {};
 }
 
 }  // namespace rocemu::fabric

@@ -15,6 +15,8 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "cc/cc.hpp"
@@ -66,6 +68,11 @@ struct FlowSpec {
     // each step's arrival (StepArrivals): a stepped flow's and a gate's.
     bool reports_arrival() const { return steps > 1 || notify; }
 };
+
+// Why flow `id` of `flows` cannot be gated as it says: its `gate` or
+// `behind` names no other flow of them, or it is behind a flow without a
+// gate; empty if it can. Both RC runtimes check it before a run.
+std::string gate_problem(std::span<const FlowSpec> flows, uint32_t id);
 
 // Bytes of step k of a flow of `size` in `steps` (the last takes the remainder).
 inline uint64_t step_bytes(uint64_t size, uint32_t steps, uint32_t k) {

@@ -349,7 +349,7 @@ ConfigResult load_fabric_config(const std::string& path) {
     if (err == ReadTextError::TooLarge)
         return ConfigResult{std::nullopt, fmt::format("{}: larger than {} MiB, not a fabric config", path,
                                                       kMaxConfigFileBytes >> 20)};
-    if (!text) return ConfigResult{std::nullopt, fmt::format("{}: {}", path, read_text_error(path, err))};
+    if (!text) return ConfigResult{std::nullopt, fmt::format("{}: {}", path, read_text_error(err))};
     return parse_fabric_config(*text, path);
 }
 

@@ -622,7 +622,7 @@ ConfigResult load_switch_config(const std::string& path) {
         ConfigResult out;
         out.error = err == ReadTextError::TooLarge
                         ? fmt::format("{}: larger than {} MiB, not a switch config", path, kMaxConfigFileBytes >> 20)
-                        : fmt::format("{}: {}", path, read_text_error(path, err));
+                        : fmt::format("{}: {}", path, read_text_error(err));
         return out;
     }
     ConfigResult r = parse_switch_config(*text);

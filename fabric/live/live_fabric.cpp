@@ -769,18 +769,10 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
         for (uint64_t i = 0; i < kChunk; ++i) r.conn->from[i] = pattern(f, i);
         std::fill(r.conn->to.begin(), r.conn->to.end(), 0);
         if (s.after != FlowSpec::kNoFlow && s.after < flows.size() && s.after != f) followers[s.after].push_back(f);
-        for (const uint32_t w : {s.gate, s.behind}) {
-            if (w == FlowSpec::kNoFlow) continue;
-            if (w >= flows.size() || w == f) {
-                res.error = fmt::format("flow {}: {} = {} names no other flow", f, w == s.gate ? "gate" : "behind", w);
-                return res;
-            }
-            waiters[w].push_back(f);
-        }
-        if (s.behind != FlowSpec::kNoFlow && !s.gated()) {
-            res.error = fmt::format("flow {}: behind = {} without a gate", f, s.behind);
-            return res;
-        }
+        res.error = gate_problem(flows, f);
+        if (!res.error.empty()) return res;
+        for (const uint32_t w : {s.gate, s.behind})
+            if (w != FlowSpec::kNoFlow) waiters[w].push_back(f);
         r.gate = s.gate;
         r.behind = s.behind;
         total += r.size;
@@ -939,10 +931,10 @@ WorkloadResult LiveFabric::run(const std::vector<FlowSpec>& flows, Nanos timeout
                         if (h.ctx->post_recv(c.qp_num, std::span(&again, 1)) && res.error.empty())
                             res.error = fmt::format("posting a RECV: {}", h.ctx->last_error());
                         const uint32_t came = r.arrivals.add(c.imm_data, c.byte_len);
-                        if (came > 0 && r.arrivals.complete() && r.size > 0) ++arrived_flows;
                         for (uint32_t k = 0; k < came; ++k)
                             for (const uint32_t g : followers[f]) open(g, open);
                         if (came > 0 && r.arrivals.complete()) {
+                            if (r.size > 0) ++arrived_flows;
                             r.arrived = now;
                             open_waiters(f);
                         }

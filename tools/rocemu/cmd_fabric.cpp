@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <chrono>
@@ -114,13 +115,20 @@ bool resolve_sweep(FabricArgs& a, std::string_view cmd) {
     // One end alone is a single size, as -b 1M -e 1M.
     const std::string& lo = a.minbytes.empty() ? a.maxbytes : a.minbytes;
     const std::string& hi = a.maxbytes.empty() ? a.minbytes : a.maxbytes;
-    for (const auto& [name, v] : {std::pair{"-b/--minbytes", &lo}, {"-e/--maxbytes", &hi}, {"-i/--stepbytes", &a.stepbytes}})
-        if (!parse_size(*v)) {
-            fmt::print(stderr, "{}: {} '{}' is not a size like 4096, 64K, 16M or 1G (1 B to 1 TiB)\n", cmd, name, *v);
+    const std::array<std::pair<const char*, const std::string*>, 3> given{
+        {{"-b/--minbytes", &lo}, {"-e/--maxbytes", &hi}, {"-i/--stepbytes", &a.stepbytes}}};
+    std::array<Bytes, 3> v{};
+    for (size_t i = 0; i < given.size(); ++i) {
+        const std::optional<Bytes> b = parse_size(*given[i].second);
+        if (!b) {
+            fmt::print(stderr, "{}: {} '{}' is not a size like 4096, 64K, 16M or 1G (1 B to 1 TiB)\n", cmd,
+                       given[i].first, *given[i].second);
             return false;
         }
+        v[i] = *b;
+    }
     std::string error;
-    const std::vector<Bytes> sizes = size_range(*parse_size(lo), *parse_size(hi), a.stepfactor, *parse_size(a.stepbytes), error);
+    const std::vector<Bytes> sizes = size_range(v[0], v[1], a.stepfactor, v[2], error);
     if (sizes.empty()) {
         fmt::print(stderr, "{}: -b {} -e {}: {}\n", cmd, lo, hi, error);
         return false;
@@ -160,7 +168,8 @@ void add_sweep_options(CLI::App* c, FabricArgs& a, const std::string& note) {
         c->add_option("-e,--maxbytes", a.maxbytes, note + "the largest size (-b alone or -e alone: one size)"),
         c->add_option("-i,--stepbytes", a.stepbytes, note + "from -b to -e in steps of this many bytes")
             ->capture_default_str(),
-        c->add_option("-f,--stepfactor", a.stepfactor, note + "from -b to -e, each size this many times the one before (1: steps of -i)")
+        c->add_option("-f,--stepfactor", a.stepfactor,
+                      note + "from -b to -e, each size this many times the one before (1: steps of -i)")
             ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20)),
     };
     c->add_option("--seed", a.seed, "run seed")->check(kWholeNumber)->capture_default_str();

@@ -33,7 +33,9 @@ void add_switch_command(CLI::App& app, int& status) {
     cmd->add_option("--capture", o->capture, "write every frame received and sent, on every port, to this pcapng file");
     cmd->add_option("--duration", o->duration_s, "seconds to run (default: until Ctrl-C)");
     cmd->add_flag("--ttl", o->ttl_decrement, "decrement the IP TTL / hop limit (expired packets are dropped)");
-    cmd->add_option("--seed", o->seed, "seed of the switch's and the links' randomness")->check(kWholeNumber)->capture_default_str();
+    cmd->add_option("--seed", o->seed, "seed of the switch's and the links' randomness")
+        ->check(kWholeNumber)
+        ->capture_default_str();
     cmd->add_flag("--busy-poll", o->busy_poll, "never sleep when idle (one core at 100%)");
     cmd->add_flag("--record-cycles", o->record_cycles,
                   "print CPU cycles per packet at exit, counted as testpmd's --record-core-cycles counts them");
